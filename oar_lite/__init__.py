@@ -1,0 +1,42 @@
+"""oar-lite: Outcome-grounded Advantage Reshaping (OAR) for GRPO, small and readable.
+
+The algorithm contract is OAR-SPEC (Li et al. 2026, arXiv 2601.07408):
+
+- `group_advantages`, `policy_loss`, `token_advantages`: GRPO (`oar_lite.grpo`).
+- `perturbation_scores` (OAR-P), `gradient_scores` (OAR-G) and baselines, one calling
+  convention, and `token_weights`, the batched entry point (`oar_lite.attribution`).
+- `bilevel_weights`: scores -> token weights (`oar_lite.reshape`).
+- `find_answer`, `segment_completion`, `segment_completion_ids`, `segments_to_masks`:
+  where the reasoning ends and the answer is (`oar_lite.segment`).
+- `math_reward`: verifiable reward with math-verify (`oar_lite.reward`).
+"""
+from .attribution import (
+    MODES,
+    SCORERS,
+    entropy_scores,
+    final_outcome,
+    gradient_scores,
+    mask_to_span,
+    parse_method,
+    perturbation_scores,
+    perturbation_scores_naive,
+    random_scores,
+    register_scorer,
+    token_scores,
+    token_weights,
+)
+from .grpo import group_advantages, policy_loss, selective_log_softmax, sequence_logprobs, token_advantages
+from .reshape import bilevel_weights
+from .reward import math_reward, math_rewards
+from .segment import (
+    FORMATS,
+    AnswerMatch,
+    Segments,
+    completion_offsets,
+    find_answer,
+    segment_completion,
+    segment_completion_ids,
+    segments_to_masks,
+)
+
+__version__ = "0.1.0"

@@ -1,0 +1,453 @@
+"""Token importance for credit assignment: OAR-P, OAR-G and baselines (spec sections 3-5).
+
+Every scorer shares one calling convention (as Captum's attribution methods do)::
+
+    scorer(model, input_ids, reasoning, answer, **options) -> scores [R]
+
+with ``input_ids: [T]`` one unpadded sequence (prompt + completion), ``reasoning`` and
+``answer`` half-open `slice`s into it, and R = reasoning length. A larger score means the
+token moves the final answer more. The scorers are registered by name in `SCORERS`
+(``"oar-p"``, ``"oar-g"``, ``"entropy"``, ``"random"``); ``"uniform"`` is plain GRPO.
+`token_weights` is the batched entry point the trainers call.
+
+P_final, the outcome the scores are grounded in (section 3):
+
+- ``"last"``: next-token distribution over the first answer token, from ``x[:answer.start]``.
+- ``"answer_mean"``: softmax of the mean logits at the positions predicting the answer tokens.
+- ``"answer_joint"``: phi = mean_k log p(a_k | x[:k]) over the answer tokens (a scalar).
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from .reshape import bilevel_weights
+
+MODES = ("last", "answer_mean", "answer_joint")
+
+
+# ----------------------------------------------------------------------------- checks
+
+def _check_sequence(input_ids: torch.Tensor, reasoning: slice, answer: slice) -> None:
+    if not torch.is_tensor(input_ids) or input_ids.dim() != 1:
+        shape = tuple(input_ids.shape) if torch.is_tensor(input_ids) else type(input_ids).__name__
+        raise ValueError(f"input_ids must be a 1-D tensor [T] (one unpadded sequence), got {shape}")
+    T = input_ids.numel()
+    for name, span in (("reasoning", reasoning), ("answer", answer)):
+        if not isinstance(span, slice) or span.step not in (None, 1):
+            raise ValueError(f"{name} must be a slice(start, stop) with unit step, got {span!r}")
+        if span.start is None or span.stop is None:
+            raise ValueError(f"{name} must have explicit start and stop, got {span!r}")
+        if not 0 <= span.start < span.stop <= T:
+            raise ValueError(f"{name} span {span.start}:{span.stop} is empty or out of range for a sequence of {T} tokens")
+    if answer.start < reasoning.stop:
+        raise ValueError(f"answer ({answer.start}:{answer.stop}) must start at or after the end of "
+                         f"reasoning ({reasoning.start}:{reasoning.stop})")
+    if answer.start < 1:
+        raise ValueError("answer must not start at position 0: P_final is predicted from the tokens before it")
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise ValueError(f"unknown P_final mode {mode!r}; expected one of {MODES}")
+
+
+@contextlib.contextmanager
+def eval_mode(model: torch.nn.Module):
+    """Put every submodule in eval mode (no dropout) and restore each one's mode after."""
+    modes = [(m, m.training) for m in model.modules()]
+    model.eval()
+    try:
+        yield model
+    finally:
+        for m, training in modes:
+            m.training = training
+
+
+# ----------------------------------------------------------------------------- P_final
+
+def _outcome_span(answer: slice, mode: str) -> tuple[int, int]:
+    """(end, keep): the model reads ``x[:end]`` and P_final needs its last ``keep`` logits."""
+    if mode == "last":
+        return answer.start, 1
+    return answer.stop - 1, answer.stop - answer.start
+
+
+def _outcome(logits: torch.Tensor, answer_ids: torch.Tensor, mode: str) -> torch.Tensor:
+    """P_final from the kept logits.
+
+    Args:
+        logits: ``[b, keep, V]``, the logits `_outcome_span` says to keep.
+        answer_ids: ``[A]`` the answer tokens.
+
+    Returns:
+        ``[b, V]`` log-probabilities (``last``, ``answer_mean``) or ``[b]`` phi (``answer_joint``).
+    """
+    logits = logits.float()
+    if mode == "last":
+        return F.log_softmax(logits[:, -1], dim=-1)
+    if mode == "answer_mean":
+        return F.log_softmax(logits.mean(dim=1), dim=-1)
+    logp = F.log_softmax(logits, dim=-1)
+    return logp.gather(-1, answer_ids.expand(logits.shape[0], -1).unsqueeze(-1)).squeeze(-1).mean(dim=1)
+
+
+def _divergence(clean: torch.Tensor, changed: torch.Tensor, mode: str) -> torch.Tensor:
+    """``[b]`` KL(P || P~) from log-probs ``[1 or b, V]``, or ``phi - phi~`` for ``answer_joint``."""
+    if mode == "answer_joint":
+        return clean - changed
+    return (clean.exp() * (clean - changed)).sum(-1)
+
+
+def _cache_kwarg(model) -> str:
+    """The forward argument that takes a KV cache: ``cache`` (transformers >= 5.2x) or
+    the older ``past_key_values``."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+
+
+def prefix_cache(model, prefix_ids: torch.Tensor, copies: int):
+    """KV cache of ``prefix_ids [1, P]``, repeated ``copies`` times along the batch."""
+    out = model(input_ids=prefix_ids, use_cache=True)
+    cache = getattr(out, "cache", None)
+    cache = out.past_key_values if cache is None else cache
+    cache.batch_repeat_interleave(copies)
+    return cache
+
+
+def _final_logits(model, *, input_ids=None, inputs_embeds=None, keep: int, cache=None) -> torch.Tensor:
+    """``[b, keep, V]``: the last ``keep`` logits, the LM head applied to those positions only."""
+    kwargs = {_cache_kwarg(model): cache, "use_cache": True} if cache is not None else {"use_cache": False}
+    out = model(input_ids=input_ids, inputs_embeds=inputs_embeds, logits_to_keep=keep, **kwargs)
+    return out.logits[:, -keep:]
+
+
+def final_outcome(model, input_ids: torch.Tensor, answer: slice, *, mode: str = "last") -> torch.Tensor:
+    """P_final of one sequence (no grad): ``[V]`` log-probs, or a 0-d phi for ``answer_joint``."""
+    _check_mode(mode)
+    end, keep = _outcome_span(answer, mode)
+    with torch.no_grad(), eval_mode(model):
+        logits = _final_logits(model, input_ids=input_ids[None, :end], keep=keep)
+    return _outcome(logits, input_ids[answer], mode)[0]
+
+
+# ----------------------------------------------------------------------------- OAR-P
+
+def perturbation_scores(
+    model,
+    input_ids: torch.Tensor,
+    reasoning: slice,
+    answer: slice,
+    *,
+    mode: str = "last",
+    pad_token_id: int,
+    batch_size: int = 64,
+    reuse_prefix: bool = True,
+    stats: dict | None = None,
+) -> torch.Tensor:
+    """OAR-P: counterfactual importance of each reasoning token (spec section 4).
+
+    For each reasoning position t, replace x_t by the pad token (attention kept on it),
+    recompute P_final and score ``I_t = KL(P_final || P_final^(t))`` (``last``,
+    ``answer_mean``) or ``max(0, phi - phi^(t))`` (``answer_joint``).
+
+    The R perturbed copies run in chunks of ``batch_size``; only the logits P_final
+    needs are computed (never ``[R, T, V]``); with ``reuse_prefix`` each chunk reuses
+    the KV cache of the unperturbed prefix up to its first position, so roughly half
+    of the R * T token work is skipped. `perturbation_scores_naive` is the reference.
+
+    Args:
+        model: a causal LM (``transformers``-style, accepting ``logits_to_keep``).
+        input_ids: ``[T]`` one sequence, prompt + completion, no padding.
+        reasoning, answer: half-open spans into ``input_ids``; reasoning ends at or
+            before the answer starts.
+        mode: ``"last" | "answer_mean" | "answer_joint"``.
+        pad_token_id: the replacement token.
+        batch_size: perturbed copies per forward pass (bounds the memory).
+        reuse_prefix: reuse the unperturbed prefix's KV cache (exact up to float error).
+        stats: if a dict, receives ``forward_tokens`` (tokens run through the model,
+            cached prefixes included) and ``forward_passes``.
+
+    Returns:
+        ``[R]`` float32 scores, >= 0.
+    """
+    _check_sequence(input_ids, reasoning, answer)
+    _check_mode(mode)
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if pad_token_id is None:
+        raise ValueError("pad_token_id is required: the token that replaces each reasoning token")
+    end, keep = _outcome_span(answer, mode)
+    answer_ids = input_ids[answer]
+    positions = torch.arange(reasoning.start, reasoning.stop, device=input_ids.device)
+    tokens = passes = 0
+    scores = []
+    with torch.no_grad(), eval_mode(model):
+        clean = _outcome(_final_logits(model, input_ids=input_ids[None, :end], keep=keep), answer_ids, mode)
+        tokens, passes = end, 1
+        for chunk in positions.split(batch_size):
+            b = chunk.numel()
+            start = int(chunk[0]) if reuse_prefix else 0
+            cache = None
+            if start > 0:
+                cache = prefix_cache(model, input_ids[None, :start], b)
+                tokens, passes = tokens + start, passes + 1
+            variants = input_ids[start:end].repeat(b, 1)
+            variants[torch.arange(b), chunk - start] = pad_token_id
+            logits = _final_logits(model, input_ids=variants, keep=keep, cache=cache)
+            scores.append(_divergence(clean, _outcome(logits, answer_ids, mode), mode))
+            tokens, passes = tokens + b * (end - start), passes + 1
+    if stats is not None:
+        stats.update(forward_tokens=tokens, forward_passes=passes)
+    return torch.cat(scores).float().clamp(min=0)
+
+
+def perturbation_scores_naive(
+    model, input_ids: torch.Tensor, reasoning: slice, answer: slice, *, mode: str = "last", pad_token_id: int
+) -> torch.Tensor:
+    """Reference OAR-P: one full forward pass per reasoning token, full logits, no cache.
+
+    Slow and memory-hungry on purpose; it is what `perturbation_scores` is tested
+    against. Same arguments and result ``[R]``.
+    """
+    _check_sequence(input_ids, reasoning, answer)
+    _check_mode(mode)
+    answer_ids = input_ids[answer]
+
+    def outcome(ids: torch.Tensor) -> torch.Tensor:
+        logits = model(input_ids=ids[None]).logits  # [1, T, V]: everything, like the paper's code
+        if mode == "last":
+            return F.log_softmax(logits[0, answer.start - 1].float(), -1)
+        kept = logits[0, answer.start - 1 : answer.stop - 1].float()
+        if mode == "answer_mean":
+            return F.log_softmax(kept.mean(0), -1)
+        return F.log_softmax(kept, -1).gather(-1, answer_ids[:, None]).squeeze(-1).mean()
+
+    with torch.no_grad(), eval_mode(model):
+        clean = outcome(input_ids)
+        scores = []
+        for t in range(reasoning.start, reasoning.stop):
+            perturbed = input_ids.clone()
+            perturbed[t] = pad_token_id
+            changed = outcome(perturbed)
+            if mode == "answer_joint":
+                scores.append(torch.clamp(clean - changed, min=0))
+            else:
+                scores.append((clean.exp() * (clean - changed)).sum().clamp(min=0))
+    return torch.stack(scores).float()
+
+
+# ----------------------------------------------------------------------------- OAR-G
+
+def gradient_scores(
+    model,
+    input_ids: torch.Tensor,
+    reasoning: slice,
+    answer: slice,
+    *,
+    mode: str = "answer_mean",
+    noise_std: float = 1e-3,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """OAR-G: gradient-times-input saliency of the outcome (spec section 5).
+
+    1. Clean pass (no grad): P0 (or phi0).
+    2. Embeddings e (detached); Gaussian noise of std ``noise_std`` on the reasoning
+       positions only: e~ = e + n. (KL(P0 || P) has zero gradient at P = P0, so the KL
+       modes need the noise; ``answer_joint`` does not.)
+    3. J = KL(P0 || P~) or phi0 - phi~ on e~.
+    4. I_t = |<dJ/de~_t, e_t>| summed over the hidden dimension.
+
+    The gradient is taken with `torch.autograd.grad` on the embeddings only: the
+    model's parameter ``.grad`` and its train/eval mode are left as they were.
+
+    Args:
+        model: a causal LM accepting ``inputs_embeds`` and ``logits_to_keep``.
+        input_ids: ``[T]`` one sequence, no padding.
+        reasoning, answer: half-open spans into ``input_ids``.
+        mode: ``"last" | "answer_mean" | "answer_joint"``.
+        noise_std: sigma of the embedding noise.
+        generator: RNG for the noise (reproducible scores).
+
+    Returns:
+        ``[R]`` float32 scores, >= 0.
+    """
+    _check_sequence(input_ids, reasoning, answer)
+    _check_mode(mode)
+    if noise_std < 0:
+        raise ValueError(f"noise_std must be >= 0, got {noise_std}")
+    end, keep = _outcome_span(answer, mode)
+    answer_ids = input_ids[answer]
+    with eval_mode(model):
+        with torch.no_grad():
+            clean = _outcome(_final_logits(model, input_ids=input_ids[None, :end], keep=keep), answer_ids, mode)
+            embeds = model.get_input_embeddings()(input_ids[None, :end]).detach()
+            noise_shape = (reasoning.stop - reasoning.start, embeds.shape[-1])
+            noise_device = generator.device if generator is not None else embeds.device
+            noise = torch.randn(noise_shape, generator=generator, device=noise_device, dtype=torch.float32)
+            noisy = embeds.clone()
+            noisy[0, reasoning] += (noise_std * noise).to(embeds.device, embeds.dtype)
+        noisy.requires_grad_(True)
+        with torch.enable_grad():
+            logits = _final_logits(model, inputs_embeds=noisy, keep=keep)
+            objective = _divergence(clean, _outcome(logits, answer_ids, mode), mode).sum()
+            (grad,) = torch.autograd.grad(objective, noisy)
+    saliency = (grad[0, reasoning].float() * embeds[0, reasoning].float()).sum(-1).abs()
+    return saliency.detach()
+
+
+# ----------------------------------------------------------------------------- baselines
+
+def entropy_scores(model, input_ids: torch.Tensor, reasoning: slice, answer: slice) -> torch.Tensor:
+    """Baseline: entropy of the policy's distribution at each reasoning token (the
+    "high-entropy minority" heuristic). ``[R]``; needs ``reasoning.start >= 1``."""
+    _check_sequence(input_ids, reasoning, answer)
+    if reasoning.start < 1:
+        raise ValueError("entropy scores need reasoning.start >= 1 (a token before the first reasoning token)")
+    R = reasoning.stop - reasoning.start
+    with torch.no_grad(), eval_mode(model):
+        logits = _final_logits(model, input_ids=input_ids[None, : reasoning.stop - 1], keep=R)[0].float()
+    logp = F.log_softmax(logits, -1)
+    return -(logp.exp() * logp).sum(-1)
+
+
+def random_scores(model, input_ids: torch.Tensor, reasoning: slice, answer: slice, *,
+                  generator: torch.Generator | None = None) -> torch.Tensor:
+    """Baseline: uniform random scores ``[R]`` (chance level for any ranking metric)."""
+    _check_sequence(input_ids, reasoning, answer)
+    return torch.rand(reasoning.stop - reasoning.start, generator=generator)
+
+
+def uniform_scores(model, input_ids: torch.Tensor, reasoning: slice, answer: slice) -> torch.Tensor:
+    """Plain GRPO: every reasoning token equally important (all weights become 1)."""
+    _check_sequence(input_ids, reasoning, answer)
+    return torch.ones(reasoning.stop - reasoning.start)
+
+
+# ----------------------------------------------------------------------------- one interface
+
+Scorer = Callable[..., torch.Tensor]
+SCORERS: dict[str, Scorer] = {
+    "uniform": uniform_scores,
+    "random": random_scores,
+    "entropy": entropy_scores,
+    "oar-p": perturbation_scores,
+    "oar-g": gradient_scores,
+}
+"""Scorers by method name. Add one with `register_scorer`."""
+
+
+def register_scorer(name: str, scorer: Scorer) -> None:
+    """Make ``scorer(model, input_ids [T], reasoning, answer, **options) -> [R]`` available
+    to `token_scores` and `token_weights` as ``method=name``."""
+    if ":" in name:
+        raise ValueError(f"scorer names cannot contain ':' (it separates the P_final mode), got {name!r}")
+    SCORERS[name] = scorer
+
+
+def parse_method(method: str) -> tuple[str, str | None]:
+    """``"oar-p:answer_joint"`` -> ``("oar-p", "answer_joint")``; ``"oar-g"`` -> ``("oar-g", None)``."""
+    name, _, mode = method.partition(":")
+    if name not in SCORERS:
+        raise ValueError(f"unknown method {name!r}; expected one of {sorted(SCORERS)} (optionally ':<mode>')")
+    if mode:
+        if "mode" not in inspect.signature(SCORERS[name]).parameters:
+            raise ValueError(f"method {name!r} takes no P_final mode, got {method!r}")
+        _check_mode(mode)
+    return name, mode or None
+
+
+def token_scores(method: str, model, input_ids: torch.Tensor, reasoning: slice, answer: slice, **options) -> torch.Tensor:
+    """Scores ``[R]`` of one sequence with the named method.
+
+    ``options`` go to the scorer; those it does not take (``pad_token_id`` for OAR-G,
+    say) are dropped, so one call site can serve every method.
+    """
+    name, mode = parse_method(method)
+    scorer = SCORERS[name]
+    params = inspect.signature(scorer).parameters
+    kwargs = {k: v for k, v in options.items() if k in params and v is not None}
+    if mode is not None:
+        kwargs["mode"] = mode
+    return scorer(model, input_ids, reasoning, answer, **kwargs)
+
+
+def mask_to_span(mask: torch.Tensor, what: str = "mask") -> slice | None:
+    """``[T]`` bool mask with one contiguous run of True -> ``slice``; all False -> ``None``."""
+    idx = mask.nonzero().flatten()
+    if idx.numel() == 0:
+        return None
+    start, stop = int(idx[0]), int(idx[-1]) + 1
+    if idx.numel() != stop - start:
+        raise ValueError(f"{what} must be one contiguous run of True, got positions {idx.tolist()}")
+    return slice(start, stop)
+
+
+def token_weights(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    reasoning_mask: torch.Tensor,
+    answer_mask: torch.Tensor,
+    *,
+    method: str = "oar-g",
+    quantile: float = 0.25,
+    boost: float = 1.0,
+    floor: float = 0.1,
+    preserve_mass: bool = True,
+    return_scores: bool = False,
+    **options,
+):
+    """Batched entry point for training: token weights for every sequence of a batch.
+
+    Each row is scored on its own (padding stripped, so left- or right-padded rows get
+    exactly the scores they would get alone), its reasoning scores go through
+    `bilevel_weights`, and the weights are placed on the reasoning positions.
+
+    Args:
+        model: the current policy (scores are computed without touching its grads).
+        input_ids: ``[B, T]`` prompt + completion, padded.
+        attention_mask: ``[B, T]``, 1 on real tokens (one contiguous run per row).
+        reasoning_mask: ``[B, T]`` bool, the reasoning tokens (contiguous per row).
+        answer_mask: ``[B, T]`` bool, the answer tokens; an all-False row means "no
+            parseable answer" and gets all weights 1.
+        method: ``"uniform"``, ``"random"``, ``"entropy"``, ``"oar-p"``, ``"oar-g"`` or any
+            registered scorer, optionally with a P_final mode (``"oar-p:answer_joint"``).
+        quantile, boost, floor, preserve_mass: the reshaping (`bilevel_weights`).
+        return_scores: also return the list of raw ``[R_i]`` scores (``None`` for rows
+            without an answer).
+        **options: passed to the scorer (``pad_token_id``, ``batch_size``, ``noise_std``,
+            ``generator``, ...; options a scorer does not take are ignored).
+
+    Returns:
+        ``weights [B, T]`` float32 (1 outside reasoning), or ``(weights, scores)``.
+    """
+    parse_method(method)
+    if input_ids.dim() != 2:
+        raise ValueError(f"input_ids must be [B, T], got {tuple(input_ids.shape)}")
+    for name, m in (("attention_mask", attention_mask), ("reasoning_mask", reasoning_mask), ("answer_mask", answer_mask)):
+        if m.shape != input_ids.shape:
+            raise ValueError(f"{name} must have the shape of input_ids {tuple(input_ids.shape)}, got {tuple(m.shape)}")
+    weights = torch.ones(input_ids.shape, dtype=torch.float32, device=input_ids.device)
+    all_scores: list[torch.Tensor | None] = []
+    for row in range(input_ids.shape[0]):
+        valid = mask_to_span(attention_mask[row].bool(), "attention_mask row")
+        answer = mask_to_span(answer_mask[row].bool(), "answer_mask row")
+        reasoning = mask_to_span(reasoning_mask[row].bool(), "reasoning_mask row")
+        if answer is None or reasoning is None or valid is None:
+            all_scores.append(None)
+            continue
+        if reasoning.start < valid.start or answer.stop > valid.stop:
+            raise ValueError(f"row {row}: reasoning/answer reach outside the attended tokens")
+        off = valid.start
+        ids = input_ids[row, valid]
+        scores = token_scores(method, model, ids, slice(reasoning.start - off, reasoning.stop - off),
+                              slice(answer.start - off, answer.stop - off), **options)
+        all_scores.append(scores)
+        weights[row, reasoning] = bilevel_weights(scores, quantile=quantile, boost=boost, floor=floor,
+                                                  preserve_mass=preserve_mass).to(weights.device, weights.dtype)
+    return (weights, all_scores) if return_scores else weights

@@ -1,0 +1,63 @@
+"""Bi-level advantage reshaping (spec section 6): importance scores -> token weights.
+
+    s   = log1p(I)
+    n   = (s - min s) / (max s - min s)          (range taken as 1 when all equal)
+    tau = quantile(n, q)
+    w_t = max(n_t / (tau + 1e-8), floor)          if n_t < tau   (suppress)
+    w_t = 1 + boost * (n_t - tau) / (1 - tau + 1e-8)   otherwise (boost)
+    w  <- w * R / (sum w + 1e-8)                  (preserve_mass: sum w = R)
+
+The paper and its code call ``boost`` "beta"; here ``beta`` stays TRL's KL coefficient.
+"""
+from __future__ import annotations
+
+import torch
+
+
+def bilevel_weights(
+    scores: torch.Tensor,
+    *,
+    quantile: float = 0.25,
+    boost: float = 1.0,
+    floor: float = 0.1,
+    preserve_mass: bool = True,
+) -> torch.Tensor:
+    """Token weights from importance scores of one completion's reasoning tokens.
+
+    Args:
+        scores: ``[R]`` non-negative importance scores I_t (OAR-P, OAR-G, ...).
+        quantile: q, the share of tokens (by normalised score) below the suppression
+            threshold tau; ``0`` suppresses nothing.
+        boost: how much the most important token is boosted (weight up to ``1 + boost``).
+        floor: the smallest weight a suppressed token keeps, in ``[0, 1]``.
+        preserve_mass: rescale so the weights sum to R (the total advantage is kept).
+
+    Returns:
+        ``[R]`` weights (float32, or the scores' floating dtype). Equal scores give all 1.
+    """
+    if not torch.is_tensor(scores):
+        scores = torch.as_tensor(scores, dtype=torch.float32)
+    if scores.dim() != 1:
+        raise ValueError(f"scores must be 1-D [R], got shape {tuple(scores.shape)}")
+    if not 0.0 <= quantile <= 1.0:
+        raise ValueError(f"quantile must be in [0, 1], got {quantile}")
+    if boost < 0:
+        raise ValueError(f"boost must be >= 0, got {boost}")
+    if not 0.0 <= floor <= 1.0:
+        raise ValueError(f"floor must be in [0, 1], got {floor}")
+    if scores.numel() == 0:
+        return scores.float()
+    if not torch.isfinite(scores).all():
+        raise ValueError("importance scores contain NaN or infinite values; expected finite scores >= 0")
+    if (scores < 0).any():
+        raise ValueError(f"importance scores must be >= 0, got min {scores.min().item():.3g}")
+    s = torch.log1p(scores.float() if not scores.is_floating_point() else scores)
+    span = s.max() - s.min()
+    n = (s - s.min()) / (span if span > 0 else torch.ones_like(span))
+    tau = torch.quantile(n, quantile)
+    suppressed = torch.clamp(n / (tau + 1e-8), min=floor)
+    boosted = 1 + boost * (n - tau) / (1 - tau + 1e-8)
+    w = torch.where(n < tau, suppressed, boosted)
+    if preserve_mass:
+        w = w * n.numel() / (w.sum() + 1e-8)
+    return w

@@ -1,0 +1,231 @@
+"""Answer segmentation: where the reasoning ends and the final answer sits (spec section 2).
+
+A completion is split into
+
+    reasoning | conclude marker | answer | rest (end of text, a closing period...)
+
+`find_answer` works on text (character spans); `segment_completion` maps those spans to
+token spans with the tokenizer's offsets; `segment_completion_ids` does both for generated
+ids; `segments_to_masks` turns a batch of segments into the boolean `[B, T]` masks the
+batched attribution entry point takes. A completion without a parseable answer gives
+`None`: it gets no reshaping (all weights 1) and no reward.
+
+Formats (tried in the order given; the last occurrence of the first format that matches
+wins, so "The answer is \\boxed{5}." is read as a boxed answer):
+
+- ``"boxed"``: ``\\boxed{...}`` with balanced braces; the answer is the inside.
+- ``"hash"``: GSM8K's ``#### 42``; the answer runs to the end of the line.
+- ``"answer_is"``: ``The answer is 42.`` (also "The final answer is"); the answer runs to
+  the end of the sentence or line.
+- ``"a_equals"``: the toy world's ``A=123``; the answer is the number.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+FORMATS = ("boxed", "hash", "answer_is", "a_equals")
+"""All answer formats, in the default order of preference."""
+
+
+@dataclass(frozen=True)
+class AnswerMatch:
+    """Character spans of one answer in a text: ``text[marker_start:answer_start]`` is the
+    conclude marker (e.g. ``"A="``), ``text[answer_start:answer_end]`` the answer."""
+
+    format: str
+    marker_start: int
+    answer_start: int
+    answer_end: int
+    answer: str
+
+
+@dataclass(frozen=True)
+class Segments:
+    """Token spans of a completion (indices into the completion's own tokens).
+
+    ``reasoning`` is ``slice(0, k)`` (the tokens before the conclude marker) and
+    ``answer`` the tokens that overlap the answer text. Shift both by the prompt
+    length (`shift`) to index the full sequence ``prompt + completion``.
+    """
+
+    reasoning: slice
+    answer: slice
+    answer_text: str
+    format: str
+
+    def shift(self, offset: int) -> "Segments":
+        """The same segments, moved right by ``offset`` tokens (e.g. the prompt length)."""
+        return Segments(
+            slice(self.reasoning.start + offset, self.reasoning.stop + offset),
+            slice(self.answer.start + offset, self.answer.stop + offset),
+            self.answer_text,
+            self.format,
+        )
+
+
+_NUMBER = r"-?\d[\d,]*(?:\.\d+)?"
+_A_EQUALS = re.compile(r"A=\s*(" + _NUMBER + ")")
+_HASH = re.compile(r"####[ \t]*([^\n]*\S)")
+_ANSWER_IS = re.compile(r"[Tt]he (?:final )?answer is\s*:?\s*")
+_ANSWER_IS_END = re.compile(r"\.(?=\s|$)|\n|$")
+
+
+def _last_boxed(text: str) -> AnswerMatch | None:
+    start = text.rfind("\\boxed{")
+    while start != -1:
+        i = start + len("\\boxed{")
+        depth = 1
+        for j in range(i, len(text)):
+            if text[j] == "{":
+                depth += 1
+            elif text[j] == "}":
+                depth -= 1
+                if depth == 0:
+                    if text[i:j].strip():
+                        return AnswerMatch("boxed", start, i, j, text[i:j])
+                    break
+        start = text.rfind("\\boxed{", 0, start)
+    return None
+
+
+def _last_answer_is(text: str) -> AnswerMatch | None:
+    for marker in reversed(list(_ANSWER_IS.finditer(text))):
+        rest_start = marker.end()
+        if text[rest_start : rest_start + 1] == "$":
+            rest_start += 1
+        end = _ANSWER_IS_END.search(text, rest_start).start()
+        answer = text[rest_start:end].rstrip().rstrip("$").rstrip()
+        if answer:
+            return AnswerMatch("answer_is", marker.start(), rest_start, rest_start + len(answer), answer)
+    return None
+
+
+def _last_regex(pattern: re.Pattern, name: str, text: str) -> AnswerMatch | None:
+    matches = list(pattern.finditer(text))
+    if not matches:
+        return None
+    m = matches[-1]
+    answer = m.group(1).rstrip(".").rstrip() if name == "hash" else m.group(1)
+    return AnswerMatch(name, m.start(), m.start(1), m.start(1) + len(answer), answer)
+
+
+def find_answer(text: str, formats: Sequence[str] = FORMATS) -> AnswerMatch | None:
+    """Find the final answer in ``text``; ``None`` when no format in ``formats`` matches."""
+    _check_formats(formats)
+    for name in formats:
+        if name == "boxed":
+            found = _last_boxed(text)
+        elif name == "answer_is":
+            found = _last_answer_is(text)
+        elif name == "hash":
+            found = _last_regex(_HASH, "hash", text)
+        else:
+            found = _last_regex(_A_EQUALS, "a_equals", text)
+        if found is not None:
+            return found
+    return None
+
+
+def _check_formats(formats: Sequence[str]) -> None:
+    if isinstance(formats, str):
+        raise ValueError(f"formats must be a sequence of format names, got the string {formats!r}; "
+                         f"wrap it in a tuple: ({formats!r},)")
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown or not formats:
+        raise ValueError(f"unknown answer format(s) {unknown or formats!r}; expected a non-empty subset of {FORMATS}")
+
+
+def segment_completion(
+    text: str, offsets: Sequence[tuple[int, int]], formats: Sequence[str] = FORMATS
+) -> Segments | None:
+    """Token spans of the reasoning and the answer of one completion.
+
+    Args:
+        text: the completion's text.
+        offsets: ``[(start, end)]`` character span of each completion token in ``text``
+            (the tokenizer's ``offset_mapping``, or `completion_offsets`).
+        formats: answer formats to look for (see module docstring).
+
+    Returns:
+        `Segments` in completion-token indices, or ``None`` when the text has no answer
+        in any of ``formats`` (or no token covers it).
+    """
+    match = find_answer(text, formats)
+    if match is None:
+        return None
+    ends = [int(e) for _, e in offsets]
+    starts = [int(s) for s, _ in offsets]
+    # First token that reaches into the marker / the answer; last token that starts in the answer.
+    marker_tok = next((i for i, e in enumerate(ends) if e > match.marker_start), None)
+    answer_first = next((i for i, e in enumerate(ends) if e > match.answer_start), None)
+    if marker_tok is None or answer_first is None:
+        return None
+    answer_last = max((i for i, s in enumerate(starts) if s < match.answer_end), default=None)
+    if answer_last is None or answer_last < answer_first:
+        return None
+    return Segments(slice(0, marker_tok), slice(answer_first, answer_last + 1), match.answer, match.format)
+
+
+def completion_offsets(tokenizer, completion_ids: Sequence[int]) -> tuple[str, list[tuple[int, int]]]:
+    """Decode generated ids to text with the character span of every token.
+
+    Offsets come from decoding growing prefixes, so they are right for any tokenizer
+    (byte-level BPE included) and need no re-tokenisation of the text, which could
+    split it differently from what the model generated.
+
+    Returns:
+        ``(text, offsets)`` with ``len(offsets) == len(completion_ids)``.
+    """
+    ids = [int(i) for i in completion_ids]
+    offsets, prev = [], 0
+    for k in range(1, len(ids) + 1):
+        cur = len(tokenizer.decode(ids[:k], skip_special_tokens=False, clean_up_tokenization_spaces=False))
+        cur = max(cur, prev)
+        offsets.append((prev, cur))
+        prev = cur
+    text = tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    return text, offsets
+
+
+def segment_completion_ids(
+    tokenizer, completion_ids: Sequence[int], formats: Sequence[str] = FORMATS
+) -> Segments | None:
+    """`segment_completion` for generated ids (completion tokens only, no prompt)."""
+    text, offsets = completion_offsets(tokenizer, completion_ids)
+    return segment_completion(text, offsets, formats)
+
+
+def segments_to_masks(
+    segments: Sequence[Segments | None], completion_start: int | Sequence[int], seq_len: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Boolean masks for a batch of sequences ``prompt + completion``.
+
+    Args:
+        segments: one `Segments` (completion-token indices) or ``None`` per row.
+        completion_start: index of the first completion token in each row (one int for
+            all rows, e.g. the padded prompt length).
+        seq_len: T, the padded sequence length.
+
+    Returns:
+        ``(reasoning_mask, answer_mask)``, each ``[B, T]`` bool; rows with ``None`` are
+        all False.
+    """
+    batch = len(segments)
+    starts = [int(completion_start)] * batch if isinstance(completion_start, int) else [int(s) for s in completion_start]
+    if len(starts) != batch:
+        raise ValueError(f"completion_start has {len(starts)} entries for {batch} segments")
+    reasoning_mask = torch.zeros(batch, seq_len, dtype=torch.bool)
+    answer_mask = torch.zeros(batch, seq_len, dtype=torch.bool)
+    for row, (seg, start) in enumerate(zip(segments, starts)):
+        if seg is None:
+            continue
+        seg = seg.shift(start)
+        if seg.answer.stop > seq_len:
+            raise ValueError(f"row {row}: answer ends at token {seg.answer.stop}, past seq_len={seq_len}")
+        reasoning_mask[row, seg.reasoning] = True
+        answer_mask[row, seg.answer] = True
+    return reasoning_mask, answer_mask
