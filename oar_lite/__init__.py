@@ -28,6 +28,7 @@ from .attribution import (
 from .grpo import group_advantages, policy_loss, selective_log_softmax, sequence_logprobs, token_advantages
 from .reshape import bilevel_weights
 from .reward import math_reward, math_rewards
+from .rollout import Rollouts, sample_completions
 from .segment import (
     FORMATS,
     AnswerMatch,

@@ -1,0 +1,136 @@
+"""Sampling groups of completions and laying them out for scoring and training.
+
+`sample_completions` is the one place that turns prompts into a `Rollouts` batch:
+``input_ids [B, T]`` = left-padded prompt + right-padded completion, with the masks every
+later step needs (completion mask, reasoning and answer masks from `oar_lite.segment`).
+The toy world, the SmolLM2 measurements, the readable trainer and the notebooks all use it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+
+from .segment import FORMATS, Segments, segment_completion_ids, segments_to_masks
+
+
+@dataclass
+class Rollouts:
+    """A batch of sampled completions, ``B = len(prompts) * group_size`` rows.
+
+    Attributes:
+        input_ids: ``[B, T]`` prompt (left-padded to P tokens) + completion (right-padded).
+        attention_mask: ``[B, T]``, 1 on real tokens.
+        completion_mask: ``[B, C]`` with C = T - P, 1 on completion tokens up to and
+            including the end-of-sequence token.
+        prompt_length: P, the padded prompt length (completions start at column P).
+        group_size: G, completions per prompt (rows of one prompt are consecutive).
+        completions: the ``B`` completion texts (special tokens removed).
+        completion_ids: the ``B`` completions as id lists (no padding, EOS kept).
+        prompts: the ``B`` prompts (each repeated G times).
+        segments: per row, `Segments` in completion-token indices or ``None``.
+    """
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    completion_mask: torch.Tensor
+    prompt_length: int
+    group_size: int
+    completions: list[str]
+    completion_ids: list[list[int]]
+    prompts: list[str]
+    segments: list[Segments | None] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return self.input_ids.shape[0]
+
+    def masks(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(reasoning_mask, answer_mask)``, each ``[B, T]`` bool, from `segments`."""
+        reasoning, answer = segments_to_masks(self.segments, self.prompt_length, self.input_ids.shape[1])
+        return reasoning.to(self.input_ids.device), answer.to(self.input_ids.device)
+
+
+def sample_completions(
+    model,
+    tokenizer,
+    prompts: Sequence[str],
+    *,
+    group_size: int = 1,
+    max_new_tokens: int = 64,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    formats: Sequence[str] = FORMATS,
+    add_special_tokens: bool = True,
+    seed: int | None = None,
+) -> Rollouts:
+    """Sample ``group_size`` completions per prompt (greedy when ``temperature == 0``).
+
+    Args:
+        model, tokenizer: a causal LM and its tokenizer (needs a pad token).
+        prompts: prompt texts (already chat-formatted if the model needs it).
+        group_size: G completions per prompt.
+        max_new_tokens: completion length cap.
+        temperature, top_p: sampling; ``temperature=0`` is greedy decoding.
+        formats: answer formats for segmentation (`oar_lite.segment.FORMATS`).
+        add_special_tokens: passed to the tokenizer (False for chat-templated text).
+        seed: if given, ``torch.manual_seed(seed)`` first, for reproducible samples.
+
+    Returns:
+        `Rollouts` with ``len(prompts) * group_size`` rows.
+    """
+    if not prompts:
+        raise ValueError("prompts is empty; expected at least one prompt")
+    if group_size < 1:
+        raise ValueError(f"group_size must be >= 1, got {group_size}")
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if tokenizer.pad_token_id is None:
+        raise ValueError("the tokenizer has no pad token; set tokenizer.pad_token first")
+    if seed is not None:
+        torch.manual_seed(seed)
+    device = next(model.parameters()).device
+    enc = tokenizer(list(prompts), return_tensors="pt", padding=True, padding_side="left",
+                    add_special_tokens=add_special_tokens).to(device)
+    greedy = temperature == 0
+    sampling = {} if greedy else {"temperature": temperature, "top_p": top_p, "top_k": 0}
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            out = model.generate(
+                **enc,
+                do_sample=not greedy,
+                max_new_tokens=max_new_tokens,
+                num_return_sequences=group_size,
+                pad_token_id=tokenizer.pad_token_id,
+                eos_token_id=tokenizer.eos_token_id,
+                **sampling,
+            )
+    finally:
+        model.train(was_training)
+    P = enc["input_ids"].shape[1]
+    completion = out[:, P:]
+    is_eos = completion == tokenizer.eos_token_id
+    has_eos = is_eos.any(dim=1)
+    first_eos = torch.where(has_eos, is_eos.int().argmax(dim=1), torch.full_like(has_eos, completion.shape[1], dtype=torch.long))
+    cols = torch.arange(completion.shape[1], device=completion.device)
+    completion_mask = (cols[None, :] <= first_eos[:, None]).long()
+    prompt_mask = enc["attention_mask"].repeat_interleave(group_size, dim=0)
+    attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
+    completion_ids = [row[: int(m.sum())].tolist() for row, m in zip(completion, completion_mask)]
+    texts = tokenizer.batch_decode([ids for ids in completion_ids], skip_special_tokens=True)
+    # Segment without the trailing EOS: its text ("</s>", "<|im_end|>") is not part of the answer.
+    segments = [segment_completion_ids(tokenizer, ids[:-1] if ids and ids[-1] == tokenizer.eos_token_id else ids, formats)
+                for ids in completion_ids]
+    return Rollouts(
+        input_ids=out,
+        attention_mask=attention_mask,
+        completion_mask=completion_mask,
+        prompt_length=P,
+        group_size=group_size,
+        completions=texts,
+        completion_ids=completion_ids,
+        prompts=[p for p in prompts for _ in range(group_size)],
+        segments=segments,
+    )
