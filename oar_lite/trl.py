@@ -1,0 +1,258 @@
+"""OAR inside TRL: `OARConfig(GRPOConfig)` and `OARGRPOTrainer(GRPOTrainer)` (spec section 7).
+
+The trainer changes one thing in TRL's GRPO: the advantages. TRL gives every completion
+token its sequence advantage A_i; here each generation batch is scored once with the
+current policy and TRL's loss receives token advantages
+
+    A_{i,t} = A_i * w_t   on reasoning tokens,   A_i   elsewhere,
+
+as a ``[B, C]`` tensor (C = completion length; TRL's ``_compute_loss`` accepts ``[B]`` or
+``[B, C]``). Everything else (sampling, vLLM, rewards, clipping, KL, LoRA through
+``peft_config``, ``accelerate``/DeepSpeed/FSDP, checkpoints) is TRL's, unchanged::
+
+    from peft import LoraConfig
+    from oar_lite.trl import OARConfig, OARGRPOTrainer
+
+    args = OARConfig(output_dir="runs/oar-g", oar_method="oar-g", num_generations=8)
+    trainer = OARGRPOTrainer(model="HuggingFaceTB/SmolLM2-135M-Instruct", reward_funcs=reward,
+                             args=args, train_dataset=dataset, peft_config=LoraConfig(r=16))
+    trainer.train()
+
+The pieces are the core's: `oar_lite.segment` finds the reasoning and the answer of each
+completion, `oar_lite.attribution.token_weights` scores and reshapes, and
+`oar_lite.grpo.token_advantages` multiplies. Weights carry no gradient. Under
+``accelerate launch`` each process scores only its own rows: the advantages TRL hands
+the hook are already that process's slice.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from trl import GRPOConfig, GRPOTrainer
+from trl.models import unwrap_model_for_generation
+
+from .attribution import SCORERS, parse_method, token_weights
+from .grpo import token_advantages
+from .segment import FORMATS, segment_completion_ids, segments_to_masks
+
+DEFAULT_MODES = {"oar-p": "last", "oar-g": "answer_mean"}
+"""P_final mode used when ``oar_mode`` is left unset (the paper's recommendations)."""
+
+_LIGER_MESSAGE = (
+    "use_liger_kernel=True is not supported by OARGRPOTrainer: OAR hands TRL per-token advantages [B, T] through "
+    "GRPOTrainer._compute_loss, and Liger's fused GRPO loss takes one advantage per sequence [B] (in TRL versions "
+    "where it replaces _compute_loss the token weights would be silently dropped). Set use_liger_kernel=False, "
+    "or use oar_method='none' with trl.GRPOTrainer for plain GRPO with Liger."
+)
+
+
+@dataclass
+class OARConfig(GRPOConfig):
+    """`trl.GRPOConfig` plus the OAR settings (every new field starts with ``oar_``).
+
+    TRL's own fields keep their meaning: ``beta`` is the KL coefficient, ``epsilon`` the
+    clipping range, ``scale_rewards`` how A_i is normalised. OAR's boost is ``oar_boost``.
+
+    Parameters:
+        oar_method: ``"none"`` (plain GRPO, TRL untouched), ``"oar-p"`` (perturbation),
+            ``"oar-g"`` (input gradient), or a baseline scorer of `oar_lite.attribution`
+            (``"entropy"``, ``"random"``, ``"uniform"``, or any registered one).
+        oar_mode: P_final mode, ``"last" | "answer_mean" | "answer_joint"``; unset means
+            ``"last"`` for OAR-P and ``"answer_mean"`` for OAR-G. Only for methods with a mode.
+        oar_quantile: q, the share of reasoning tokens below the suppression threshold.
+        oar_boost: the most important token's weight is up to ``1 + oar_boost``.
+        oar_floor: smallest weight a suppressed token keeps.
+        oar_preserve_mass: rescale each completion's weights to sum to its reasoning length.
+        oar_noise_std: sigma of OAR-G's embedding noise.
+        oar_batch_size: perturbed copies per forward pass in OAR-P (bounds memory).
+        oar_answer_formats: where the answer is (`oar_lite.segment.FORMATS`, tried in order).
+    """
+
+    oar_method: str = field(
+        default="oar-g",
+        metadata={"help": "Token credit method: 'none' (plain GRPO), 'oar-p', 'oar-g', or a baseline scorer "
+                          f"({', '.join(sorted(set(SCORERS) - {'oar-p', 'oar-g'}))})."},
+    )
+    oar_mode: str | None = field(
+        default=None,
+        metadata={"help": "P_final mode: 'last', 'answer_mean' or 'answer_joint'. Default: 'last' for oar-p, "
+                          "'answer_mean' for oar-g."},
+    )
+    oar_quantile: float = field(default=0.25, metadata={"help": "Suppression quantile q in [0, 1]."})
+    oar_boost: float = field(default=1.0, metadata={"help": "Boost of the most important token (>= 0); not TRL's beta."})
+    oar_floor: float = field(default=0.1, metadata={"help": "Smallest weight of a suppressed token, in [0, 1]."})
+    oar_preserve_mass: bool = field(default=True, metadata={"help": "Rescale weights to sum to the reasoning length."})
+    oar_noise_std: float = field(default=1e-3, metadata={"help": "OAR-G embedding noise sigma (>= 0)."})
+    oar_batch_size: int = field(default=64, metadata={"help": "OAR-P perturbed copies per forward pass (>= 1)."})
+    oar_answer_formats: list[str] = field(
+        default_factory=lambda: list(FORMATS),
+        metadata={"help": f"Answer formats to look for, in order of preference; a subset of {list(FORMATS)}."},
+    )
+
+    def __post_init__(self):
+        # Before TRL's checks, so the reason OAR refuses Liger is the first thing a user reads.
+        if self.use_liger_kernel:
+            raise ValueError(_LIGER_MESSAGE)
+        self._check_oar_fields()
+        super().__post_init__()
+
+    def _check_oar_fields(self) -> None:
+        methods = ("none", *SCORERS)
+        if not isinstance(self.oar_method, str) or self.oar_method not in methods:
+            hint = " (give the P_final mode in oar_mode)" if isinstance(self.oar_method, str) and ":" in self.oar_method else ""
+            raise ValueError(f"oar_method={self.oar_method!r} is unknown{hint}; expected one of {methods}")
+        takes_mode = self.oar_method != "none" and "mode" in inspect.signature(SCORERS[self.oar_method]).parameters
+        if self.oar_mode is None:
+            self.oar_mode = DEFAULT_MODES.get(self.oar_method)
+        elif not takes_mode:
+            raise ValueError(f"oar_mode={self.oar_mode!r} was given but oar_method={self.oar_method!r} has no "
+                             "P_final mode; leave oar_mode unset")
+        else:
+            try:
+                parse_method(f"{self.oar_method}:{self.oar_mode}")
+            except ValueError as err:
+                raise ValueError(f"oar_mode={self.oar_mode!r}: {err}") from None
+        if not 0.0 <= self.oar_quantile <= 1.0:
+            raise ValueError(f"oar_quantile must be in [0, 1], got {self.oar_quantile}")
+        if self.oar_boost < 0:
+            raise ValueError(f"oar_boost must be >= 0, got {self.oar_boost}")
+        if not 0.0 <= self.oar_floor <= 1.0:
+            raise ValueError(f"oar_floor must be in [0, 1], got {self.oar_floor}")
+        if self.oar_noise_std < 0:
+            raise ValueError(f"oar_noise_std must be >= 0, got {self.oar_noise_std}")
+        if isinstance(self.oar_batch_size, bool) or not isinstance(self.oar_batch_size, int) or self.oar_batch_size < 1:
+            raise ValueError(f"oar_batch_size must be an integer >= 1, got {self.oar_batch_size!r}")
+        formats = self.oar_answer_formats
+        if isinstance(formats, str):
+            raise ValueError(f"oar_answer_formats must be a list of format names, got the string {formats!r}; "
+                             f"wrap it in a list: [{formats!r}]")
+        formats = list(formats)
+        unknown = [f for f in formats if f not in FORMATS]
+        if unknown or not formats:
+            raise ValueError(f"oar_answer_formats has unknown or no formats {unknown or formats}; "
+                             f"expected a non-empty subset of {list(FORMATS)}")
+        self.oar_answer_formats = formats
+
+    @property
+    def oar_method_spec(self) -> str:
+        """The method as `oar_lite.attribution.token_weights` takes it, e.g. ``"oar-p:last"``."""
+        return self.oar_method if self.oar_mode is None else f"{self.oar_method}:{self.oar_mode}"
+
+
+class OARGRPOTrainer(GRPOTrainer):
+    """`trl.GRPOTrainer` whose loss gets OAR token advantages ``A_i * w_t`` (``[B, C]``).
+
+    Takes everything `trl.GRPOTrainer` takes; ``args`` must be an `OARConfig`. With
+    ``oar_method="none"`` it is exactly TRL's GRPO. Logged metrics (``oar/...``, averaged
+    per logging step like TRL's): weight mean and std over reasoning tokens, the share of
+    reasoning tokens suppressed (w < 1) and boosted (w > 1), the share of completions
+    without a parseable answer (these keep A_i on every token), and the seconds spent
+    scoring (slowest process).
+    """
+
+    def __init__(self, model, reward_funcs=None, args: OARConfig | None = None, *pargs, **kwargs):
+        if args is None:
+            name = model if isinstance(model, str) else model.config._name_or_path or "model"
+            args = OARConfig(output_dir=f"{str(name).rstrip('/').split('/')[-1]}-OAR")
+        if not isinstance(args, OARConfig):
+            raise ValueError(f"args must be an OARConfig (a GRPOConfig with the oar_ fields), got "
+                             f"{type(args).__name__}; build it with OARConfig(...)")
+        if args.use_liger_kernel:
+            raise ValueError(_LIGER_MESSAGE)
+        super().__init__(model, reward_funcs, args, *pargs, **kwargs)
+
+    # ------------------------------------------------------------------ the one override
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        output = super()._generate_and_score_completions(inputs)
+        if self.args.oar_method == "none":
+            return output
+        if "pixel_values" in output:
+            raise ValueError("OARGRPOTrainer does not score vision-language batches (the attribution forward "
+                             "passes take token ids only); use oar_method='none' for multimodal data")
+        mode = "train" if self.model.training else "eval"
+        start = time.perf_counter()
+        weights, reasoning, no_answer = self._oar_weights(output)
+        output["advantages"] = token_advantages(output["advantages"], weights.to(output["advantages"].device))
+        self._log_oar_metrics(mode, weights, reasoning, no_answer, time.perf_counter() - start)
+        return output
+
+    # ------------------------------------------------------------------ pieces
+
+    def _oar_segments(self, completion_ids: torch.Tensor, completion_mask: torch.Tensor) -> list:
+        """Reasoning/answer `Segments` of each local completion (``None``: no answer found)."""
+        tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
+        trailing = set(getattr(self, "eos_token_ids", None) or [tokenizer.eos_token_id]) | {tokenizer.pad_token_id}
+        segments = []
+        for ids, n in zip(completion_ids.tolist(), completion_mask.sum(1).tolist()):
+            ids = ids[: int(n)]
+            # The end-of-text token's text ("</s>", "<|im_end|>") is not part of an answer.
+            while ids and ids[-1] in trailing:
+                ids = ids[:-1]
+            segments.append(segment_completion_ids(tokenizer, ids, self.args.oar_answer_formats) if ids else None)
+        return segments
+
+    def _oar_weights(self, output: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """Token weights ``[B, C]`` for the completion columns of this process's rows, the
+        reasoning mask ``[B, C]`` and the number of rows without a parseable answer.
+        Computed with the current policy; the weights are detached."""
+        prompt_ids, prompt_mask = output["prompt_ids"], output["prompt_mask"]
+        completion_ids, completion_mask = output["completion_ids"], output["completion_mask"]
+        P, C = prompt_ids.shape[1], completion_ids.shape[1]
+        segments = self._oar_segments(completion_ids, completion_mask)
+        reasoning_mask, answer_mask = segments_to_masks(segments, P, P + C)
+        device = prompt_ids.device
+        args = self.args
+        tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
+        # Reproducible and resume-safe: the noise of OAR-G (and the random baseline) depends on
+        # the seed, the step and the process, not on how many batches came before in this run.
+        generator = torch.Generator().manual_seed(
+            int(args.seed) + 1_000_003 * int(self.state.global_step) + 7_919 * self.accelerator.process_index)
+        with unwrap_model_for_generation(
+            self.model_wrapped, self.accelerator, gather_deepspeed3_params=args.ds3_gather_for_generation,
+            gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,
+        ) as policy, self._dist.summon_full_params(self.model_wrapped, recurse=False):
+            weights = token_weights(
+                policy,
+                torch.cat([prompt_ids, completion_ids], dim=1),
+                torch.cat([prompt_mask, completion_mask], dim=1),
+                reasoning_mask.to(device),
+                answer_mask.to(device),
+                method=args.oar_method_spec,
+                quantile=args.oar_quantile,
+                boost=args.oar_boost,
+                floor=args.oar_floor,
+                preserve_mass=args.oar_preserve_mass,
+                pad_token_id=tokenizer.pad_token_id,
+                batch_size=args.oar_batch_size,
+                noise_std=args.oar_noise_std,
+                generator=generator,
+            )
+        no_answer = sum(s is None for s in segments)
+        return weights[:, P:].detach(), reasoning_mask[:, P:].to(device), no_answer
+
+    def _log_oar_metrics(self, mode: str, weights: torch.Tensor, reasoning: torch.Tensor, no_answer: int,
+                         seconds: float) -> None:
+        """Global OAR statistics (summed over processes) into TRL's metric buffer."""
+        w = weights[reasoning].double()
+        local = torch.tensor(
+            [w.numel(), w.sum(), (w * w).sum(), (w < 1 - 1e-6).sum(), (w > 1 + 1e-6).sum(),
+             no_answer, weights.shape[0]],
+            dtype=torch.float64, device=self.accelerator.device,
+        )
+        n, total, squares, suppressed, boosted, no_answer, rows = self.accelerator.gather(local[None]).sum(0).tolist()
+        slowest = self.accelerator.gather(torch.tensor([seconds], device=self.accelerator.device)).max().item()
+        metrics = self._metrics[mode]
+        if n > 0:
+            mean = total / n
+            metrics["oar/weight_mean"].append(mean)
+            metrics["oar/weight_std"].append(math.sqrt(max(squares / n - mean * mean, 0.0)))
+            metrics["oar/frac_suppressed"].append(suppressed / n)
+            metrics["oar/frac_boosted"].append(boosted / n)
+        metrics["oar/frac_no_answer"].append(no_answer / rows if rows else 0.0)
+        metrics["oar/attribution_seconds"].append(slowest)

@@ -1,0 +1,262 @@
+"""OARGRPOTrainer on TRL: LoRA, the advantages TRL's loss receives, parity with plain GRPO.
+
+A tiny Llama and a character-level tokenizer are built in-process. Completions come from a
+scripted `rollout_func` (TRL's public hook), so every group has answers that are right,
+wrong and missing, and the advantages are never all zero; everything after generation
+(rewards, advantages, OAR, loss, optimiser) is the real trainer's.
+"""
+import copy
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func warns that it is experimental
+
+import pytest
+import torch
+from datasets import Dataset
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from trl import GRPOConfig, GRPOTrainer
+
+from oar_lite.attribution import token_weights
+from oar_lite.grpo import group_advantages
+from oar_lite.reward import math_reward
+from oar_lite.segment import segment_completion_ids, segments_to_masks
+from oar_lite.trl import OARConfig, OARGRPOTrainer
+
+torch.set_num_threads(2)
+
+G = 4  # completions per prompt
+CHARS = list("0123456789+-*=A?. abcdefghijklmnopqrstuvwxyz")
+
+
+def char_tokenizer() -> PreTrainedTokenizerFast:
+    """One token per character; decode concatenates (so decoded prefixes give exact offsets)."""
+    vocab = {t: i for i, t in enumerate(["<pad>", "<s>", "</s>", "<unk>", *CHARS])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<s>", eos_token="</s>",
+                                   unk_token="<unk>")
+
+
+def tiny_model(seed: int = 0) -> LlamaForCausalLM:
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=4 + len(CHARS), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                      pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    return LlamaForCausalLM(cfg)
+
+
+PROBLEMS = [(3, 4), (2, 5)]
+
+
+def dataset() -> Dataset:
+    return Dataset.from_list([{"prompt": f"{a}+{b}=?", "answer": str(a + b)} for a, b in PROBLEMS])
+
+
+def reward(completions, answer, **kwargs):
+    return [math_reward(c, ref) for c, ref in zip(completions, answer)]
+
+
+def scripted_rollout(tokenizer):
+    """rollout_func: completion j of each group is candidate j (right, wrong, right, none)."""
+
+    def rollout(prompts, trainer):
+        prompt_ids = tokenizer(prompts)["input_ids"]
+        completions = []
+        for i, prompt in enumerate(prompts):
+            a, b = int(prompt[0]), int(prompt[2])
+            candidates = [f"{a} plus {b} makes A={a + b}", f"{a}+{b} is A={a + b + 1}",
+                          f"add {b} to {a} A={a + b}", f"no idea {a}"]
+            completions.append(tokenizer(candidates[i % G])["input_ids"] + [tokenizer.eos_token_id])
+        return {"prompt_ids": prompt_ids, "completion_ids": completions, "logprobs": None}
+
+    return rollout
+
+
+def capturing(base):
+    """A subclass of ``base`` that keeps a copy of every batch `_compute_loss` receives and its loss."""
+
+    class Capturing(base):
+        def _compute_loss(self, model, inputs):
+            loss = super()._compute_loss(model, inputs)
+            self.seen.append(({k: v.detach().clone() if torch.is_tensor(v) else v for k, v in inputs.items()},
+                              loss.detach().clone()))
+            return loss
+
+    return Capturing
+
+
+def config(cls=OARConfig, tmp_path=None, **overrides):
+    kwargs = dict(output_dir=str(tmp_path or "unused"), per_device_train_batch_size=len(PROBLEMS) * G,
+                  num_generations=G, max_completion_length=32, max_steps=2, learning_rate=1e-2,
+                  logging_steps=1, report_to="none", save_strategy="no", bf16=False, use_cpu=True,
+                  gradient_checkpointing=False, seed=0, disable_tqdm=True, dataloader_num_workers=0)
+    kwargs.update(overrides)
+    return cls(**kwargs)
+
+
+def build(trainer_cls, args, model=None, **kwargs):
+    tokenizer = char_tokenizer()
+    trainer = capturing(trainer_cls)(model=model if model is not None else tiny_model(), reward_funcs=reward,
+                                     args=args, train_dataset=dataset(), processing_class=tokenizer,
+                                     rollout_func=scripted_rollout(tokenizer), **kwargs)
+    trainer.seen = []
+    return trainer
+
+
+def run(trainer_cls, args, model=None, **kwargs):
+    trainer = build(trainer_cls, args, model, **kwargs)
+    trainer.train()
+    return trainer
+
+
+def snapshot(trainer) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in trainer.accelerator.unwrap_model(trainer.model).named_parameters()}
+
+
+# ----------------------------------------------------------------------------- LoRA
+
+def test_lora_two_steps_change_adapter_not_base(tmp_path):
+    from peft import LoraConfig
+
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0)
+    trainer = build(OARGRPOTrainer, config(tmp_path=tmp_path, oar_method="oar-g"), peft_config=lora)
+    before = snapshot(trainer)
+    trainer.train()
+    after = snapshot(trainer)
+    assert trainer.state.global_step == 2
+    adapter = [k for k in before if "lora_" in k]
+    base = [k for k in before if "lora_" not in k]
+    assert adapter and len(base) == len(tiny_model().state_dict())
+    assert all(torch.equal(before[k], after[k]) for k in base), "a base weight changed"
+    assert all(not torch.equal(before[k], after[k]) for k in adapter if "lora_B" in k)
+    assert any(not torch.equal(before[k], after[k]) for k in adapter if "lora_A" in k)  # moves from step 2
+    logs = [h for h in trainer.state.log_history if "oar/weight_mean" in h]
+    assert len(logs) == 2 and all(abs(h["oar/weight_mean"] - 1) < 1e-4 for h in logs)  # mass preserved
+    assert all(h["oar/frac_no_answer"] == pytest.approx(0.25) for h in logs)  # 1 of 4 candidates has none
+
+
+# ----------------------------------------------------------------------------- advantages
+
+def test_trl_receives_sequence_advantage_times_weights(tmp_path):
+    args = config(tmp_path=tmp_path, oar_method="oar-p", max_steps=1)
+    model = tiny_model()
+    policy_at_generation = copy.deepcopy(model).eval()  # one step: the batch is scored before any update
+    trainer = run(OARGRPOTrainer, args, model=model)
+    (inputs, _), = trainer.seen
+    adv = inputs["advantages"]
+    prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
+    completion_ids, completion_mask = inputs["completion_ids"], inputs["completion_mask"]
+    B, C = completion_ids.shape
+    P = prompt_ids.shape[1]
+    assert adv.shape == (B, C)
+    tokenizer = char_tokenizer()
+
+    # Sequence advantages from scratch: reward each completion, group rows by prompt.
+    prompts = tokenizer.batch_decode(prompt_ids, skip_special_tokens=True)
+    texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
+    answers = {f"{a}+{b}=?": str(a + b) for a, b in PROBLEMS}
+    order = sorted(range(B), key=lambda i: prompts[i])
+    rewards = torch.tensor([math_reward(texts[i], answers[prompts[i]]) for i in order])
+    seq_adv = torch.empty(B)
+    seq_adv[order] = group_advantages(rewards, G)
+
+    # Weights from scratch with the core, on the policy as it was when the batch was scored.
+    segments = [segment_completion_ids(tokenizer, ids[: int(n) - 1]) for ids, n in
+                zip(completion_ids.tolist(), completion_mask.sum(1).tolist())]
+    reasoning, answer = segments_to_masks(segments, P, P + C)
+    weights = token_weights(policy_at_generation, torch.cat([prompt_ids, completion_ids], 1),
+                            torch.cat([prompt_mask, completion_mask], 1), reasoning, answer,
+                            method="oar-p:last", pad_token_id=tokenizer.pad_token_id)[:, P:]
+    reasoning = reasoning[:, P:]
+
+    assert sum(s is None for s in segments) == B // G  # the "no idea" rows
+    assert (seq_adv.abs() > 0.1).all()
+    assert (weights[reasoning] - 1).abs().max() > 0.05, "weights are all 1: the test would not see OAR"
+    expected = seq_adv[:, None] * weights
+    valid = completion_mask.bool()
+    torch.testing.assert_close(adv[valid & reasoning], expected[valid & reasoning], rtol=1e-4, atol=1e-5)
+    outside = valid & ~reasoning
+    torch.testing.assert_close(adv[outside], seq_adv[:, None].expand(B, C)[outside], rtol=1e-4, atol=1e-5)
+    log = trainer.state.log_history[0]
+    assert log["oar/frac_no_answer"] == pytest.approx(0.25)
+    assert 0 < log["oar/frac_suppressed"] < 1 and 0 < log["oar/frac_boosted"] < 1
+    assert log["oar/attribution_seconds"] > 0
+
+
+# ----------------------------------------------------------------------------- parity with GRPO
+
+def _final_params(trainer):
+    return {k: v.detach().clone() for k, v in trainer.accelerator.unwrap_model(trainer.model).state_dict().items()}
+
+
+@pytest.fixture(scope="module")
+def stock_grpo(tmp_path_factory):
+    return run(GRPOTrainer, config(GRPOConfig, tmp_path=tmp_path_factory.mktemp("grpo")))
+
+
+def test_method_none_is_plain_grpo(stock_grpo, tmp_path):
+    oar = run(OARGRPOTrainer, config(tmp_path=tmp_path, oar_method="none"))
+    assert len(oar.seen) == len(stock_grpo.seen) == 2
+    for (ours, our_loss), (theirs, their_loss) in zip(oar.seen, stock_grpo.seen):
+        assert ours["advantages"].dim() == 1
+        assert torch.equal(ours["advantages"], theirs["advantages"])
+        assert torch.equal(our_loss, their_loss)
+    for k, v in _final_params(stock_grpo).items():
+        assert torch.equal(_final_params(oar)[k], v), k
+
+
+def test_uniform_weights_match_grpo_and_oar_g_differs(stock_grpo, tmp_path):
+    uniform = run(OARGRPOTrainer, config(tmp_path=tmp_path / "u", oar_method="uniform"))
+    oar_g = run(OARGRPOTrainer, config(tmp_path=tmp_path / "g", oar_method="oar-g"))
+    theirs = _final_params(stock_grpo)
+    for k, v in _final_params(uniform).items():  # [B, C] path with w = 1: the same update
+        torch.testing.assert_close(v, theirs[k], rtol=1e-5, atol=1e-6)
+    moved = sum(not torch.allclose(v, theirs[k], rtol=1e-5, atol=1e-6) for k, v in _final_params(oar_g).items())
+    assert moved > 0, "OAR-G weights left the update unchanged"
+    assert oar_g.seen[0][0]["advantages"].dim() == 2
+
+
+# ----------------------------------------------------------------------------- refusals and validation
+
+def test_liger_kernel_is_refused():
+    with pytest.raises(ValueError, match="use_liger_kernel"):
+        config(use_liger_kernel=True)
+
+
+def test_plain_grpo_config_is_refused():
+    with pytest.raises(ValueError, match="OARConfig"):
+        OARGRPOTrainer(model=tiny_model(), reward_funcs=reward, args=config(GRPOConfig),
+                       train_dataset=dataset(), processing_class=char_tokenizer())
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("oar_method", "oar-x", "oar_method"),
+    ("oar_method", "oar-p:last", "oar_mode"),
+    ("oar_mode", "first", "oar_mode"),
+    ("oar_quantile", 1.5, "oar_quantile"),
+    ("oar_boost", -1.0, "oar_boost"),
+    ("oar_floor", 2.0, "oar_floor"),
+    ("oar_noise_std", -1e-3, "oar_noise_std"),
+    ("oar_batch_size", 0, "oar_batch_size"),
+    ("oar_answer_formats", ["latex"], "oar_answer_formats"),
+    ("oar_answer_formats", "boxed", "oar_answer_formats"),
+])
+def test_config_validation(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        config(**{field: value})
+
+
+def test_config_defaults_and_modes():
+    assert config(oar_method="oar-p").oar_method_spec == "oar-p:last"
+    assert config(oar_method="oar-g").oar_method_spec == "oar-g:answer_mean"
+    assert config(oar_method="oar-g", oar_mode="answer_joint").oar_method_spec == "oar-g:answer_joint"
+    assert config(oar_method="entropy").oar_method_spec == "entropy"
+    with pytest.raises(ValueError, match="no P_final mode"):
+        config(oar_method="entropy", oar_mode="last")
+    args = config()
+    assert args.beta == 0.0 and args.oar_boost == 1.0  # TRL's KL coefficient and OAR's boost stay apart
+    assert not any(f.startswith("oar_") for f in vars(GRPOConfig(output_dir="x", report_to="none", use_cpu=True)))
