@@ -72,21 +72,31 @@ def selective_log_softmax(logits: torch.Tensor, token_ids: torch.Tensor) -> torc
     return torch.gather(F.log_softmax(logits.float(), dim=-1), -1, token_ids.unsqueeze(-1)).squeeze(-1)
 
 
-def sequence_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int) -> torch.Tensor:
+def sequence_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int,
+                      *, return_entropy: bool = False):
     """Log-probabilities of the last ``logits_to_keep`` tokens of each row.
 
     Args:
         input_ids: ``[B, T]`` prompt + completion (prompt left-padded is fine).
         attention_mask: ``[B, T]``.
         logits_to_keep: C, the completion length; only those logits are computed.
+        return_entropy: also return the entropy of the policy at each of those
+            positions (no grad; from the same forward pass).
 
     Returns:
-        ``[B, C]`` log pi(y_t | y_<t) for the completion tokens.
+        ``[B, C]`` log pi(y_t | y_<t) for the completion tokens, or
+        ``(logprobs [B, C], entropy [B, C])``.
     """
     position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
     logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                    logits_to_keep=logits_to_keep + 1).logits[:, :-1]
-    return selective_log_softmax(logits, input_ids[:, -logits_to_keep:])
+    logprobs = selective_log_softmax(logits, input_ids[:, -logits_to_keep:])
+    if not return_entropy:
+        return logprobs
+    with torch.no_grad():
+        logp = F.log_softmax(logits.float(), dim=-1)
+        entropy = -(logp.exp() * logp).sum(-1)
+    return logprobs, entropy
 
 
 def policy_loss(

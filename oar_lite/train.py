@@ -1,0 +1,544 @@
+"""The readable GRPO + OAR training loop, one file, top to bottom.
+
+Each step:
+
+    1. generate   sample G completions for each of P prompts           (rollout.sample_completions)
+    2. reward     r_i = 1 if the final answer is right, else 0          (reward.math_reward, or the task's)
+                  A_i = (r_i - mean r_group) / (std r_group + eps)      (grpo.group_advantages)
+    3. attribute  w_t = bilevel(scores_t) on reasoning tokens, 1 elsewhere (attribution.token_weights)
+                  A_{i,t} = A_i * w_t                                    (grpo.token_advantages)
+    4. update     num_iterations clipped steps on the same batch, with an
+                  optional KL to a frozen reference                      (grpo.policy_loss)
+
+``method="uniform"`` scores every token alike, so every weight is 1 and the loop is plain
+GRPO; ``"oar-g"`` and ``"oar-p"`` reshape the credit (OAR-SPEC sections 4-7). Only the
+weights change between methods: the same seed gives the same prompts at every step.
+
+Use::
+
+    model, tokenizer = oar_lite.toy.load_model()
+    task = Task(train_problems=make_problems(2000, seed=1), eval_problems=held_out)
+    model, records = train(model, tokenizer, task, TrainConfig(method="oar-g"), out_dir="runs/oar-g")
+
+Every step appends one record to ``out_dir/metrics.jsonl``; a checkpoint
+(``out_dir/checkpoint.pt``: weights or LoRA adapter, optimizer, RNG states, step, records)
+is written atomically every ``checkpoint_every`` steps and at the end, and
+``train(..., resume=True)`` continues from it with the same results as a run that never
+stopped.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import os
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from .attribution import parse_method, token_weights
+from .grpo import LOSS_TYPES, SCALES, group_advantages, policy_loss, sequence_logprobs, token_advantages
+from .reward import math_reward
+from .rollout import sample_completions
+from .segment import FORMATS
+
+CHECKPOINT = "checkpoint.pt"
+METRICS = "metrics.jsonl"
+
+
+# ----------------------------------------------------------------------------- configuration
+
+@dataclass
+class TrainConfig:
+    """Everything a run depends on. Plain values with defaults; ``beta`` is the KL
+    coefficient (TRL's name) and ``boost`` the reshaping's boost (the paper's "beta")."""
+
+    # what to train
+    method: str = "uniform"              # "uniform" (GRPO), "oar-g", "oar-p", "entropy", ... or "oar-p:answer_joint"
+    steps: int = 50
+    prompts_per_step: int = 8            # P prompts per step
+    group_size: int = 8                  # G completions per prompt
+    seed: int = 0
+    # sampling
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    top_p: float = 1.0
+    # the GRPO update
+    learning_rate: float = 1e-4
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    num_iterations: int = 1              # optimizer steps per batch (PPO epochs); > 1 makes the ratio matter
+    clip_eps: float = 0.2
+    clip_eps_high: float | None = None   # DAPO's clip-higher (None: same as clip_eps)
+    beta: float = 0.0                    # KL coefficient to the frozen reference (0: no reference kept)
+    loss_type: str = "grpo"              # "grpo" (mean per sequence) or "dapo" (mean per token)
+    advantage_scale: str = "group"       # "group", "batch" or "none" (TRL's scale_rewards)
+    micro_batch_size: int | None = None  # rows per forward/backward in the update (None: all at once)
+    # OAR reshaping (spec section 6) and scorer options
+    quantile: float = 0.25
+    boost: float = 1.0
+    floor: float = 0.1
+    preserve_mass: bool = True
+    noise_std: float = 1e-3              # OAR-G embedding noise
+    attribution_batch_size: int = 64     # OAR-P perturbed copies per forward pass
+    # LoRA through peft (the model's weights stay frozen; only the adapter trains)
+    lora: bool = False
+    lora_rank: int = 8
+    lora_alpha: int = 16
+    lora_dropout: float = 0.0
+    lora_target_modules: Any = "all-linear"
+    # held-out evaluation (greedy accuracy) at step 0, every eval_every steps and at the end
+    eval_every: int = 10                 # 0: only at step 0 and at the end
+    eval_size: int | None = None         # first N held-out problems (None: all)
+    eval_batch_size: int = 64
+    # bookkeeping
+    checkpoint_every: int = 0            # 0: only at the end (needs out_dir)
+    progress: bool = True                # tqdm bar
+
+    def __post_init__(self):
+        parse_method(self.method)  # raises ValueError for an unknown method or mode
+        positive = ("steps", "prompts_per_step", "group_size", "max_new_tokens", "num_iterations",
+                    "eval_batch_size", "attribution_batch_size", "lora_rank")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("eval_every", "checkpoint_every"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.group_size < 2:
+            raise ValueError(f"group_size must be >= 2 (a group needs a spread of rewards), got {self.group_size}")
+        if self.learning_rate <= 0 or self.temperature <= 0 or not 0 < self.top_p <= 1:
+            raise ValueError(f"expected learning_rate > 0, temperature > 0 and 0 < top_p <= 1, got "
+                             f"{self.learning_rate}, {self.temperature}, {self.top_p}")
+        if self.beta < 0 or self.clip_eps <= 0:
+            raise ValueError(f"expected beta >= 0 and clip_eps > 0, got {self.beta}, {self.clip_eps}")
+        if self.loss_type not in LOSS_TYPES:
+            raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
+        if self.advantage_scale not in SCALES:
+            raise ValueError(f"advantage_scale must be one of {SCALES}, got {self.advantage_scale!r}")
+        if self.micro_batch_size is not None and self.micro_batch_size < 1:
+            raise ValueError(f"micro_batch_size must be >= 1 or None, got {self.micro_batch_size}")
+        if self.eval_size is not None and self.eval_size < 0:
+            raise ValueError(f"eval_size must be >= 0 or None, got {self.eval_size}")
+
+
+# Fields that may change between a run and its resumption (they do not change what is learned).
+RESUMABLE_CHANGES = ("steps", "checkpoint_every", "progress", "eval_every", "eval_size", "eval_batch_size")
+
+
+@dataclass
+class Task:
+    """What the loop trains on: problems (dicts with ``"prompt"`` and ``"answer"``) and a reward.
+
+    ``reward(completion, problem) -> float`` defaults to `math_reward` against
+    ``problem["answer"]``; accuracy is always math_reward's verdict (right or wrong).
+    ``formats`` are the answer formats (`oar_lite.segment.FORMATS`) used to find the
+    answer; ``add_special_tokens=False`` for chat-templated prompts.
+    """
+
+    train_problems: Sequence[dict]
+    eval_problems: Sequence[dict] = ()
+    reward: Callable[[str, dict], float] | None = None
+    formats: Sequence[str] = FORMATS
+    add_special_tokens: bool = True
+
+    def __post_init__(self):
+        if len(self.train_problems) == 0:
+            raise ValueError("train_problems is empty; expected dicts with 'prompt' and 'answer'")
+        for p in list(self.train_problems[:1]) + list(self.eval_problems[:1]):
+            if not isinstance(p, dict) or "prompt" not in p or "answer" not in p:
+                raise ValueError(f"each problem must be a dict with 'prompt' and 'answer', got {p!r}")
+
+
+# ----------------------------------------------------------------------------- the loop
+
+def train(model, tokenizer, task: Task, config: TrainConfig, *, out_dir: str | os.PathLike | None = None,
+          resume: bool = False):
+    """Train ``model`` with GRPO and the chosen credit assignment.
+
+    Args:
+        model: a causal LM (``transformers``); trained in place (wrapped by peft when
+            ``config.lora``). Pass the initial weights also when resuming: the frozen
+            reference (``beta > 0``) is taken from them.
+        tokenizer: its tokenizer (with a pad token).
+        task: problems and reward (`Task`).
+        config: `TrainConfig`.
+        out_dir: where ``metrics.jsonl`` and ``checkpoint.pt`` go (None: nothing written).
+        resume: continue from ``out_dir/checkpoint.pt`` if it exists.
+
+    Returns:
+        ``(model, records)``: the trained model (the peft wrapper with LoRA) and the list
+        of metric records (``{"type": "train", ...}`` per step, ``{"type": "eval", ...}``
+        per evaluation).
+    """
+    out = Path(out_dir) if out_dir is not None else None
+    if resume and out is None:
+        raise ValueError("resume=True needs out_dir (where the checkpoint is)")
+    if config.lora:
+        model = add_lora(model, config)
+    reference = None
+    if config.beta > 0 and not config.lora:  # with LoRA the reference is the base model, adapter off
+        reference = copy.deepcopy(model).eval().requires_grad_(False)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
+
+    start, records = 0, []
+    if resume and (out / CHECKPOINT).exists():
+        start, records = load_checkpoint(out / CHECKPOINT, model, optimizer, config)
+    else:
+        seed_everything(config.seed)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        write_jsonl(out / METRICS, records)  # a resumed run drops records past its checkpoint
+    log = _Logger(out / METRICS if out is not None else None, records)
+
+    wall = records[-1]["wall_time"] if records else 0.0
+    if start == 0:
+        log(_eval_record(model, tokenizer, task, config, step=0, wall_time=wall))
+    bar = tqdm(total=config.steps, initial=start, desc=config.method, disable=not config.progress, dynamic_ncols=True)
+    last_eval = next((r for r in reversed(records) if r["type"] == "eval"), None)
+    for step in range(start + 1, config.steps + 1):
+        record = train_step(model, tokenizer, task, config, optimizer, step, reference=reference)
+        wall += sum(record[f"time_{phase}"] for phase in PHASES)
+        record["wall_time"] = wall
+        log(record)
+        if step == config.steps or (config.eval_every and step % config.eval_every == 0):
+            last_eval = log(_eval_record(model, tokenizer, task, config, step=step, wall_time=wall))
+        postfix = {"reward": f"{record['reward_mean']:.2f}"}
+        if last_eval is not None and last_eval["eval_accuracy"] is not None:
+            postfix["eval"] = f"{last_eval['eval_accuracy']:.2f}"
+        bar.set_postfix(postfix)
+        bar.update(1)
+        if out is not None and (step == config.steps or (config.checkpoint_every and step % config.checkpoint_every == 0)):
+            save_checkpoint(out / CHECKPOINT, model, optimizer, config, step, records)
+    bar.close()
+    return model, records
+
+
+PHASES = ("generate", "reward", "attribute", "update")
+
+
+def train_step(model, tokenizer, task: Task, config: TrainConfig, optimizer, step: int, *, reference=None) -> dict:
+    """One GRPO step (generate, reward, attribute, update); returns its metric record."""
+    timer = _PhaseTimer(model)
+    # Dropout stays off throughout: the sampling policy and the policy being updated must
+    # agree, or the ratio pi / pi_old is not 1 at the first inner iteration.
+    model.eval()
+
+    # 1. generate: G completions for each of P prompts (the same prompts for every method).
+    problems = pick_problems(task.train_problems, config.prompts_per_step, seed=config.seed, step=step)
+    rollouts = sample_completions(
+        model, tokenizer, [p["prompt"] for p in problems], group_size=config.group_size,
+        max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
+        formats=task.formats, add_special_tokens=task.add_special_tokens, seed=step_seed(config.seed, step))
+    rows = [p for p in problems for _ in range(config.group_size)]
+    timer.lap("generate")
+
+    # 2. reward and group-relative advantages.
+    correct = [math_reward(c, p["answer"], formats=task.formats) for c, p in zip(rollouts.completions, rows)]
+    rewards = correct if task.reward is None else [float(task.reward(c, p)) for c, p in zip(rollouts.completions, rows)]
+    rewards = torch.tensor(rewards, dtype=torch.float32)
+    advantages = group_advantages(rewards, config.group_size, scale=config.advantage_scale)
+    timer.lap("reward")
+
+    # 3. attribute: token weights from the current policy, on reasoning tokens only.
+    # A row whose advantage is 0 (its group got equal rewards) gets A_i * w_t = 0 whatever
+    # w is, so it is not scored: clearing its answer mask leaves its weights at 1.
+    reasoning_mask, answer_mask = rollouts.masks()
+    scored = advantages != 0
+    answer_mask = answer_mask & scored.to(answer_mask.device)[:, None]
+    weights = token_weights(
+        model, rollouts.input_ids, rollouts.attention_mask, reasoning_mask, answer_mask,
+        method=config.method, quantile=config.quantile, boost=config.boost, floor=config.floor,
+        preserve_mass=config.preserve_mass, pad_token_id=tokenizer.pad_token_id,
+        batch_size=config.attribution_batch_size, noise_std=config.noise_std)
+    P = rollouts.prompt_length
+    advantages = advantages.to(weights.device)
+    token_adv = token_advantages(advantages, weights[:, P:])  # [B, C]
+    timer.lap("attribute")
+
+    # 4. update: num_iterations clipped steps on this batch.
+    update = _update(model, optimizer, rollouts, token_adv, config, reference)
+    timer.lap("update")
+
+    # What happened, for the record.
+    completion_mask = rollouts.completion_mask.bool()
+    grouped = rewards.view(-1, config.group_size)
+    w = weights[reasoning_mask & answer_mask.any(dim=1, keepdim=True)]
+    record = {
+        "type": "train",
+        "step": step,
+        "method": config.method,
+        "seed": config.seed,
+        "reward_mean": float(rewards.mean()),
+        "accuracy": float(np.mean(correct)),
+        "answer_rate": float(np.mean([s is not None for s in rollouts.segments])),
+        "zero_spread_groups": float((grouped.max(dim=1).values == grouped.min(dim=1).values).float().mean()),
+        "completion_length": float(completion_mask.sum(dim=1).float().mean()),
+        "entropy": update.pop("entropy"),
+        "scored_rows": float(answer_mask.any(dim=1).float().mean()),
+        **_weight_stats(w),
+        **update,
+        **{f"time_{phase}": timer.times[phase] for phase in PHASES},
+    }
+    return record
+
+
+def _update(model, optimizer, rollouts, token_adv: torch.Tensor, config: TrainConfig, reference) -> dict:
+    """The clipped update: ``num_iterations`` optimizer steps on one batch of rollouts.
+
+    pi_old is the sampling policy: its log-probs are computed once, before the first
+    step (with one iteration the ratio is 1 and they equal the detached log-probs).
+    """
+    ids, attn, mask = rollouts.input_ids, rollouts.attention_mask, rollouts.completion_mask
+    B, C = mask.shape
+    chunks = [slice(i, min(i + (config.micro_batch_size or B), B)) for i in range(0, B, config.micro_batch_size or B)]
+    n_tokens = mask.sum().clamp(min=1)
+
+    def logprobs_of(m, rows, **kw):
+        return sequence_logprobs(m, ids[rows], attn[rows], C, **kw)
+
+    with torch.no_grad():
+        old = torch.cat([logprobs_of(model, r) for r in chunks]) if config.num_iterations > 1 else None
+        ref = None
+        if config.beta > 0:
+            if reference is None:  # LoRA: the base model is the reference
+                with model.disable_adapter():
+                    ref = torch.cat([logprobs_of(model, r) for r in chunks])
+            else:
+                ref = torch.cat([logprobs_of(reference, r) for r in chunks])
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    totals: dict[str, float] = {}
+    entropy_sum = 0.0
+    for iteration in range(config.num_iterations):
+        optimizer.zero_grad(set_to_none=True)
+        loss_sum = 0.0
+        for rows in chunks:
+            logprobs, entropy = logprobs_of(model, rows, return_entropy=True)
+            loss, metrics = policy_loss(
+                logprobs, logprobs.detach() if old is None else old[rows], token_adv[rows], mask[rows],
+                ref_logprobs=None if ref is None else ref[rows], beta=config.beta, clip_eps=config.clip_eps,
+                clip_eps_high=config.clip_eps_high, loss_type=config.loss_type)
+            # Micro-batches add up to the full-batch loss: "grpo" averages over rows, "dapo" over tokens.
+            share = (rows.stop - rows.start) / B if config.loss_type == "grpo" else float(mask[rows].sum() / n_tokens)
+            (loss * share).backward()
+            loss_sum += float(loss.detach()) * share
+            token_share = float(mask[rows].sum() / n_tokens)
+            for k, v in metrics.items():
+                totals[k] = totals.get(k, 0.0) + v * token_share / config.num_iterations
+            if iteration == 0:
+                entropy_sum += float((entropy * mask[rows]).sum())
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
+        optimizer.step()
+        totals["loss"] = totals.get("loss", 0.0) + loss_sum / config.num_iterations
+        totals["grad_norm"] = totals.get("grad_norm", 0.0) + float(grad_norm) / config.num_iterations
+    optimizer.zero_grad(set_to_none=True)
+    return {"entropy": entropy_sum / float(n_tokens), **totals}
+
+
+def _weight_stats(w: torch.Tensor) -> dict:
+    """Mean, std and the shares suppressed (< 1) and boosted (> 1) of the reasoning-token
+    weights of the scored rows (``None`` when no row was scored)."""
+    if w.numel() == 0:
+        return {"weight_mean": None, "weight_std": None, "weight_suppressed": None, "weight_boosted": None}
+    w = w.float()
+    return {
+        "weight_mean": float(w.mean()),
+        "weight_std": float(w.std(unbiased=False)),
+        "weight_suppressed": float((w < 1 - 1e-6).float().mean()),
+        "weight_boosted": float((w > 1 + 1e-6).float().mean()),
+    }
+
+
+# ----------------------------------------------------------------------------- problems, evaluation
+
+def pick_problems(problems: Sequence[dict], n: int, *, seed: int, step: int) -> list[dict]:
+    """The ``n`` problems of one step: a function of (seed, step) only, so every method and
+    a resumed run see the same prompts. Without replacement when the pool is big enough."""
+    if n < 1 or len(problems) == 0:
+        raise ValueError(f"need n >= 1 problems from a non-empty pool, got n={n} from {len(problems)}")
+    rng = np.random.default_rng([seed, step])
+    idx = rng.choice(len(problems), size=n, replace=len(problems) < n)
+    return [problems[int(i)] for i in idx]
+
+
+def evaluate(model, tokenizer, problems: Sequence[dict], *, max_new_tokens: int = 64, batch_size: int = 64,
+             formats: Sequence[str] = FORMATS, add_special_tokens: bool = True, progress: bool = False) -> dict:
+    """Greedy accuracy on held-out problems.
+
+    Returns:
+        ``{"accuracy", "answer_rate", "n"}``: the share answered right, the share with a
+        parseable answer, and the number of problems.
+    """
+    if len(problems) == 0:
+        raise ValueError("no problems to evaluate; expected dicts with 'prompt' and 'answer'")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    right = answered = 0
+    for i in tqdm(range(0, len(problems), batch_size), desc="eval", disable=not progress, leave=False):
+        batch = problems[i:i + batch_size]
+        rollouts = sample_completions(model, tokenizer, [p["prompt"] for p in batch], group_size=1,
+                                      max_new_tokens=max_new_tokens, temperature=0, formats=formats,
+                                      add_special_tokens=add_special_tokens)
+        right += sum(math_reward(c, p["answer"], formats=formats) for c, p in zip(rollouts.completions, batch))
+        answered += sum(s is not None for s in rollouts.segments)
+    return {"accuracy": right / len(problems), "answer_rate": answered / len(problems), "n": len(problems)}
+
+
+def _eval_record(model, tokenizer, task: Task, config: TrainConfig, *, step: int, wall_time: float) -> dict | None:
+    if len(task.eval_problems) == 0 or config.eval_size == 0:
+        return None
+    problems = list(task.eval_problems[: config.eval_size] if config.eval_size else task.eval_problems)
+    t0 = time.perf_counter()
+    result = evaluate(model, tokenizer, problems, max_new_tokens=config.max_new_tokens,
+                      batch_size=config.eval_batch_size, formats=task.formats,
+                      add_special_tokens=task.add_special_tokens)
+    return {"type": "eval", "step": step, "method": config.method, "seed": config.seed,
+            "eval_accuracy": result["accuracy"], "eval_answer_rate": result["answer_rate"], "eval_n": result["n"],
+            "wall_time": wall_time, "time_eval": time.perf_counter() - t0}
+
+
+# ----------------------------------------------------------------------------- LoRA
+
+def add_lora(model, config: TrainConfig):
+    """Wrap ``model`` with a peft LoRA adapter (rank ``lora_rank``); only the adapter trains."""
+    from peft import LoraConfig, PeftModel, get_peft_model
+
+    if isinstance(model, PeftModel):
+        raise ValueError("the model already has a peft adapter; pass the base model with lora=True, "
+                         "or the adapted model with lora=False")
+    lora = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
+                      target_modules=config.lora_target_modules, task_type="CAUSAL_LM")
+    return get_peft_model(model, lora)
+
+
+# ----------------------------------------------------------------------------- seeds, checkpoints, logs
+
+def seed_everything(seed: int) -> None:
+    """Seed python, numpy and torch (CPU and CUDA)."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def step_seed(seed: int, step: int) -> int:
+    return (seed * 1_000_003 + step) % 2**63
+
+
+def _rng_state() -> dict:
+    name, keys, pos, has_gauss, gauss = np.random.get_state()
+    state = {"python": random.getstate(), "numpy": [name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss],
+             "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict) -> None:
+    random.setstate(_as_tuples(state["python"]))
+    name, keys, pos, has_gauss, gauss = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _as_tuples(x):
+    return tuple(_as_tuples(v) for v in x) if isinstance(x, (list, tuple)) else x
+
+
+def _trainable_state(model) -> dict[str, torch.Tensor]:
+    """The weights that training changes: all of them, or only the adapter with LoRA."""
+    names = {n for n, p in model.named_parameters() if p.requires_grad}
+    return {k: v.detach().clone() for k, v in model.state_dict().items() if k in names}
+
+
+def save_checkpoint(path, model, optimizer, config: TrainConfig, step: int, records: list[dict]) -> None:
+    """Write weights (or adapter), optimizer, RNG states, step, config and records to
+    ``path`` atomically: a temporary file renamed over the old one, so a crash leaves
+    either the previous checkpoint or the new one, never half of one."""
+    path = Path(path)
+    state = {"step": step, "config": dataclasses.asdict(config), "records": records,
+             "model": _trainable_state(model), "optimizer": optimizer.state_dict(), "rng": _rng_state()}
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path, model, optimizer, config: TrainConfig) -> tuple[int, list[dict]]:
+    """Restore a checkpoint written by `save_checkpoint` into ``model`` and ``optimizer``
+    and the RNGs. Returns ``(step, records)``. Refuses a checkpoint of a different run."""
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    saved, now = state["config"], dataclasses.asdict(config)
+    changed = [k for k in now if k not in RESUMABLE_CHANGES and _jsonable(saved.get(k)) != _jsonable(now[k])]
+    if changed:
+        raise ValueError(f"{path} was written by a different run: {', '.join(f'{k}={saved.get(k)!r} (now {now[k]!r})' for k in changed)}")
+    expected = set(_trainable_state(model))
+    if set(state["model"]) != expected:
+        raise ValueError(f"{path} holds weights {sorted(set(state['model']) ^ expected)[:5]}... that do not match the model's trainable weights")
+    model.load_state_dict(state["model"], strict=False)
+    optimizer.load_state_dict(state["optimizer"])
+    _set_rng_state(state["rng"])
+    return int(state["step"]), list(state["records"])
+
+
+def _jsonable(x):
+    return json.loads(json.dumps(x))
+
+
+def write_jsonl(path, records: list[dict]) -> None:
+    """Write ``records`` to ``path`` (one JSON object per line), replacing it atomically."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as f:
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+    os.replace(tmp, path)
+
+
+def read_jsonl(path) -> list[dict]:
+    """Records from a JSONL file."""
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+class _Logger:
+    """Appends records to the list and to the JSONL file (flushed every line)."""
+
+    def __init__(self, path: Path | None, records: list[dict]):
+        self.path, self.records = path, records
+
+    def __call__(self, record: dict | None) -> dict | None:
+        if record is None:
+            return None
+        self.records.append(record)
+        if self.path is not None:
+            with open(self.path, "a") as f:
+                f.write(json.dumps(record) + "\n")
+        return record
+
+
+class _PhaseTimer:
+    """Wall time per phase (synchronising the GPU, if any, before each reading)."""
+
+    def __init__(self, model):
+        self.device = next(model.parameters()).device
+        self.times: dict[str, float] = {}
+        self.t = self._now()
+
+    def _now(self) -> float:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        now = self._now()
+        self.times[phase] = now - self.t
+        self.t = now

@@ -1,0 +1,255 @@
+"""The readable training loop (oar_lite.train) on a tiny in-process world.
+
+The world: prompts ``"a+b="`` with a + b <= 2, completions ``"xx A=<digit>"``. A 2-layer
+Llama is taught the format (with random answer digits) in a few optimizer steps, so its
+sampled groups get mixed rewards and every part of the loop has something to do.
+"""
+import copy
+import json
+import math
+import random
+
+import pytest
+import torch
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+from oar_lite.grpo import group_advantages, policy_loss, sequence_logprobs
+from oar_lite.reward import math_reward
+from oar_lite.rollout import sample_completions
+from oar_lite.train import (
+    CHECKPOINT,
+    METRICS,
+    Task,
+    TrainConfig,
+    load_checkpoint,
+    pick_problems,
+    read_jsonl,
+    save_checkpoint,
+    step_seed,
+    train,
+)
+
+TRAIN_FIELDS = (  # what every step records (issue 5)
+    "step", "method", "seed", "reward_mean", "accuracy", "entropy", "completion_length", "zero_spread_groups",
+    "weight_mean", "weight_std", "weight_suppressed", "weight_boosted",
+    "time_generate", "time_reward", "time_attribute", "time_update", "wall_time", "loss", "clip_fraction", "kl",
+)
+
+
+def tiny_tokenizer():
+    vocab = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3}
+    for c in "0123456789+= Ax":
+        vocab[c] = len(vocab)
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    tk.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", bos_token="<s>", eos_token="</s>",
+                                   unk_token="<unk>")
+
+
+def problems(n, seed):
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        a = rng.randint(0, 2)
+        b = rng.randint(0, 2 - a)
+        out.append({"prompt": f"{a}+{b}=", "answer": a + b})
+    return out
+
+
+def tiny_model(tokenizer, steps=30, seed=0):
+    """A 2-layer Llama that writes ``x.. A=<d>`` after a prompt, with d mostly random."""
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                      pad_token_id=0, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False)
+    model = LlamaForCausalLM(cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    rng = random.Random(seed)
+    for _ in range(steps):
+        texts = []
+        for p in problems(16, rng.random()):
+            d = p["answer"] if rng.random() < 0.5 else rng.randint(0, 2)
+            texts.append(p["prompt"] + "x" * rng.randint(1, 3) + f" A={d}")
+        enc = tokenizer(texts, padding=True, padding_side="right", return_tensors="pt")
+        ids = torch.cat([enc.input_ids, torch.zeros(len(texts), 1, dtype=torch.long)], 1)
+        lengths = enc.attention_mask.sum(1)
+        ids[torch.arange(len(texts)), lengths] = tokenizer.eos_token_id
+        attn = (torch.arange(ids.shape[1])[None] <= lengths[:, None]).long()
+        loss = model(input_ids=ids, attention_mask=attn, labels=ids.masked_fill(attn == 0, -100)).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def world():
+    tokenizer = tiny_tokenizer()
+    return tiny_model(tokenizer), tokenizer, Task(train_problems=problems(40, 0), eval_problems=problems(8, 1))
+
+
+def config(**kw):
+    base = dict(steps=2, prompts_per_step=4, group_size=4, max_new_tokens=8, learning_rate=1e-3, eval_every=2,
+                progress=False)
+    return TrainConfig(**{**base, **kw})
+
+
+def without_times(records):
+    return [{k: v for k, v in r.items() if not k.startswith("time_") and k != "wall_time"} for r in records]
+
+
+def test_two_steps_write_metrics_with_all_fields(world, tmp_path):
+    model, tokenizer, task = world
+    _, records = train(copy.deepcopy(model), tokenizer, task, config(method="oar-g"), out_dir=tmp_path)
+    lines = read_jsonl(tmp_path / METRICS)
+    assert lines == json.loads(json.dumps(records))
+    steps = [r for r in lines if r["type"] == "train"]
+    evals = [r for r in lines if r["type"] == "eval"]
+    assert [r["step"] for r in steps] == [1, 2]
+    assert [r["step"] for r in evals] == [0, 2]  # before training and at the end
+    for r in steps:
+        missing = [f for f in TRAIN_FIELDS if f not in r]
+        assert not missing, missing
+        for f in TRAIN_FIELDS:
+            if isinstance(r[f], float):
+                assert math.isfinite(r[f]), (f, r[f])
+        assert 0 <= r["accuracy"] <= 1 and 0 <= r["zero_spread_groups"] <= 1
+        assert r["entropy"] > 0 and r["completion_length"] >= 1
+        assert all(r[f"time_{p}"] >= 0 for p in ("generate", "reward", "attribute", "update"))
+    assert steps[1]["wall_time"] > steps[0]["wall_time"] > 0
+    assert all(0 <= r["eval_accuracy"] <= 1 and r["eval_n"] == len(task.eval_problems) for r in evals)
+    # Some group had mixed rewards, so OAR-G reshaped something: weights spread around 1.
+    scored = [r for r in steps if r["weight_std"] is not None]
+    assert scored and any(r["weight_std"] > 0 and r["weight_suppressed"] > 0 and r["weight_boosted"] > 0 for r in scored)
+    assert (tmp_path / CHECKPOINT).exists()
+
+
+def test_resume_gives_the_same_metrics(world, tmp_path):
+    """4 steps straight == 2 steps, stop, resume, 2 more (apart from wall times)."""
+    model, tokenizer, task = world
+    settings = dict(method="oar-g", num_iterations=2, beta=0.05, eval_every=2)  # RNG, inner steps, KL: all covered
+    _, straight = train(copy.deepcopy(model), tokenizer, task, config(steps=4, **settings), out_dir=tmp_path / "a")
+    train(copy.deepcopy(model), tokenizer, task, config(steps=2, **settings), out_dir=tmp_path / "b")
+    resumed_model, resumed = train(copy.deepcopy(model), tokenizer, task, config(steps=4, **settings),
+                                   out_dir=tmp_path / "b", resume=True)
+    assert any(r["type"] == "train" and r["reward_mean"] > 0 for r in straight)
+    assert without_times(resumed) == without_times(straight)
+    assert without_times(read_jsonl(tmp_path / "b" / METRICS)) == without_times(read_jsonl(tmp_path / "a" / METRICS))
+    # The checkpoints agree too: same weights after 4 steps.
+    a = torch.load(tmp_path / "a" / CHECKPOINT, weights_only=True)["model"]
+    b = torch.load(tmp_path / "b" / CHECKPOINT, weights_only=True)["model"]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_resume_refuses_a_different_run(world, tmp_path):
+    model, tokenizer, task = world
+    train(copy.deepcopy(model), tokenizer, task, config(steps=1), out_dir=tmp_path)
+    with pytest.raises(ValueError, match="learning_rate"):
+        train(copy.deepcopy(model), tokenizer, task, config(steps=2, learning_rate=5e-4), out_dir=tmp_path, resume=True)
+
+
+def test_a_failed_save_keeps_the_previous_checkpoint(world, tmp_path, monkeypatch):
+    model, tokenizer, task = world
+    cfg = config(steps=2)
+    m, records = train(copy.deepcopy(model), tokenizer, task, cfg, out_dir=tmp_path)
+    before = (tmp_path / CHECKPOINT).read_bytes()
+
+    def crash(obj, f, *a, **k):
+        with open(f, "wb") as fh:
+            fh.write(b"half a checkpoint")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", crash)
+    optimizer = torch.optim.AdamW([p for p in m.parameters() if p.requires_grad])
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(tmp_path / CHECKPOINT, m, optimizer, cfg, 3, records)
+    assert (tmp_path / CHECKPOINT).read_bytes() == before
+    monkeypatch.undo()
+    fresh = copy.deepcopy(model)
+    step, saved = load_checkpoint(tmp_path / CHECKPOINT, fresh, torch.optim.AdamW(fresh.parameters()), cfg)
+    assert step == 2 and saved == json.loads(json.dumps(records))
+
+
+def test_lora_trains_only_the_adapter(world, tmp_path):
+    model, tokenizer, task = world
+    base = copy.deepcopy(model)
+    before = {k: v.clone() for k, v in base.state_dict().items()}
+    peft_model, records = train(base, tokenizer, task, config(method="oar-p", lora=True, lora_rank=4, learning_rate=1e-2),
+                                out_dir=tmp_path)
+    assert any(r["type"] == "train" and r["grad_norm"] > 0 for r in records)
+    after = peft_model.state_dict()
+    lora = {k: v for k, v in after.items() if "lora_" in k}
+    assert lora, "no adapter weights"
+    base_after = {k.replace("base_model.model.", "").replace(".base_layer", ""): v
+                  for k, v in after.items() if "lora_" not in k}
+    assert base_after.keys() == before.keys()
+    assert all(torch.equal(base_after[k], before[k]) for k in before), "a base weight changed"
+    # lora_B starts at zero; training moved it.
+    assert any(v.abs().sum() > 0 for k, v in lora.items() if "lora_B" in k)
+    saved = torch.load(tmp_path / CHECKPOINT, weights_only=True)["model"]
+    assert saved and all("lora_" in k for k in saved)  # the checkpoint holds the adapter only
+
+
+def test_uniform_is_plain_grpo(world):
+    """method="uniform": every weight is 1 and one step equals a hand-written GRPO step."""
+    model, tokenizer, task = world
+    cfg = config(method="uniform", steps=1, eval_every=0)
+    task_no_eval = Task(train_problems=task.train_problems)
+    trained, records = train(copy.deepcopy(model), tokenizer, task_no_eval, cfg)
+    step = records[0]
+    assert step["weight_mean"] == 1.0 and step["weight_std"] == 0.0
+    assert step["weight_suppressed"] == 0.0 and step["weight_boosted"] == 0.0
+
+    # Plain GRPO by hand: same prompts, same samples, [B] sequence advantages.
+    reference = copy.deepcopy(model)
+    chosen = pick_problems(task.train_problems, cfg.prompts_per_step, seed=cfg.seed, step=1)
+    rollouts = sample_completions(reference, tokenizer, [p["prompt"] for p in chosen], group_size=cfg.group_size,
+                                  max_new_tokens=cfg.max_new_tokens, seed=step_seed(cfg.seed, 1))
+    rewards = torch.tensor([math_reward(c, p["answer"]) for c, p in
+                            zip(rollouts.completions, [p for p in chosen for _ in range(cfg.group_size)])])
+    assert 0 < rewards.mean() < 1
+    advantages = group_advantages(rewards, cfg.group_size)
+    optimizer = torch.optim.AdamW(reference.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+    C = rollouts.completion_mask.shape[1]
+    logprobs = sequence_logprobs(reference, rollouts.input_ids, rollouts.attention_mask, C)
+    loss, _ = policy_loss(logprobs, logprobs.detach(), advantages, rollouts.completion_mask)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(list(reference.parameters()), cfg.max_grad_norm)
+    optimizer.step()
+    assert step["loss"] == pytest.approx(float(loss.detach()), abs=1e-6)
+    for (name, a), b in zip(trained.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_micro_batches_add_up_to_the_full_batch(world):
+    model, tokenizer, task = world
+    task_no_eval = Task(train_problems=task.train_problems)
+    for loss_type in ("grpo", "dapo"):
+        full, rec_full = train(copy.deepcopy(model), tokenizer, task_no_eval,
+                               config(method="oar-p", steps=1, loss_type=loss_type))
+        micro, rec_micro = train(copy.deepcopy(model), tokenizer, task_no_eval,
+                                 config(method="oar-p", steps=1, loss_type=loss_type, micro_batch_size=3))
+        assert rec_micro[0]["loss"] == pytest.approx(rec_full[0]["loss"], abs=1e-6)
+        for a, b in zip(full.parameters(), micro.parameters()):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_bad_settings_raise():
+    with pytest.raises(ValueError, match="unknown method"):
+        TrainConfig(method="oar-x")
+    with pytest.raises(ValueError, match="group_size"):
+        TrainConfig(group_size=1)
+    with pytest.raises(ValueError, match="loss_type"):
+        TrainConfig(loss_type="ppo")
+    with pytest.raises(ValueError, match="prompt"):
+        Task(train_problems=[{"question": "1+1"}])
+    with pytest.raises(ValueError, match="empty"):
+        Task(train_problems=[])
+
+
+def test_same_seed_same_prompts_for_every_method():
+    pool = problems(40, 0)
+    assert pick_problems(pool, 4, seed=3, step=7) == pick_problems(pool, 4, seed=3, step=7)
+    assert pick_problems(pool, 4, seed=3, step=7) != pick_problems(pool, 4, seed=3, step=8)
