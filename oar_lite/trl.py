@@ -240,11 +240,9 @@ class OARGRPOTrainer(GRPOTrainer):
                          seconds: float) -> None:
         """Global OAR statistics (summed over processes) into TRL's metric buffer."""
         w = weights[reasoning].double()
-        local = torch.tensor(
-            [w.numel(), w.sum(), (w * w).sum(), (w < 1 - 1e-6).sum(), (w > 1 + 1e-6).sum(),
-             no_answer, weights.shape[0]],
-            dtype=torch.float64, device=self.accelerator.device,
-        )
+        counts = [w.numel(), w.sum().item(), (w * w).sum().item(), (w < 1 - 1e-6).sum().item(),
+                  (w > 1 + 1e-6).sum().item(), no_answer, weights.shape[0]]
+        local = torch.tensor(counts, dtype=torch.float64, device=self.accelerator.device)
         n, total, squares, suppressed, boosted, no_answer, rows = self.accelerator.gather(local[None]).sum(0).tolist()
         slowest = self.accelerator.gather(torch.tensor([seconds], device=self.accelerator.device)).max().item()
         metrics = self._metrics[mode]

@@ -263,3 +263,38 @@ def test_config_defaults_and_modes():
     own = OARConfig.__dict__["__annotations__"]  # the fields OARConfig itself declares
     trl_fields = {f.name for f in dataclasses.fields(GRPOConfig)}
     assert own and all(name.startswith("oar_") and name not in trl_fields for name in own)
+
+
+# ----------------------------------------------------------------------------- the shipped toy model
+
+TOY_MODEL = os.path.join(os.path.dirname(__file__), os.pardir, "data", "toy-model", "config.json")
+
+
+@pytest.mark.skipif(not os.path.exists(TOY_MODEL), reason="data/toy-model not built yet")
+def test_toy_model_two_lora_steps_with_real_generation(tmp_path):
+    from peft import LoraConfig
+
+    from oar_lite import toy
+
+    model, tokenizer = toy.load_model()
+    problems = toy.make_problems(4, seed=0, digits=4)  # long enough that groups disagree
+    data = Dataset.from_list([{"prompt": p["prompt"], "answer": p["answer"]} for p in problems])
+
+    def toy_reward(completions, answer, **kwargs):
+        return toy.rewards(completions, answer)
+
+    args = config(tmp_path=tmp_path, oar_method="oar-g", oar_answer_formats=list(toy.FORMATS), num_generations=4,
+                  per_device_train_batch_size=8, max_completion_length=toy.max_new_tokens(4), learning_rate=1e-3)
+    trainer = capturing(OARGRPOTrainer)(model=model, reward_funcs=toy_reward, args=args, train_dataset=data,
+                                        processing_class=tokenizer,
+                                        peft_config=LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    trainer.seen = []
+    before = snapshot(trainer)
+    trainer.train()
+    after = snapshot(trainer)
+    assert all(torch.equal(before[k], after[k]) for k in before if "lora_" not in k)
+    logs = [h for h in trainer.state.log_history if "oar/frac_no_answer" in h]
+    assert len(logs) == 2 and min(h["oar/frac_no_answer"] for h in logs) < 1  # the toy model writes A=...
+    if any(h["frac_reward_zero_std"] < 1 for h in logs):  # some group had a reward spread: a gradient
+        assert any(not torch.equal(before[k], after[k]) for k in before if "lora_B" in k)
+    assert all(inputs["advantages"].dim() == 2 for inputs, _ in trainer.seen)
