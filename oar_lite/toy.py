@@ -1,0 +1,443 @@
+"""The toy reasoning world: multi-digit addition with a chain of thought whose pivotal
+tokens are known, a shipped ~1M-parameter model, and the helpers around them.
+
+A problem is two numbers with the same number of digits; the prompt is ``"473+258:"``.
+The completion adds column by column from the right, one step per column, with filler
+words interleaved at random, then the conclude marker ``A=`` and the answer::
+
+    3+8+0=11 hmm 7+5+1=13 4+2+1=07 so A=731
+
+A step ``a+b+c=kd`` reads: digit ``a`` of the first number plus digit ``b`` of the second
+plus the carry ``c`` coming in equals ``kd`` (``k`` the carry out, ``d`` the column's
+result digit; always two digits). The answer is the result digits read from the last
+column to the first, preceded by the last carry when it is 1. `oar_lite.segment`'s
+``"a_equals"`` format finds the answer; `reward` scores it with `math_reward`.
+
+Ground-truth labels (`parse_chain`, `token_labels`), one per completion character/token:
+
+- ``PIVOTAL`` (2): every step's result digit ``d`` and the last step's carry ``k``. These
+  are the tokens the answer is written from: answer digit i is a copy of column i's
+  result (the leading 1 is the last carry; a last carry of 0 decides that there is no
+  leading digit). Change one, keep the rest of the text fixed, and the right answer to
+  read off the chain changes.
+- ``SUPPORT`` (1): the digits a step *computes from*: operand digits ``a``, ``b`` (copies
+  of the prompt), the carry in ``c`` (a copy of the previous step's ``k``) and the carries
+  out of all steps but the last. They decide the results while the chain is being
+  written, but once the results are on the page the answer does not read them. This is
+  a separate label on purpose: they are neither filler nor what the answer hangs on.
+- ``NEUTRAL`` (0): filler words, spaces and the ``+`` / ``=`` separators of the steps.
+- ``OUTSIDE`` (-1): the marker ``A=``, the answer, end of text: not reasoning tokens.
+
+Labels follow the *structure* of what was written, so a wrong chain is labelled as well
+as a right one (a step that says ``7+5+1=14`` still has its pivotal ``4``). A completion
+that does not follow the grammar ``(step|filler)( (step|filler))* A=<digits>`` cannot
+be parsed: `parse_chain` returns ``None`` and so does `token_labels`. The credit
+benchmark (`oar_lite.credit`) scores pivotal against neutral tokens.
+
+The tokenizer (`build_tokenizer`) is a real ``PreTrainedTokenizerFast``: one token per
+digit, symbol and space, one per whole word, plus ``<pad> <s> </s> <unk>``; decoding
+concatenates tokens, so offsets are exact. The model is a ``LlamaForCausalLM``
+(`model_config`), pre-trained by ``scripts/pretrain_toy.py`` and shipped with its
+tokenizer in ``data/toy-model`` (`load_model`); the held-out problems are in
+``data/toy_eval.jsonl`` (`load_eval_set`), and never appear in pre-training.
+"""
+from __future__ import annotations
+
+import json
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import torch
+
+from .reward import math_reward
+from .segment import completion_offsets
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+MODEL_DIR = DATA_DIR / "toy-model"
+EVAL_PATH = DATA_DIR / "toy_eval.jsonl"
+EVAL_SEED = 20260107
+"""Seed of the held-out set in ``data/toy_eval.jsonl`` (written by scripts/pretrain_toy.py)."""
+
+FORMATS = ("a_equals",)
+"""The answer format of the toy world, for `oar_lite.segment` and `oar_lite.reward`."""
+
+NEUTRAL, SUPPORT, PIVOTAL, OUTSIDE = 0, 1, 2, -1
+LABEL_NAMES = {NEUTRAL: "neutral", SUPPORT: "support", PIVOTAL: "pivotal", OUTSIDE: "outside"}
+
+FILLER_WORDS = ("so", "ok", "hmm", "now", "then", "next", "well", "right", "good", "wait", "yes")
+SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
+SYMBOLS = tuple("0123456789+=:?. ")
+MAX_DIGITS = 6
+
+
+# ----------------------------------------------------------------------------- tokenizer
+
+def build_tokenizer():
+    """The toy tokenizer: a ``PreTrainedTokenizerFast`` built with ``tokenizers``.
+
+    Vocabulary: ``<pad>=0 <s>=1 </s>=2 <unk>=3``, one token per digit / symbol / space,
+    ``A`` and the filler words. Words are whole tokens, everything else one character per
+    token; unknown words map to ``<unk>``. Encoding adds ``<s>`` in front (not ``</s>``),
+    decoding concatenates (``decoders.Fuse``), so ``decode(encode(text)) == text``.
+    """
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate(SPECIAL_TOKENS + SYMBOLS + ("A",) + FILLER_WORDS)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[A-Za-z]+|[^A-Za-z]"), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A $B",
+                                                       special_tokens=[("<s>", vocab["<s>"])])
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<s>", eos_token="</s>",
+                                   unk_token="<unk>", clean_up_tokenization_spaces=False, model_max_length=256)
+
+
+# ----------------------------------------------------------------------------- problems
+
+def _digit_range(digits) -> tuple[int, int]:
+    lo, hi = (digits, digits) if isinstance(digits, int) else tuple(digits)
+    if not (isinstance(lo, int) and isinstance(hi, int)) or not 1 <= lo <= hi <= MAX_DIGITS:
+        raise ValueError(f"digits must be an int or a (low, high) pair with 1 <= low <= high <= {MAX_DIGITS}, "
+                         f"got {digits!r}")
+    return lo, hi
+
+
+def make_prompt(a: int, b: int) -> str:
+    """The prompt of ``a + b``: ``"473+258:"``."""
+    return f"{a}+{b}:"
+
+
+def make_problems(n: int, *, seed: int, digits: int | tuple[int, int] = (2, 4),
+                  exclude: Iterable[str | dict] = ()) -> list[dict]:
+    """``n`` distinct addition problems, reproducible from ``seed``.
+
+    Args:
+        n: number of problems.
+        seed: the same seed gives the same problems, in the same order.
+        digits: digits of both operands (leading digit non-zero), an int or an inclusive
+            ``(low, high)`` range drawn uniformly per problem.
+        exclude: prompts (or problem dicts) to skip, e.g. ``load_eval_set()`` so that
+            training problems never hit the held-out set.
+
+    Returns:
+        a list of dicts ``{"prompt": "473+258:", "answer": "731", "a": 473, "b": 258,
+        "digits": 3}``.
+    """
+    if not isinstance(n, int) or n < 0:
+        raise ValueError(f"n must be a non-negative int, got {n!r}")
+    lo, hi = _digit_range(digits)
+    capacity = sum((9 * 10 ** (d - 1)) ** 2 for d in range(lo, hi + 1))
+    skip = {p["prompt"] if isinstance(p, dict) else p for p in exclude}
+    if n > capacity - len(skip):
+        raise ValueError(f"asked for {n} distinct problems but digits={digits!r} allows at most {capacity - len(skip)}")
+    rng = random.Random(seed)
+    problems, seen = [], set(skip)
+    while len(problems) < n:
+        d = rng.randint(lo, hi)
+        a, b = rng.randint(10 ** (d - 1), 10 ** d - 1), rng.randint(10 ** (d - 1), 10 ** d - 1)
+        prompt = make_prompt(a, b)
+        if prompt in seen:
+            continue
+        seen.add(prompt)
+        problems.append({"prompt": prompt, "answer": str(a + b), "a": a, "b": b, "digits": d})
+    return problems
+
+
+def chain_of_thought(a: int, b: int, *, rng: random.Random | None = None, filler_rate: float = 0.3,
+                     max_fillers: int = 2) -> str:
+    """A correct completion for ``a + b`` (no end-of-text token).
+
+    Args:
+        a, b: non-negative operands with the same number of digits.
+        rng: source of the filler words (a fresh ``random.Random(0)`` if omitted).
+        filler_rate: at each of the gaps (before every step and before ``A=``), a filler
+            word appears with this probability, and another with the same probability,
+            up to ``max_fillers`` per gap. 0 gives no filler.
+
+    Returns:
+        e.g. ``"3+8+0=11 hmm 7+5+1=13 4+2+1=07 A=731"``.
+    """
+    if a < 0 or b < 0 or len(str(a)) != len(str(b)):
+        raise ValueError(f"operands must be non-negative with the same number of digits, got {a} and {b}")
+    if not 0 <= filler_rate < 1:
+        raise ValueError(f"filler_rate must be in [0, 1), got {filler_rate}")
+    rng = rng or random.Random(0)
+    items, carry = [], 0
+
+    def fillers():
+        k = 0
+        while k < max_fillers and rng.random() < filler_rate:
+            items.append(rng.choice(FILLER_WORDS))
+            k += 1
+
+    for x, y in zip(reversed(str(a)), reversed(str(b))):
+        fillers()
+        s = int(x) + int(y) + carry
+        items.append(f"{x}+{y}+{carry}={s // 10}{s % 10}")
+        carry = s // 10
+    fillers()
+    return " ".join(items) + f" A={a + b}"
+
+
+# ----------------------------------------------------------------------------- labels
+
+@dataclass(frozen=True)
+class Step:
+    """One column as written: ``a+b+carry_in=carry_out digit`` starting at character ``start``."""
+
+    a: int
+    b: int
+    carry_in: int
+    carry_out: int
+    digit: int
+    start: int
+
+    @property
+    def correct(self) -> bool:
+        """Whether the step's own arithmetic is right (whatever its inputs)."""
+        return self.a + self.b + self.carry_in == 10 * self.carry_out + self.digit
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A parsed completion.
+
+    Attributes:
+        steps: the columns in the order written (rightmost column first).
+        answer: the answer text after ``A=``.
+        marker_start: character index of ``A=``.
+        labels: ``[len(text)]`` one label per character (`PIVOTAL`, `SUPPORT`,
+            `NEUTRAL`, `OUTSIDE`).
+    """
+
+    steps: tuple[Step, ...]
+    answer: str
+    marker_start: int
+    labels: tuple[int, ...]
+
+    @property
+    def implied_answer(self) -> str:
+        """The answer the written results imply (last carry, if 1, then the digits)."""
+        lead = "1" if self.steps[-1].carry_out == 1 else ""
+        return lead + "".join(str(s.digit) for s in reversed(self.steps))
+
+    @property
+    def consistent(self) -> bool:
+        """Whether the answer is what the written chain implies (right or wrong)."""
+        return self.answer.lstrip("0") == self.implied_answer.lstrip("0")
+
+    def matches(self, a: int, b: int) -> bool:
+        """Whether the steps copy the digits of ``a`` and ``b`` and chain the carries."""
+        xs, ys = str(a)[::-1], str(b)[::-1]
+        if len(self.steps) != max(len(xs), len(ys)):
+            return False
+        carry = 0
+        for i, s in enumerate(self.steps):
+            x = int(xs[i]) if i < len(xs) else 0
+            y = int(ys[i]) if i < len(ys) else 0
+            if (s.a, s.b, s.carry_in) != (x, y, carry):
+                return False
+            carry = s.carry_out
+        return True
+
+
+_STEP = re.compile(r"(\d)\+(\d)\+(\d)=(\d)(\d)")
+_WORD = re.compile(r"[a-z]+")
+_ANSWER = re.compile(r"A=(\d+)\s*$")
+# Character labels inside a step "a+b+c=kd" (k of the last step is set to PIVOTAL after).
+_STEP_LABELS = (SUPPORT, NEUTRAL, SUPPORT, NEUTRAL, SUPPORT, NEUTRAL, SUPPORT, PIVOTAL)
+
+
+def parse_chain(text: str) -> Chain | None:
+    """Parse a toy completion and label every character (see the module docstring).
+
+    Args:
+        text: the completion text, without special tokens (a trailing ``</s>`` is
+            tolerated and labelled `OUTSIDE`).
+
+    Returns:
+        a `Chain`, or ``None`` when ``text`` does not follow the grammar
+        ``item( item)* A=<digits>`` with items steps ``d+d+d=dd`` or lower-case words,
+        separated by single spaces, and at least one step.
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a str, got {type(text).__name__}")
+    body = text[: -len("</s>")] if text.endswith("</s>") else text
+    labels = [OUTSIDE] * len(text)
+    steps, pos = [], 0
+    while True:
+        answer = _ANSWER.match(body, pos)
+        if answer is not None:
+            break
+        step = _STEP.match(body, pos)
+        if step is not None:
+            a, b, c, k, d = (int(g) for g in step.groups())
+            steps.append(Step(a, b, c, k, d, pos))
+            labels[pos : step.end()] = _STEP_LABELS
+            pos = step.end()
+        else:
+            word = _WORD.match(body, pos)
+            if word is None:
+                return None
+            labels[pos : word.end()] = [NEUTRAL] * (word.end() - pos)
+            pos = word.end()
+        if body[pos : pos + 1] != " ":
+            return None
+        labels[pos] = NEUTRAL
+        pos += 1
+    if not steps:
+        return None
+    labels[steps[-1].start + 6] = PIVOTAL  # the last carry out: the answer's leading digit (or its absence)
+    return Chain(tuple(steps), answer.group(1), pos, tuple(labels))
+
+
+def token_labels(tokenizer, completion_ids: Sequence[int]) -> torch.Tensor | None:
+    """Ground-truth label of every completion token, or ``None`` if it cannot be parsed.
+
+    Args:
+        tokenizer: the toy tokenizer (any tokenizer whose decode round-trips works).
+        completion_ids: the completion's ids (no prompt; a trailing EOS is fine).
+
+    Returns:
+        ``[C]`` long tensor with C = ``len(completion_ids)``: the highest label among each
+        token's characters (`PIVOTAL` > `SUPPORT` > `NEUTRAL`), `OUTSIDE` for the marker,
+        the answer, EOS and tokens with no text.
+    """
+    ids = [int(i) for i in completion_ids]
+    if ids and ids[-1] == tokenizer.eos_token_id:
+        ids = ids[:-1]
+    text, offsets = completion_offsets(tokenizer, ids)
+    chain = parse_chain(text)
+    if chain is None:
+        return None
+    labels = [max(chain.labels[s:e], default=OUTSIDE) for s, e in offsets]
+    labels += [OUTSIDE] * (len(completion_ids) - len(ids))
+    return torch.tensor(labels, dtype=torch.long)
+
+
+def rollout_labels(rollouts, tokenizer) -> list[torch.Tensor | None]:
+    """`token_labels` of every row of an `oar_lite.rollout.Rollouts`: ``[C_i]`` per row
+    (aligned with ``rollouts.completion_ids[i]``; shift by ``rollouts.prompt_length`` to
+    index ``rollouts.input_ids``), ``None`` for rows that cannot be parsed."""
+    return [token_labels(tokenizer, ids) for ids in rollouts.completion_ids]
+
+
+# ----------------------------------------------------------------------------- reward
+
+def reward(completion: str, answer: str | int | dict) -> float:
+    """1.0 if the completion's ``A=`` answer equals ``answer`` (a number or a problem dict),
+    else 0.0; parsed with `oar_lite.reward.math_reward`, never evaluated."""
+    reference = answer["answer"] if isinstance(answer, dict) else answer
+    return math_reward(completion, reference, formats=FORMATS)
+
+
+def rewards(completions: Sequence[str], answers: Sequence[str | int | dict]) -> list[float]:
+    """`reward` for a batch, one answer (or problem) per completion."""
+    if len(completions) != len(answers):
+        raise ValueError(f"{len(completions)} completions but {len(answers)} answers; expected one each")
+    return [reward(c, a) for c, a in zip(completions, answers)]
+
+
+# ----------------------------------------------------------------------------- model and data
+
+def model_config(vocab_size: int | None = None, **overrides):
+    """The toy ``LlamaConfig`` (about 0.8M parameters): 4 layers, width 128, 4 heads."""
+    from transformers import LlamaConfig
+
+    tok_vocab = len(SPECIAL_TOKENS) + len(SYMBOLS) + 1 + len(FILLER_WORDS)
+    cfg = dict(vocab_size=vocab_size or tok_vocab, hidden_size=128, intermediate_size=384, num_hidden_layers=4,
+               num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=128, rope_theta=10000.0,
+               tie_word_embeddings=True, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    cfg.update(overrides)
+    return LlamaConfig(**cfg)
+
+
+def load_model(path: str | Path | None = None, *, dtype: torch.dtype = torch.float32):
+    """The shipped toy model and its tokenizer, offline: ``(model, tokenizer)``.
+
+    Args:
+        path: a directory saved by ``save_pretrained`` (default ``data/toy-model``).
+        dtype: parameter dtype.
+
+    Returns:
+        ``(LlamaForCausalLM in eval mode, PreTrainedTokenizerFast)``.
+    """
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    path = Path(path) if path is not None else MODEL_DIR
+    if not (path / "config.json").exists():
+        raise ValueError(f"no toy model in {path} (expected config.json, model.safetensors and tokenizer files; "
+                         "run scripts/pretrain_toy.py)")
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = LlamaForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype).eval()
+    return model, tokenizer
+
+
+def load_eval_set(path: str | Path | None = None, n: int | None = None) -> list[dict]:
+    """The held-out problems (``data/toy_eval.jsonl``), optionally only the first ``n``."""
+    path = Path(path) if path is not None else EVAL_PATH
+    if not path.exists():
+        raise ValueError(f"no evaluation set at {path}; run scripts/pretrain_toy.py to write it")
+    with open(path) as f:
+        problems = [json.loads(line) for line in f if line.strip()]
+    return problems[:n] if n is not None else problems
+
+
+def write_eval_set(problems: Sequence[dict], path: str | Path | None = None) -> Path:
+    """Write problems as JSONL (one dict a line); returns the path."""
+    path = Path(path) if path is not None else EVAL_PATH
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        for p in problems:
+            f.write(json.dumps(p, sort_keys=True) + "\n")
+    return path
+
+
+def max_new_tokens(digits: int, filler_rate: float = 0.3, max_fillers: int = 2) -> int:
+    """A completion length cap that a well-formed chain for ``digits``-digit operands fits."""
+    return digits * 9 + (digits + 1) * 2 * max_fillers + digits + 6
+
+
+@torch.no_grad()
+def evaluate(model, tokenizer, problems: Sequence[dict], *, group_size: int = 1, temperature: float = 0.0,
+             batch_size: int = 64, seed: int = 0, max_new: int | None = None, progress: bool = False) -> dict:
+    """Accuracy of the model on ``problems``, sampling ``group_size`` completions each.
+
+    Returns:
+        a plain dict: ``accuracy`` (mean reward), ``parsed`` (share of completions
+        `parse_chain` reads), ``mixed`` (share of prompts whose group has both right and
+        wrong answers; 0 when ``group_size == 1``), ``solved`` / ``failed`` (share of
+        prompts all right / all wrong), ``mean_tokens`` (completion length), ``n``.
+    """
+    from tqdm.auto import tqdm
+
+    from .rollout import sample_completions
+
+    if not problems:
+        raise ValueError("problems is empty")
+    per_prompt, parsed, lengths = [], 0, []
+    batches = range(0, len(problems), batch_size)
+    for k, i in enumerate(tqdm(batches, desc="evaluate", disable=not progress)):
+        chunk = problems[i : i + batch_size]
+        cap = max_new or max(max_new_tokens(p.get("digits", len(str(p["a"])))) for p in chunk)
+        ro = sample_completions(model, tokenizer, [p["prompt"] for p in chunk], group_size=group_size,
+                                max_new_tokens=cap, temperature=temperature, formats=FORMATS, seed=seed + k)
+        r = rewards(ro.completions, [p for p in chunk for _ in range(group_size)])
+        per_prompt += [r[j : j + group_size] for j in range(0, len(r), group_size)]
+        parsed += sum(parse_chain(c) is not None for c in ro.completions)
+        lengths += [len(ids) for ids in ro.completion_ids]
+    n = len(per_prompt)
+    return {
+        "accuracy": sum(map(sum, per_prompt)) / (n * group_size),
+        "parsed": parsed / (n * group_size),
+        "mixed": sum(0 < sum(g) < group_size for g in per_prompt) / n if group_size > 1 else 0.0,
+        "solved": sum(sum(g) == group_size for g in per_prompt) / n,
+        "failed": sum(sum(g) == 0 for g in per_prompt) / n,
+        "mean_tokens": sum(lengths) / len(lengths),
+        "n": n,
+    }
