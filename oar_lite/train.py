@@ -314,8 +314,17 @@ def _update(model, optimizer, rollouts, token_adv: torch.Tensor, config: TrainCo
             else:
                 ref = torch.cat([logprobs_of(reference, r) for r in chunks])
 
+    # No learning signal (every group got equal rewards and there is no KL term): the loss
+    # and its gradient are exactly 0, yet Adam would still move the weights on its momentum.
+    # Skip the optimizer step instead.
+    if config.beta == 0 and not bool(token_adv.any()):
+        with torch.no_grad():
+            entropy = sum(float((logprobs_of(model, r, return_entropy=True)[1] * mask[r]).sum()) for r in chunks)
+        return {"entropy": entropy / float(n_tokens), "clip_fraction": 0.0, "ratio_mean": 1.0, "advantage_mean": 0.0,
+                "kl": 0.0, "loss": 0.0, "grad_norm": 0.0, "skipped": 1.0}
+
     params = [p for p in model.parameters() if p.requires_grad]
-    totals: dict[str, float] = {}
+    totals: dict[str, float] = {"skipped": 0.0}
     entropy_sum = 0.0
     for iteration in range(config.num_iterations):
         optimizer.zero_grad(set_to_none=True)

@@ -1,0 +1,84 @@
+"""Command line: ``python -m oar_lite compare`` (the main job) and ``python -m oar_lite demo``.
+
+    python -m oar_lite compare                        # GRPO vs OAR-G vs OAR-P, 3 seeds (~15 min on 2 cores)
+    python -m oar_lite compare --quick                # one seed, fewer steps (~2 min)
+    python -m oar_lite compare --methods uniform oar-g --seeds 0 1 --steps 20 --out results/mine
+    python -m oar_lite demo                           # the quick comparison, then its table
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+
+
+def _parser() -> argparse.ArgumentParser:
+    from .compare import DEFAULT_METHODS, DEFAULT_TARGET
+
+    parser = argparse.ArgumentParser(prog="python -m oar_lite", description="OAR for GRPO: train and compare.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p):
+        p.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS),
+                       help="credit assignment methods (uniform = plain GRPO; oar-g, oar-p, entropy, random; "
+                            "a P_final mode after a colon: oar-p:answer_joint)")
+        p.add_argument("--seeds", nargs="+", type=int, default=None, help="seeds (default: 0 1 2; --quick: 0)")
+        p.add_argument("--steps", type=int, default=None, help="training steps per run (default 40; --quick: 12)")
+        p.add_argument("--out", default="results", help="output folder (default: results)")
+        p.add_argument("--target", type=float, default=DEFAULT_TARGET, help="held-out accuracy to reach")
+        p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                       help="runs trained at the same time, one process each (default: 2)")
+        p.add_argument("--threads", type=int, default=1, help="torch threads per run (default 1)")
+        p.add_argument("--model", default=None, help="toy model folder (default: the shipped data/toy-model)")
+        p.add_argument("--lr", type=float, default=None, help="learning rate")
+        p.add_argument("--quantile", type=float, default=None, help="OAR suppression quantile q")
+        p.add_argument("--boost", type=float, default=None, help="OAR boost (the paper's beta)")
+        p.add_argument("--floor", type=float, default=None, help="OAR weight floor")
+        p.add_argument("--prompts", type=int, default=None, help="prompts per step")
+        p.add_argument("--group-size", type=int, default=None, help="completions per prompt")
+        p.add_argument("--iterations", type=int, default=None, help="optimizer steps per batch (num_iterations)")
+        p.add_argument("--beta", type=float, default=None, help="KL coefficient to the initial model")
+        p.add_argument("--quiet", action="store_true", help="no progress bars")
+        p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # test size
+
+    compare = sub.add_parser("compare", help="train GRPO, OAR-G and OAR-P on the toy task and compare them")
+    common(compare)
+    compare.add_argument("--quick", action="store_true", help="one seed, fewer steps: about 2 minutes on 2 cores")
+    demo = sub.add_parser("demo", help="the quick comparison, then its table")
+    common(demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m oar_lite`` and the ``oar-lite`` script."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = _parser().parse_args(argv)
+
+    from .compare import compare
+
+    quick = args.command == "demo" or getattr(args, "quick", False)
+    profile = "tiny" if args.tiny else "quick" if quick else "default"
+    names = {"lr": "learning_rate", "quantile": "quantile", "boost": "boost", "floor": "floor",
+             "prompts": "prompts_per_step", "group_size": "group_size", "iterations": "num_iterations", "beta": "beta"}
+    overrides = {field: getattr(args, flag) for flag, field in names.items() if getattr(args, flag) is not None}
+    summary = compare(args.methods, args.seeds, steps=args.steps, out=args.out, profile=profile, target=args.target,
+                      jobs=args.jobs, threads=args.threads, model_dir=args.model, overrides=overrides,
+                      progress=not args.quiet, command="python -m oar_lite " + shlex.join(argv))
+    out = os.path.join(args.out, "compare.md")
+    if args.command == "demo":
+        with open(out) as f:
+            print(f.read())
+    else:
+        from .compare import verdict
+
+        print("\n".join(verdict(summary)))
+    print(f"wrote {args.out}/compare.md, compare.png, compare.jsonl")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,350 @@
+"""GRPO against OAR-G and OAR-P on the toy task: the main job (``python -m oar_lite compare``).
+
+From the shipped toy model, every method trains with the same seeds, the same prompts at
+every step and the same budget (`oar_lite.train`); the held-out set is evaluated greedily
+along the way. Everything lands in one folder::
+
+    results/compare.png    held-out accuracy vs steps and vs wall time (band over seeds),
+                           and time per step by phase
+    results/compare.md     final accuracy, steps and time to the target, time per step
+    results/compare.jsonl  every metric record of every run (raw)
+    results/runs/<method>-seed<s>/{metrics.jsonl, checkpoint.pt}
+
+Runs resume from their checkpoints, so an interrupted comparison picks up where it
+stopped; a finished run is read back, not trained again.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Sequence
+
+from .train import METRICS, Task, TrainConfig, read_jsonl, train, write_jsonl
+
+DEFAULT_METHODS = ("uniform", "oar-g", "oar-p")
+
+# Budgets. "default" is the comparison the README reports (about 15 minutes on 2 cores
+# with two runs at a time); "quick" is for trying it (about 2 minutes); "tiny" is for tests.
+PROFILES: dict[str, dict] = {
+    "default": dict(seeds=(0, 1, 2), steps=40, prompts_per_step=8, group_size=8, eval_every=5, eval_size=100),
+    "quick": dict(seeds=(0,), steps=12, prompts_per_step=8, group_size=8, eval_every=4, eval_size=64),
+    "tiny": dict(seeds=(0,), steps=2, prompts_per_step=2, group_size=4, eval_every=1, eval_size=8),
+}
+# Training settings shared by every profile (a TrainConfig field each; flags can change them).
+TRAINING = dict(learning_rate=2e-4, max_new_tokens=66, temperature=1.0, num_iterations=1, beta=0.0,
+                quantile=0.25, boost=1.0, floor=0.1)
+DEFAULT_TARGET = 0.6
+TRAIN_POOL = dict(n=4000, seed=12345, digits=(2, 4))
+
+
+def toy_task(*, eval_size: int | None = None) -> Task:
+    """The toy addition task: a pool of training problems that avoids the held-out set
+    (``data/toy_eval.jsonl``), and the first ``eval_size`` held-out problems."""
+    from . import toy
+
+    held_out = toy.load_eval_set()
+    train_problems = toy.make_problems(TRAIN_POOL["n"], seed=TRAIN_POOL["seed"], digits=TRAIN_POOL["digits"],
+                                       exclude=held_out)
+    evals = held_out[:eval_size] if eval_size else held_out
+    return Task(train_problems=train_problems, eval_problems=evals, formats=toy.FORMATS)
+
+
+def run_config(method: str, seed: int, settings: dict) -> TrainConfig:
+    """The `TrainConfig` of one run of the comparison."""
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    kwargs = {k: v for k, v in settings.items() if k in fields}
+    return TrainConfig(method=method, seed=seed, **kwargs)
+
+
+def _run_one(job: dict) -> list[dict]:
+    """Train (or resume, or read back) one (method, seed) run; returns its records."""
+    import torch
+
+    from . import toy
+
+    threads = torch.get_num_threads()
+    if job.get("threads"):
+        torch.set_num_threads(job["threads"])
+    try:
+        config = TrainConfig(**job["config"])
+        model, tokenizer = toy.load_model(job.get("model_dir"))
+        task = toy_task(eval_size=config.eval_size)
+        _, records = train(model, tokenizer, task, config, out_dir=Path(job["out"]), resume=True)
+    finally:
+        torch.set_num_threads(threads)
+    return records
+
+
+def compare(
+    methods: Sequence[str] = DEFAULT_METHODS,
+    seeds: Sequence[int] | None = None,
+    *,
+    steps: int | None = None,
+    out: str | os.PathLike = "results",
+    profile: str = "default",
+    target: float = DEFAULT_TARGET,
+    jobs: int = 1,
+    threads: int | None = 1,
+    model_dir: str | os.PathLike | None = None,
+    overrides: dict | None = None,
+    progress: bool = True,
+    command: str | None = None,
+) -> dict:
+    """Train every method with every seed, then write the table, the figure and the raw records.
+
+    Args:
+        methods: credit-assignment methods (`oar_lite.attribution.SCORERS` names, optionally
+            with a mode: ``"oar-p:answer_joint"``).
+        seeds: seeds (default: the profile's). Seed s gives every method the same prompts.
+        steps: training steps per run (default: the profile's).
+        out: output folder.
+        profile: ``"default"``, ``"quick"`` or ``"tiny"`` (`PROFILES`).
+        target: held-out accuracy whose first crossing counts as "reached".
+        jobs: runs trained at the same time (separate processes); 1 trains in this process.
+        threads: torch threads per run (1 suits the toy model: its matrices are too small
+            for two threads to pay off). None leaves torch's setting alone.
+        model_dir: a toy model folder other than the shipped ``data/toy-model``.
+        overrides: `TrainConfig` fields to change (``{"learning_rate": 1e-3, "boost": 2.0}``).
+        progress: progress bars.
+        command: the command line, recorded in ``compare.md``.
+
+    Returns:
+        the summary (`summarize`) with ``"settings"`` added.
+    """
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; expected one of {sorted(PROFILES)}")
+    if not methods:
+        raise ValueError("methods is empty; expected e.g. ('uniform', 'oar-g', 'oar-p')")
+    if jobs < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs}")
+    if not 0 < target <= 1:
+        raise ValueError(f"target must be an accuracy in (0, 1], got {target}")
+    settings = {**TRAINING, **PROFILES[profile], **(overrides or {})}
+    if seeds is not None:
+        settings["seeds"] = tuple(seeds)
+    if steps is not None:
+        settings["steps"] = steps
+    settings["checkpoint_every"] = settings.get("checkpoint_every", 5)
+    settings["progress"] = progress
+    seeds = tuple(settings.pop("seeds"))
+    if not seeds:
+        raise ValueError("seeds is empty; expected at least one seed")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    runs = []
+    for method in methods:
+        for seed in seeds:
+            config = run_config(method, seed, settings)  # validates method and settings up front
+            runs.append({"config": dataclasses.asdict(config), "out": str(out / "runs" / f"{_slug(method)}-seed{seed}"),
+                         "threads": threads, "model_dir": str(model_dir) if model_dir else None})
+
+    t0 = time.perf_counter()
+    if jobs == 1:
+        results = []
+        for job in runs:
+            results.append(_run_one(job))
+    else:
+        import multiprocessing as mp
+
+        # Each worker shows its own bar; they would overwrite each other, so keep them quiet
+        # and report each run as it finishes.
+        for job in runs:
+            job["config"]["progress"] = False
+        with mp.get_context("spawn").Pool(min(jobs, len(runs))) as pool:
+            results = []
+            for job, records in zip(runs, pool.imap(_run_one, runs)):
+                results.append(records)
+                if progress:
+                    final = [r for r in records if r["type"] == "eval"]
+                    acc = f"{final[-1]['eval_accuracy']:.3f}" if final else "n/a"
+                    print(f"done {job['config']['method']} seed {job['config']['seed']}: held-out accuracy {acc}", flush=True)
+    elapsed = time.perf_counter() - t0
+
+    records = [r for rs in results for r in rs]
+    write_jsonl(out / "compare.jsonl", records)
+    summary = summarize(records, target=target, methods=methods)
+    summary["settings"] = {**settings, "seeds": list(seeds), "methods": list(methods), "target": target,
+                           "jobs": jobs, "threads": threads, "profile": profile, "elapsed_s": elapsed,
+                           "model_dir": str(model_dir) if model_dir else "data/toy-model",
+                           "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform(terse=True)}"}
+    summary["command"] = command
+    with open(out / "compare.json", "w") as f:
+        json.dump(summary, f, indent=1)
+    (out / "compare.md").write_text(render_markdown(summary))
+    save_figure(records, out / "compare.png", target=target, methods=methods)
+    return summary
+
+
+def _slug(method: str) -> str:
+    return method.replace(":", "-")
+
+
+# ----------------------------------------------------------------------------- summary
+
+def _median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def summarize(records: Sequence[dict], *, target: float = DEFAULT_TARGET, methods: Sequence[str] | None = None) -> dict:
+    """Per method, over seeds: held-out accuracy at the start and at the end (mean, std,
+    min, max), the best, steps and training wall time to first reach ``target``, and the
+    median seconds per step in each phase.
+
+    Returns:
+        ``{"target": target, "methods": {method: {...}}}`` (plain floats, JSON-ready).
+    """
+    from .plots import by_method_and_seed
+
+    evals = by_method_and_seed(records, "eval")
+    trains = by_method_and_seed(records, "train")
+    order = list(methods) if methods else sorted(evals, key=lambda m: (m != "uniform", m))
+    result = {}
+    for method in order:
+        if method not in evals:
+            continue
+        seeds = sorted(evals[method])
+        finals = [evals[method][s][-1]["eval_accuracy"] for s in seeds]
+        starts = [evals[method][s][0]["eval_accuracy"] for s in seeds]
+        bests = [max(r["eval_accuracy"] for r in evals[method][s]) for s in seeds]
+        reached = [next((r for r in evals[method][s] if r["eval_accuracy"] >= target), None) for s in seeds]
+        steps = [trains[method][s] for s in seeds if s in trains.get(method, {})]
+        phase = {p: _median([r[f"time_{p}"] for rs in steps for r in rs]) or 0.0
+                 for p in ("generate", "reward", "attribute", "update")}
+        result[method] = {
+            "seeds": seeds,
+            "start_accuracy": statistics.mean(starts),
+            "final_accuracy": statistics.mean(finals),
+            "final_accuracy_std": statistics.pstdev(finals) if len(finals) > 1 else 0.0,
+            "final_accuracy_min": min(finals),
+            "final_accuracy_max": max(finals),
+            "final_accuracies": finals,
+            "best_accuracy": statistics.mean(bests),
+            "reached": sum(r is not None for r in reached),
+            "steps_to_target": [r["step"] if r else None for r in reached],
+            "time_to_target": [r["wall_time"] if r else None for r in reached],
+            "final_step": max(evals[method][s][-1]["step"] for s in seeds),
+            "train_reward_last5": statistics.mean(r["reward_mean"] for rs in steps for r in rs[-5:]) if steps else None,
+            "weight_std": _median([r["weight_std"] for rs in steps for r in rs]),
+            "time_per_step": sum(phase.values()),
+            "time_per_phase": phase,
+        }
+    base = result.get("uniform", {}).get("time_per_step")
+    for m in result.values():
+        m["step_cost_vs_grpo"] = m["time_per_step"] / base if base else None
+    return {"target": target, "methods": result}
+
+
+def _fmt_target(values: list, n: int, fmt: str) -> str:
+    got = [v for v in values if v is not None]
+    if not got:
+        return f"not reached (0/{n})"
+    return f"{fmt.format(statistics.mean(got))} ({len(got)}/{n})"
+
+
+def render_markdown(summary: dict) -> str:
+    """``compare.md``: the settings, one table row per method, and what happened in words."""
+    from .plots import method_label
+
+    s = summary.get("settings", {})
+    target = summary["target"]
+    methods = summary["methods"]
+    lines = ["# GRPO vs OAR on the toy task", ""]
+    if summary.get("command"):
+        lines += [f"Command: `{summary['command']}`", ""]
+    if s:
+        lines += [
+            f"Settings: {s.get('steps')} steps x {s.get('prompts_per_step')} prompts x {s.get('group_size')} completions, "
+            f"learning rate {s.get('learning_rate')}, quantile {s.get('quantile')}, boost {s.get('boost')}, "
+            f"floor {s.get('floor')}, seeds {s.get('seeds')}, held-out problems {s.get('eval_size') or 'all'} "
+            f"(greedy, every {s.get('eval_every')} steps), model {s.get('model_dir')}.",
+            f"Machine: {s.get('machine')}; {s.get('jobs')} run(s) at a time, {s.get('threads')} torch thread(s) each; "
+            f"total {s.get('elapsed_s', 0) / 60:.1f} min.",
+            "",
+        ]
+    lines += [
+        f"Target: held-out accuracy >= {target:g}. Steps and time to target: mean over the seeds that "
+        "reached it (how many did, of all). Time: training wall time (evaluation excluded), median "
+        "seconds per step by phase.",
+        "",
+        "| method | start acc. | final acc. (mean ± std) | min-max | best | steps to target | time to target (s) "
+        "| s/step | generate | reward | attribute | update | cost vs GRPO |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for method, m in methods.items():
+        n = len(m["seeds"])
+        ph = m["time_per_phase"]
+        cost = f"{m['step_cost_vs_grpo']:.2f}x" if m.get("step_cost_vs_grpo") else "-"
+        lines.append(
+            f"| {method_label(method)} | {m['start_accuracy']:.3f} | {m['final_accuracy']:.3f} ± {m['final_accuracy_std']:.3f} "
+            f"| {m['final_accuracy_min']:.3f}-{m['final_accuracy_max']:.3f} | {m['best_accuracy']:.3f} "
+            f"| {_fmt_target(m['steps_to_target'], n, '{:.1f}')} | {_fmt_target(m['time_to_target'], n, '{:.0f}')} "
+            f"| {m['time_per_step']:.2f} | {ph['generate']:.2f} | {ph['reward']:.2f} | {ph['attribute']:.2f} "
+            f"| {ph['update']:.2f} | {cost} |")
+    lines += ["", *verdict(summary), ""]
+    return "\n".join(lines)
+
+
+def verdict(summary: dict) -> list[str]:
+    """What happened, in sentences, from the numbers (whichever method wins)."""
+    from .plots import method_label
+
+    methods = summary["methods"]
+    out = []
+    base = methods.get("uniform")
+    for method, m in methods.items():
+        if method == "uniform" or base is None:
+            continue
+        diff = m["final_accuracy"] - base["final_accuracy"]
+        spread = max(m["final_accuracy_std"], base["final_accuracy_std"])
+        word = "higher than" if diff > spread else "lower than" if diff < -spread else "within the seed spread of"
+        n = len(m["seeds"])
+        mine = [v for v in m["steps_to_target"] if v is not None]
+        theirs = [v for v in base["steps_to_target"] if v is not None]
+        if mine and theirs:
+            pace = (f"reached the target in {statistics.mean(mine):.1f} steps on average ({len(mine)}/{n} seeds) "
+                    f"against {statistics.mean(theirs):.1f} for GRPO ({len(theirs)}/{len(base['seeds'])})")
+        else:
+            pace = (f"reached the target in {len(mine)}/{n} seeds, GRPO in {len(theirs)}/{len(base['seeds'])}")
+        cost = f", at {m['step_cost_vs_grpo']:.2f}x GRPO's time per step" if m.get("step_cost_vs_grpo") else ""
+        out.append(f"- {method_label(method)}: final accuracy {m['final_accuracy']:.3f} vs GRPO {base['final_accuracy']:.3f} "
+                   f"({diff:+.3f}, {word} GRPO); {pace}{cost}.")
+    return out
+
+
+def save_figure(records: Sequence[dict], path, *, target: float | None = None, methods: Sequence[str] | None = None):
+    """``compare.png``: accuracy vs steps, accuracy vs wall time, time per step by phase."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    from .plots import plot_curves, plot_phase_times
+
+    summary = summarize(records, target=target or DEFAULT_TARGET, methods=methods)
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5), gridspec_kw={"width_ratios": [1, 1, 0.8]})
+    plot_curves(axes[0], records, x="step", methods=methods, target=target)
+    plot_curves(axes[1], records, x="wall_time", methods=methods, target=target)
+    plot_phase_times(axes[2], {m: s["time_per_phase"] for m, s in summary["methods"].items()}, methods=methods)
+    axes[0].set_title("held-out accuracy by step")
+    axes[1].set_title("held-out accuracy by training time")
+    axes[2].set_title("time per step, by phase")
+    axes[0].legend(loc="lower right", fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def load_records(out: str | os.PathLike) -> list[dict]:
+    """The raw records of a comparison folder (``compare.jsonl``, else the runs' metrics)."""
+    out = Path(out)
+    if (out / "compare.jsonl").exists():
+        return read_jsonl(out / "compare.jsonl")
+    return [r for p in sorted((out / "runs").glob(f"*/{METRICS}")) for r in read_jsonl(p)]
