@@ -9,6 +9,9 @@ The algorithm contract is OAR-SPEC (Li et al. 2026, arXiv 2601.07408):
 - `find_answer`, `segment_completion`, `segment_completion_ids`, `segments_to_masks`:
   where the reasoning ends and the answer is (`oar_lite.segment`).
 - `math_reward`: verifiable reward with math-verify (`oar_lite.reward`).
+- `load_smollm2` (SmolLM2-135M-Instruct offline, from its PyPI wheel) and `load_hub_model`
+  (hub models for GPUs) (`oar_lite.models`); `problems`: arithmetic word problems with
+  exact answers and chat prompts (`problems.make_problems`, `problems.format_prompt`).
 """
 from .attribution import (
     MODES,
@@ -26,6 +29,8 @@ from .attribution import (
     token_weights,
 )
 from .grpo import group_advantages, policy_loss, selective_log_softmax, sequence_logprobs, token_advantages
+from .models import OfflineModelError, load_hub_model, load_smollm2
+from . import problems
 from .reshape import bilevel_weights
 from .reward import math_reward, math_rewards
 from .rollout import Rollouts, sample_completions

@@ -1,0 +1,174 @@
+"""Model loaders: SmolLM2 offline from its wheel (converted once, then cached), and the
+hub loader's offline error path (no network is touched)."""
+import json
+import os
+
+import pytest
+import torch
+
+import oar_lite.models as models
+from oar_lite.models import (
+    SMOLLM2_INSTALL,
+    OfflineModelError,
+    cache_root,
+    default_dtype,
+    hub_reachable,
+    load_hub_model,
+    load_smollm2,
+    smollm2_cache_path,
+)
+from oar_lite.problems import format_prompt, make_problems
+from oar_lite.rollout import sample_completions
+from oar_lite.segment import segment_completion_ids
+
+try:
+    models.smollm2_gguf_path()
+    HAVE_WHEEL = True
+except FileNotFoundError:
+    HAVE_WHEEL = False
+needs_wheel = pytest.mark.skipif(not HAVE_WHEEL, reason=f"SmolLM2 wheel not installed: {SMOLLM2_INSTALL}")
+
+
+# ----------------------------------------------------------------------------- SmolLM2
+
+@pytest.fixture(scope="session")
+def smollm2_cache(tmp_path_factory):
+    """A fresh cache folder holding one conversion of the GGUF file (about 20-30 s, once)."""
+    folder = tmp_path_factory.mktemp("oar-lite-cache")
+    model, tokenizer = load_smollm2(cache=folder)
+    return folder, model, tokenizer
+
+
+@needs_wheel
+def test_conversion_writes_a_cache_and_the_second_load_uses_it(smollm2_cache, monkeypatch):
+    folder, first, _ = smollm2_cache
+    cached = smollm2_cache_path(folder)
+    assert (cached / "model.safetensors").is_file() and (cached / "tokenizer.json").is_file()
+    assert json.loads((cached / "oar_lite_source.json").read_text())["file"] == models.SMOLLM2_GGUF
+
+    def no_conversion(*args, **kwargs):
+        raise AssertionError("converted the GGUF file again instead of loading the cache")
+
+    monkeypatch.setattr(models, "_convert_gguf", no_conversion)
+    second, tokenizer = load_smollm2(cache=folder)  # would raise if it converted
+    with pytest.raises(AssertionError, match="converted the GGUF"):
+        load_smollm2(cache=folder, refresh=True)  # the patch is live: refresh does convert
+
+    ids = torch.tensor([tokenizer("The answer is 42.")["input_ids"]])
+    with torch.no_grad():
+        torch.testing.assert_close(second(ids).logits, first(ids).logits, rtol=0, atol=0)
+    assert sum(p.numel() for p in second.parameters()) == 134_515_008
+    assert second.dtype == torch.float32 and not second.training
+
+
+@needs_wheel
+def test_tokenizer_has_a_distinct_pad_token_and_the_chat_template(smollm2_cache):
+    _, model, tok = smollm2_cache
+    assert tok.eos_token == "<|im_end|>"
+    assert tok.pad_token_id is not None and tok.pad_token_id != tok.eos_token_id
+    assert model.config.pad_token_id == tok.pad_token_id == model.generation_config.pad_token_id
+    text = tok.apply_chat_template([{"role": "user", "content": "2+2?"}], tokenize=False, add_generation_prompt=True)
+    assert text.endswith("<|im_start|>assistant\n") and "<|im_start|>user\n2+2?<|im_end|>" in text
+    # Digits are single tokens: "1234" is four tokens, as in SmolLM2's own tokenizer.
+    assert len(tok("1234", add_special_tokens=False)["input_ids"]) == 4
+
+
+@needs_wheel
+def test_left_padded_batch_generates_what_each_prompt_generates_alone(smollm2_cache):
+    _, model, tok = smollm2_cache
+    problems = make_problems(2, seed=0)
+    prompts = [format_prompt(problems[0], tok, shots=0), format_prompt(problems[1], tok, shots=1)]
+    batch = sample_completions(model, tok, prompts, max_new_tokens=8, temperature=0, add_special_tokens=False)
+    assert batch.input_ids.shape[0] == 2 and batch.prompt_length > len(tok(prompts[0])["input_ids"])
+    for row, prompt in enumerate(prompts):
+        alone = sample_completions(model, tok, [prompt], max_new_tokens=8, temperature=0, add_special_tokens=False)
+        assert batch.completion_ids[row] == alone.completion_ids[0]
+
+
+@needs_wheel
+def test_token_segments_of_a_real_completion(smollm2_cache):
+    _, _, tok = smollm2_cache
+    text = "The pens cost 4 * 3 = 12 dollars.\nShe gets back 20 - 12 = 8 dollars.\nThe answer is 8."
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    seg = segment_completion_ids(tok, ids)
+    assert tok.decode(ids[seg.answer]) == "8"
+    assert tok.decode(ids[seg.reasoning]).endswith("dollars.\n")
+    assert segment_completion_ids(tok, tok("It costs 12 dollars.", add_special_tokens=False)["input_ids"]) is None
+
+
+def test_missing_wheel_error_prints_the_install_command(monkeypatch):
+    monkeypatch.setattr(models.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(FileNotFoundError) as info:
+        load_smollm2(cache="/nonexistent")
+    assert SMOLLM2_INSTALL in str(info.value) and "--no-deps" in str(info.value)
+
+
+def test_cache_root_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("OAR_LITE_CACHE", str(tmp_path / "c"))
+    assert cache_root() == tmp_path / "c"
+    assert cache_root(tmp_path / "x") == tmp_path / "x"
+    monkeypatch.delenv("OAR_LITE_CACHE")
+    assert cache_root() == cache_root(os.path.expanduser("~/.cache/oar-lite"))
+
+
+def test_a_cache_from_another_gguf_is_not_used(tmp_path):
+    fingerprint = {"file": "a.gguf", "bytes": 10, "package_version": "0.1.2"}
+    for name in ("model.safetensors", "config.json"):
+        (tmp_path / name).write_text("{}")
+    (tmp_path / "oar_lite_source.json").write_text(json.dumps(fingerprint))
+    assert models._cache_is_valid(tmp_path, fingerprint)
+    assert not models._cache_is_valid(tmp_path, {**fingerprint, "bytes": 11})
+    (tmp_path / "model.safetensors").unlink()
+    assert not models._cache_is_valid(tmp_path, fingerprint)
+
+
+@pytest.mark.parametrize("kwargs, needle", [({"device": "no-such-device"}, "device"), ({"dtype": torch.int64}, "dtype")])
+def test_load_smollm2_checks_arguments(kwargs, needle):
+    with pytest.raises(ValueError, match=needle):
+        load_smollm2(**kwargs)
+
+
+# ----------------------------------------------------------------------------- hub models
+
+def _expect_offline_error(name, cache):
+    with pytest.raises(OfflineModelError) as info:
+        load_hub_model(name, cache_dir=cache)
+    message = str(info.value)
+    assert name in message
+    assert "load_smollm2" in message and "oar_lite.toy.load_model" in message
+    return message
+
+
+@pytest.mark.timeout(60)
+def test_hub_loader_offline_mode_names_the_offline_alternatives(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(models, "hub_reachable", lambda *a, **k: pytest.fail("probed the network while offline"))
+    message = _expect_offline_error("Qwen/Qwen2.5-0.5B-Instruct", tmp_path)
+    assert "offline mode" in message
+
+
+@pytest.mark.timeout(60)
+def test_hub_loader_without_network_fails_instead_of_waiting(monkeypatch, tmp_path):
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(models, "hub_reachable", lambda *a, **k: False)
+    message = _expect_offline_error("Qwen/Qwen2.5-Math-1.5B-Instruct", tmp_path)
+    assert "not reachable" in message
+
+
+def test_hub_probe_reports_an_unreachable_endpoint(monkeypatch):
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # discard port: nothing listens
+    assert hub_reachable(timeout=1.0) is False
+
+
+def test_default_dtype_follows_the_hardware(monkeypatch):
+    assert default_dtype("cpu") == torch.float32
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    assert default_dtype("cuda") == torch.bfloat16
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    assert default_dtype("cuda:0") == torch.float16
+
+
+def test_hub_loader_checks_the_name():
+    with pytest.raises(ValueError, match="hub id"):
+        load_hub_model("not-a-hub-id")
