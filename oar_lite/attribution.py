@@ -19,6 +19,7 @@ P_final, the outcome the scores are grounded in (section 3):
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
 from typing import Callable
 
@@ -77,6 +78,11 @@ def _outcome_span(answer: slice, mode: str) -> tuple[int, int]:
     return answer.stop - 1, answer.stop - answer.start
 
 
+def _upcast(x: torch.Tensor) -> torch.Tensor:
+    """At least float32 (half-precision logits lose small KL values), float64 kept."""
+    return x.to(torch.promote_types(x.dtype, torch.float32))
+
+
 def _outcome(logits: torch.Tensor, answer_ids: torch.Tensor, mode: str) -> torch.Tensor:
     """P_final from the kept logits.
 
@@ -87,7 +93,7 @@ def _outcome(logits: torch.Tensor, answer_ids: torch.Tensor, mode: str) -> torch
     Returns:
         ``[b, V]`` log-probabilities (``last``, ``answer_mean``) or ``[b]`` phi (``answer_joint``).
     """
-    logits = logits.float()
+    logits = _upcast(logits)
     if mode == "last":
         return F.log_softmax(logits[:, -1], dim=-1)
     if mode == "answer_mean":
@@ -110,13 +116,10 @@ def _cache_kwarg(model) -> str:
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
-def prefix_cache(model, prefix_ids: torch.Tensor, copies: int):
-    """KV cache of ``prefix_ids [1, P]``, repeated ``copies`` times along the batch."""
-    out = model(input_ids=prefix_ids, use_cache=True)
+def _output_cache(out):
+    """The KV cache a forward pass returned (``out.cache``, or the older ``past_key_values``)."""
     cache = getattr(out, "cache", None)
-    cache = out.past_key_values if cache is None else cache
-    cache.batch_repeat_interleave(copies)
-    return cache
+    return out.past_key_values if cache is None else cache
 
 
 def _final_logits(model, *, input_ids=None, inputs_embeds=None, keep: int, cache=None) -> torch.Tensor:
@@ -184,18 +187,21 @@ def perturbation_scores(
     end, keep = _outcome_span(answer, mode)
     answer_ids = input_ids[answer]
     positions = torch.arange(reasoning.start, reasoning.stop, device=input_ids.device)
-    tokens = passes = 0
     scores = []
     with torch.no_grad(), eval_mode(model):
-        clean = _outcome(_final_logits(model, input_ids=input_ids[None, :end], keep=keep), answer_ids, mode)
+        out = model(input_ids=input_ids[None, :end], use_cache=reuse_prefix, logits_to_keep=keep)
+        clean = _outcome(out.logits[:, -keep:], answer_ids, mode)
+        clean_cache = _output_cache(out) if reuse_prefix else None
         tokens, passes = end, 1
         for chunk in positions.split(batch_size):
             b = chunk.numel()
             start = int(chunk[0]) if reuse_prefix else 0
             cache = None
             if start > 0:
-                cache = prefix_cache(model, input_ids[None, :start], b)
-                tokens, passes = tokens + start, passes + 1
+                # The KV cache of x[:start] is the clean one, cut to `start` tokens: one copy per chunk.
+                cache = copy.deepcopy(clean_cache)
+                cache.crop(start - end)  # a negative argument removes tokens in every transformers version
+                cache.batch_repeat_interleave(b)
             variants = input_ids[start:end].repeat(b, 1)
             variants[torch.arange(b), chunk - start] = pad_token_id
             logits = _final_logits(model, input_ids=variants, keep=keep, cache=cache)
@@ -221,8 +227,8 @@ def perturbation_scores_naive(
     def outcome(ids: torch.Tensor) -> torch.Tensor:
         logits = model(input_ids=ids[None]).logits  # [1, T, V]: everything, like the paper's code
         if mode == "last":
-            return F.log_softmax(logits[0, answer.start - 1].float(), -1)
-        kept = logits[0, answer.start - 1 : answer.stop - 1].float()
+            return F.log_softmax(_upcast(logits[0, answer.start - 1]), -1)
+        kept = _upcast(logits[0, answer.start - 1 : answer.stop - 1])
         if mode == "answer_mean":
             return F.log_softmax(kept.mean(0), -1)
         return F.log_softmax(kept, -1).gather(-1, answer_ids[:, None]).squeeze(-1).mean()
@@ -296,8 +302,8 @@ def gradient_scores(
             logits = _final_logits(model, inputs_embeds=noisy, keep=keep)
             objective = _divergence(clean, _outcome(logits, answer_ids, mode), mode).sum()
             (grad,) = torch.autograd.grad(objective, noisy)
-    saliency = (grad[0, reasoning].float() * embeds[0, reasoning].float()).sum(-1).abs()
-    return saliency.detach()
+    saliency = (_upcast(grad[0, reasoning]) * _upcast(embeds[0, reasoning])).sum(-1).abs()
+    return saliency.detach().float()
 
 
 # ----------------------------------------------------------------------------- baselines
@@ -310,9 +316,9 @@ def entropy_scores(model, input_ids: torch.Tensor, reasoning: slice, answer: sli
         raise ValueError("entropy scores need reasoning.start >= 1 (a token before the first reasoning token)")
     R = reasoning.stop - reasoning.start
     with torch.no_grad(), eval_mode(model):
-        logits = _final_logits(model, input_ids=input_ids[None, : reasoning.stop - 1], keep=R)[0].float()
+        logits = _upcast(_final_logits(model, input_ids=input_ids[None, : reasoning.stop - 1], keep=R)[0])
     logp = F.log_softmax(logits, -1)
-    return -(logp.exp() * logp).sum(-1)
+    return (-(logp.exp() * logp).sum(-1)).float()
 
 
 def random_scores(model, input_ids: torch.Tensor, reasoning: slice, answer: slice, *,

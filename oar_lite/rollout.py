@@ -99,10 +99,10 @@ def sample_completions(
     try:
         with torch.no_grad():
             out = model.generate(
-                **enc,
+                input_ids=enc["input_ids"].repeat_interleave(group_size, dim=0),
+                attention_mask=enc["attention_mask"].repeat_interleave(group_size, dim=0),
                 do_sample=not greedy,
                 max_new_tokens=max_new_tokens,
-                num_return_sequences=group_size,
                 pad_token_id=tokenizer.pad_token_id,
                 eos_token_id=tokenizer.eos_token_id,
                 **sampling,
