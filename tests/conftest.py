@@ -1,0 +1,71 @@
+"""Shared fixtures: tiny deterministic causal LMs built in-process (nothing downloaded)."""
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import pytest
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+torch.set_num_threads(2)
+
+VOCAB = 40
+PAD = 0
+
+
+def tiny_llama(seed: int = 0, dtype=torch.float64) -> LlamaForCausalLM:
+    """A 2-layer Llama with a 40-token vocabulary (float64 so exactness checks are tight)."""
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                      pad_token_id=PAD, bos_token_id=1, eos_token_id=2)
+    return LlamaForCausalLM(cfg).to(dtype).eval()
+
+
+def tiny_gpt2(seed: int = 0, dtype=torch.float64) -> GPT2LMHeadModel:
+    """A 2-layer GPT-2 (learned absolute positions, a different attention implementation)."""
+    torch.manual_seed(seed)
+    cfg = GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=128,
+                     bos_token_id=1, eos_token_id=2, pad_token_id=PAD)
+    return GPT2LMHeadModel(cfg).to(dtype).eval()
+
+
+@pytest.fixture(scope="session")
+def llama():
+    return tiny_llama()
+
+
+@pytest.fixture(scope="session", params=["llama", "gpt2"])
+def any_model(request):
+    return tiny_llama() if request.param == "llama" else tiny_gpt2()
+
+
+@pytest.fixture
+def sequence():
+    """One sequence [T=30]: prompt 0..4, reasoning 5..21, conclude 22..23, answer 24..26, rest."""
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(3, VOCAB, (30,), generator=g)
+    return ids, slice(5, 22), slice(24, 27)
+
+
+CHARS = list("0123456789+=A ,.abcdefghijklmnopqrstu")  # 37 characters + 3 specials = VOCAB
+
+
+def char_tokenizer():
+    """A character-level PreTrainedTokenizerFast over `CHARS` with <pad>=0, <s>=1, </s>=2."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<pad>": 0, "<s>": 1, "</s>": 2}
+    vocab.update({c: i + 3 for i, c in enumerate(CHARS)})
+    assert len(vocab) == VOCAB
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
+    tok.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<s>", eos_token="</s>")
+
+
+@pytest.fixture(scope="session")
+def chars():
+    return char_tokenizer()
