@@ -1,0 +1,204 @@
+"""Pictures of credit assignment: token heatmaps (HTML and matplotlib), the scores -> weights
+curve, and a live reshaping widget. Every notebook draws with these, so a picture of
+OAR-P in notebook 02 and of OAR-G in notebook 03 look alike and can be compared.
+
+- `token_heatmap_html(tokens, values)`: coloured tokens for Jupyter (``IPython.display.HTML``).
+- `plot_token_heatmap(ax, tokens, rows)`: the same as a matplotlib image (it survives on
+  a repository page and in a PDF), one row per method, optional ground-truth row.
+- `plot_scores_to_weights(ax, scores, weights)`: each reasoning token's score against its
+  weight, with the suppress / boost regions.
+- `reshape_widget(tokens, scores)`: ipywidgets sliders for quantile, boost and floor that
+  redraw the weights and the heatmap live.
+"""
+from __future__ import annotations
+
+import html
+from typing import Mapping, Sequence
+
+import numpy as np
+import torch
+
+from .reshape import bilevel_weights
+
+
+def _as_array(values) -> np.ndarray:
+    if torch.is_tensor(values):
+        values = values.detach().cpu().float().numpy()
+    return np.asarray(values, dtype=float)
+
+
+def _as_tensor(values) -> torch.Tensor:
+    """``[n]`` float32 CPU tensor from a tensor, array or list."""
+    if torch.is_tensor(values):
+        return values.detach().cpu().float()
+    return torch.as_tensor(np.asarray(values, dtype=np.float32))
+
+
+def token_strings(tokenizer, ids: Sequence[int]) -> list[str]:
+    """Each id decoded on its own (spaces kept, so the tokens read as the text)."""
+    ids = ids.tolist() if torch.is_tensor(ids) else list(ids)
+    return [tokenizer.decode([i], skip_special_tokens=False, clean_up_tokenization_spaces=False) for i in ids]
+
+
+def _normalise(values: np.ndarray, vmax: float | None) -> np.ndarray:
+    finite = values[np.isfinite(values)]
+    top = vmax if vmax is not None else (finite.max() if finite.size else 1.0)
+    return np.clip(values / top, 0, 1) if top > 0 else np.zeros_like(values)
+
+
+def token_heatmap_html(
+    tokens: Sequence[str],
+    values,
+    *,
+    labels: Sequence[int] | None = None,
+    vmax: float | None = None,
+    title: str | None = None,
+    color: str = "214, 39, 40",
+) -> str:
+    """HTML of tokens shaded by ``values`` (``[n]``, NaN = not scored, drawn plain).
+
+    Args:
+        tokens: n token strings (`token_strings`).
+        values: ``[n]`` non-negative values (scores or weights); shading is linear up to
+            ``vmax`` (default: the largest value).
+        labels: optional ``[n]`` ints; tokens with label > 0 are underlined (e.g. the toy
+            world's pivotal tokens), so attribution and ground truth read together.
+        title: a caption before the tokens.
+        color: the shading colour as ``"r, g, b"``.
+
+    Returns:
+        A string for ``IPython.display.HTML``.
+    """
+    values = _as_array(values)
+    if len(tokens) != len(values):
+        raise ValueError(f"{len(tokens)} tokens but {len(values)} values; expected one value per token")
+    if labels is not None and len(labels) != len(tokens):
+        raise ValueError(f"{len(tokens)} tokens but {len(labels)} labels")
+    shade = _normalise(np.nan_to_num(values, nan=0.0), vmax)
+    spans = []
+    for i, (tok, v, a) in enumerate(zip(tokens, values, shade)):
+        text = html.escape(tok).replace(" ", "&nbsp;").replace("\n", "&#9166;<br>")
+        style = "padding:1px 0;border-radius:2px;"
+        if np.isfinite(v):
+            style += f"background:rgba({color},{a:.2f});"
+        if labels is not None and labels[i] > 0:
+            style += "border-bottom:2px solid #222;"
+        tip = "" if not np.isfinite(v) else f' title="{v:.3g}"'
+        spans.append(f'<span style="{style}"{tip}>{text}</span>')
+    head = f"<div style='font-weight:bold;margin-top:4px'>{html.escape(title)}</div>" if title else ""
+    return f"{head}<div style='font-family:monospace;line-height:1.9'>{''.join(spans)}</div>"
+
+
+def plot_token_heatmap(
+    ax,
+    tokens: Sequence[str],
+    rows: Mapping[str, Sequence[float]],
+    *,
+    normalise: bool = True,
+    cmap: str = "Reds",
+    max_tokens: int = 80,
+):
+    """A matplotlib heatmap: tokens along x, one row per method (or the ground truth).
+
+    Args:
+        ax: the axis to draw on.
+        tokens: n token strings, drawn as x tick labels.
+        rows: ``{name: [n] values}``; NaN cells (unscored tokens) are left blank.
+        normalise: scale each row to [0, 1] so rows with different units compare by rank.
+        max_tokens: draw at most this many tokens (the first ones).
+
+    Returns:
+        The image (for a colour bar).
+    """
+    n = min(len(tokens), max_tokens)
+    grid = []
+    for name, values in rows.items():
+        v = _as_array(values)
+        if len(v) != len(tokens):
+            raise ValueError(f"row {name!r} has {len(v)} values for {len(tokens)} tokens")
+        v = v[:n].copy()
+        if normalise:
+            finite = v[np.isfinite(v)]
+            lo, hi = (finite.min(), finite.max()) if finite.size else (0.0, 1.0)
+            v = (v - lo) / (hi - lo) if hi > lo else np.where(np.isfinite(v), 0.5, np.nan)
+        grid.append(v)
+    image = ax.imshow(np.ma.masked_invalid(np.array(grid)), aspect="auto", cmap=cmap, vmin=0,
+                      vmax=1 if normalise else None, interpolation="nearest")
+    ax.set_yticks(range(len(rows)), list(rows))
+    ax.set_xticks(range(n), [t.replace(" ", "\u2423") for t in tokens[:n]], fontsize=7, rotation=90,
+                  fontfamily="monospace")
+    ax.tick_params(length=0)
+    return image
+
+
+def plot_scores_to_weights(ax, scores, *, quantile: float = 0.25, boost: float = 1.0, floor: float = 0.1,
+                           preserve_mass: bool = True, color: str = "#1f77b4"):
+    """Scatter of each token's importance score (log1p scale) against its reshaped weight.
+
+    Args:
+        scores: ``[R]`` importance scores of one completion.
+        quantile, boost, floor, preserve_mass: the reshaping (`bilevel_weights`).
+
+    Returns:
+        ``[R]`` the weights drawn.
+    """
+    s = _as_tensor(scores)
+    w = bilevel_weights(s, quantile=quantile, boost=boost, floor=floor, preserve_mass=preserve_mass)
+    x = torch.log1p(s).numpy()
+    ax.scatter(x, w.numpy(), s=18, color=color, zorder=3)
+    ax.axhline(1.0, color="#888", lw=0.8, ls="--", label="plain GRPO (w = 1)")
+    raw = bilevel_weights(s, quantile=quantile, boost=boost, floor=floor, preserve_mass=False)
+    below = (raw < 1).numpy()
+    if below.any():
+        ax.axvspan(x.min(), x[below].max(), color="#fdd", zorder=0, label="suppressed")
+    ax.set_xlabel("log1p(importance score)")
+    ax.set_ylabel("token weight")
+    ax.legend(fontsize=8, loc="upper left")
+    return w
+
+
+def reshape_widget(tokens: Sequence[str], scores, *, labels: Sequence[int] | None = None):
+    """Sliders for quantile, boost and floor that redraw the weights and the heatmap.
+
+    Args:
+        tokens: the R reasoning token strings.
+        scores: ``[R]`` their importance scores.
+        labels: optional ``[R]`` ground-truth labels (underlined in the heatmap).
+
+    Returns:
+        An ``ipywidgets.VBox`` (display it in a notebook); its ``weights()`` method
+        returns the weights for the current slider values.
+    """
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+
+    scores = _as_tensor(scores)
+    if len(tokens) != scores.numel():
+        raise ValueError(f"{len(tokens)} tokens but {scores.numel()} scores")
+    quantile = widgets.FloatSlider(value=0.25, min=0.0, max=0.9, step=0.05, description="quantile")
+    boost = widgets.FloatSlider(value=1.0, min=0.0, max=3.0, step=0.1, description="boost")
+    floor = widgets.FloatSlider(value=0.1, min=0.0, max=1.0, step=0.05, description="floor")
+    preserve = widgets.Checkbox(value=True, description="preserve mass")
+    plot_out, text_out = widgets.Output(), widgets.HTML()
+
+    def current():
+        return bilevel_weights(scores, quantile=quantile.value, boost=boost.value, floor=floor.value,
+                               preserve_mass=preserve.value)
+
+    def redraw(_=None):
+        w = current()
+        text_out.value = token_heatmap_html(tokens, w.numpy(), labels=labels, vmax=max(2.0, float(w.max())),
+                                            title=f"weights (sum = {float(w.sum()):.1f}, R = {len(w)})")
+        with plot_out:
+            plot_out.clear_output(wait=True)
+            fig, ax = plt.subplots(figsize=(5, 3))
+            plot_scores_to_weights(ax, scores, quantile=quantile.value, boost=boost.value, floor=floor.value,
+                                   preserve_mass=preserve.value)
+            plt.show()
+
+    for control in (quantile, boost, floor, preserve):
+        control.observe(redraw, names="value")
+    redraw()
+    box = widgets.VBox([widgets.HBox([quantile, boost]), widgets.HBox([floor, preserve]), plot_out, text_out])
+    box.weights = current
+    return box

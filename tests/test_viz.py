@@ -1,0 +1,44 @@
+"""The shared renderer: heatmaps and the reshaping widget draw what they are given."""
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+
+from oar_lite import bilevel_weights
+from oar_lite.viz import plot_scores_to_weights, plot_token_heatmap, reshape_widget, token_heatmap_html
+
+
+def test_html_heatmap_shades_escapes_and_underlines():
+    out = token_heatmap_html(["a", "<b>", " "], [0.0, 2.0, float("nan")], labels=[0, 1, 0])
+    assert "&lt;b&gt;" in out and ">&lt;b&gt;<" in out
+    assert "rgba(214, 39, 40,1.00)" in out and "rgba(214, 39, 40,0.00)" in out
+    assert out.count("border-bottom") == 1
+    with pytest.raises(ValueError, match="one value per token"):
+        token_heatmap_html(["a"], [1.0, 2.0])
+
+
+def test_matplotlib_heatmap_rows_normalised():
+    fig, ax = plt.subplots()
+    image = plot_token_heatmap(ax, list("abcd"), {"oar-p": [0, 1, 2, np.nan], "truth": [1, 0, 1, 0]})
+    grid = image.get_array()
+    assert grid.shape == (2, 4) and grid.mask[0, 3]
+    np.testing.assert_allclose(grid[0, :3], [0, 0.5, 1])
+    plt.close(fig)
+
+
+def test_scores_to_weights_and_widget_agree_with_reshape():
+    scores = torch.tensor([0.0, 0.1, 0.5, 2.0, 9.0])
+    fig, ax = plt.subplots()
+    w = plot_scores_to_weights(ax, scores)
+    torch.testing.assert_close(w, bilevel_weights(scores))
+    plt.close(fig)
+    box = reshape_widget(list("abcde"), scores)
+    torch.testing.assert_close(box.weights(), bilevel_weights(scores))
+    box.children[0].children[1].value = 0.0  # boost slider
+    box.children[0].children[0].value = 0.0  # quantile slider
+    torch.testing.assert_close(box.weights(), torch.ones(5))
+    assert "sum = 5.0" in box.children[3].value
+    plt.close("all")
