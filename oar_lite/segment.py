@@ -16,7 +16,7 @@ wins, so "The answer is \\boxed{5}." is read as a boxed answer):
 - ``"boxed"``: ``\\boxed{...}`` with balanced braces; the answer is the inside.
 - ``"hash"``: GSM8K's ``#### 42``; the answer runs to the end of the line.
 - ``"answer_is"``: ``The answer is 42.`` (also "The final answer is"); the answer runs to
-  the end of the sentence or line.
+  the end of the sentence or line; of ``3 * 4 = 12`` it is ``12``, of ``90 years`` ``90``.
 - ``"a_equals"``: the toy world's ``A=123``; the answer is the number.
 """
 from __future__ import annotations
@@ -72,6 +72,7 @@ _A_EQUALS = re.compile(r"A=\s*(" + _NUMBER + ")")
 _HASH = re.compile(r"####[ \t]*([^\n]*\S)")
 _ANSWER_IS = re.compile(r"[Tt]he (?:final )?answer is\s*:?\s*")
 _ANSWER_IS_END = re.compile(r"\.(?=\s|$)|\n|$")
+_NUMBER_THEN_WORD = re.compile(r"(" + _NUMBER + r")\s+[A-Za-z]")
 
 
 def _last_boxed(text: str) -> AnswerMatch | None:
@@ -99,6 +100,16 @@ def _last_answer_is(text: str) -> AnswerMatch | None:
             rest_start += 1
         end = _ANSWER_IS_END.search(text, rest_start).start()
         answer = text[rest_start:end].rstrip().rstrip("$").rstrip()
+        # Small models write "The answer is 3 * 4 = 12." or "The answer is 90 years.": the
+        # answer is the right-hand side of the last "=", and a number without its unit.
+        eq = answer.rfind("=")
+        if eq != -1 and answer[eq + 1 :].strip(" $"):
+            rhs = answer[eq + 1 :]
+            skip = eq + 1 + len(rhs) - len(rhs.lstrip(" $"))
+            rest_start, answer = rest_start + skip, answer[skip:]
+        unit = _NUMBER_THEN_WORD.match(answer)
+        if unit:
+            answer = unit.group(1)
         if answer:
             return AnswerMatch("answer_is", marker.start(), rest_start, rest_start + len(answer), answer)
     return None
