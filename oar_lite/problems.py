@@ -23,8 +23,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-INSTRUCTION = "Solve it step by step. Finish with: The answer is <number>."
-"""Follows every question: asks for reasoning and the ``answer_is`` format."""
+INSTRUCTION = 'Solve it step by step, then write "The answer is" and the number.'
+"""Follows every question: asks for reasoning and the ``answer_is`` format. (A placeholder
+such as ``<number>`` gets copied verbatim by SmolLM2 when sampling at T=1.)"""
 
 SHOTS = (
     ("Kim buys 4 pens at $3 each. She pays with $20. How many dollars does she get back?",

@@ -163,7 +163,7 @@ def test_format_prompt_without_chat_template_is_plain_text():
 # ----------------------------------------------------------------------------- real completions
 
 # Completions SmolLM2-135M-Instruct (the Q4_1 wheel, float32) wrote for problems of this bank,
-# copied verbatim (benchmarks/smollm2_baseline.py prints more). (completion, reference, reward,
+# greedy and sampled, copied verbatim (benchmarks/smollm2_baseline.py saves more). (completion, reference, reward,
 # answer text or None when the completion has no parseable answer.)
 REAL_COMPLETIONS = [
     ("It travels 6 * 40 = 240 km.\nThe answer is 240.", 240, 1.0, "240"),
@@ -180,14 +180,24 @@ REAL_COMPLETIONS = [
      "need to determine the total cost of the 3 books. We can do this by multiplying the cost of 1 book by the "
      "price of 1 book. So, 3 * 6 = 18.\n\nNow, we need to find out how many dollars we have left. We can do this "
      "by dividing the total cost of 18 by the price of 1 book. This gives us 18 / 6 = 2.\n\nSo, Omar has $2 left."
-     "\n\nThe answer is N = 2.", 15, 0.0, "N = 2"),
+     "\n\nThe answer is N = 2.", 15, 0.0, "2"),
+    # Sampled at T=1: an equation and a unit after the marker (the second one's reference is
+    # set to 90 here, not its problem's 2, to check that the unit does not cost the reward).
+    ("Three cards are assigned to each child, with the other children having 8 other cards that are still in "
+     "the toy box. Yuki has two 4-card hands total.\nEach child takes one of these four children's 4-card hands "
+     "and so on until Yuki has 3 children left.\nThe answer is 3 * 4 = 12.", 15, 0.0, "12"),
+    ("Tom practises 15 minutes each of 8 days * 1 day per... *... *... (doubling pattern) = 1 day * 2 * 30 days "
+     "= 30 days * (doubling pattern) = 90 days * (base case) = 90 days * 1 day = 90 years total.\n"
+     "The answer is 90 years.", 90, 1.0, "90"),
+    ("Mia gives 2 stickers to each of 7 children to reduce them.\nMia will now have 37 - 2 = 23 stickers "
+     "left.\nThe answer is 23.", 23, 1.0, "23"),
     # Off format: a truncated loop, and an answer stated without the marker.
     ("1. 10 x 4 = 40\n2. 40 + 23 = 63\n3. 10 x 4 = 40\n4. 40 + 23 = 63\n5. 10 x 4 = 40\n6. 40 + 23 = 63\n7. 10",
      17, 0.0, None),
     ("Tom practises piano for 15 minutes every day for 8 days. 15 * 8 = 120. 120 / 15 = 8.5. So, Tom practises "
      "piano for 8.5 hours every day.", 2, 0.0, None),
     ("1. First, we need to find out how many cookies Mia has left.\n6. So, the answer is 2 + 1 = 3.\n\nThe answe",
-     1, 0.0, "2 + 1 = 3"),
+     1, 0.0, "3"),
 ]
 
 
