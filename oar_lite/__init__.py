@@ -12,6 +12,9 @@ The algorithm contract is OAR-SPEC (Li et al. 2026, arXiv 2601.07408):
 - `load_smollm2` (SmolLM2-135M-Instruct offline, from its PyPI wheel) and `load_hub_model`
   (hub models for GPUs) (`oar_lite.models`); `problems`: arithmetic word problems with
   exact answers and chat prompts (`problems.make_problems`, `problems.format_prompt`).
+- `toy`: the addition world with known pivotal tokens and its shipped model
+  (`toy.make_problems`, `toy.load_model`, `toy.token_labels`); `credit_benchmark` scores
+  attribution methods against its labels (`oar_lite.credit`).
 """
 from .attribution import (
     MODES,
@@ -44,5 +47,7 @@ from .segment import (
     segment_completion_ids,
     segments_to_masks,
 )
+from . import toy
+from .credit import credit_benchmark, precision_at_k, results_table, roc_auc
 
 __version__ = "0.1.0"

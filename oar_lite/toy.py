@@ -19,7 +19,12 @@ Ground-truth labels (`parse_chain`, `token_labels`), one per completion characte
   are the tokens the answer is written from: answer digit i is a copy of column i's
   result (the leading 1 is the last carry; a last carry of 0 decides that there is no
   leading digit). Change one, keep the rest of the text fixed, and the right answer to
-  read off the chain changes.
+  read off the chain changes. The pre-training data makes this true of the model, not
+  only of the grammar: some chains write a wrong result digit and the answer copies it
+  (`chain_of_thought`'s ``noise``), so the answer cannot be recomputed from the
+  operand digits. (Without that noise the shipped model's answer ignored the result
+  digits and re-added the operand digits of each step: a pad in place of a result digit
+  left the answer unchanged, and the labels above would not have been the truth.)
 - ``SUPPORT`` (1): the digits a step *computes from*: operand digits ``a``, ``b`` (copies
   of the prompt), the carry in ``c`` (a copy of the previous step's ``k``) and the carries
   out of all steps but the last. They decide the results while the chain is being
@@ -149,15 +154,22 @@ def make_problems(n: int, *, seed: int, digits: int | tuple[int, int] = (2, 4),
 
 
 def chain_of_thought(a: int, b: int, *, rng: random.Random | None = None, filler_rate: float = 0.3,
-                     max_fillers: int = 2) -> str:
-    """A correct completion for ``a + b`` (no end-of-text token).
+                     max_fillers: int = 2, noise: float = 0.0) -> str:
+    """A completion for ``a + b`` (no end-of-text token), correct unless ``noise > 0``.
 
     Args:
         a, b: non-negative operands with the same number of digits.
-        rng: source of the filler words (a fresh ``random.Random(0)`` if omitted).
+        rng: source of the filler words and the noise (a fresh ``random.Random(0)`` if
+            omitted).
         filler_rate: at each of the gaps (before every step and before ``A=``), a filler
             word appears with this probability, and another with the same probability,
             up to ``max_fillers`` per gap. 0 gives no filler.
+        noise: probability that a step writes a wrong result digit (another digit drawn
+            at random; its carry stays right). The answer is always read off the
+            *written* results, so it is wrong exactly when a result digit is. Training
+            on such chains teaches the model that the answer is a copy of the written
+            results and cannot be recomputed from the operands, which is what makes the
+            result digits pivotal (see the module docstring).
 
     Returns:
         e.g. ``"3+8+0=11 hmm 7+5+1=13 4+2+1=07 A=731"``.
@@ -166,8 +178,10 @@ def chain_of_thought(a: int, b: int, *, rng: random.Random | None = None, filler
         raise ValueError(f"operands must be non-negative with the same number of digits, got {a} and {b}")
     if not 0 <= filler_rate < 1:
         raise ValueError(f"filler_rate must be in [0, 1), got {filler_rate}")
+    if not 0 <= noise <= 1:
+        raise ValueError(f"noise must be in [0, 1], got {noise}")
     rng = rng or random.Random(0)
-    items, carry = [], 0
+    items, written, carry = [], [], 0
 
     def fillers():
         k = 0
@@ -178,10 +192,15 @@ def chain_of_thought(a: int, b: int, *, rng: random.Random | None = None, filler
     for x, y in zip(reversed(str(a)), reversed(str(b))):
         fillers()
         s = int(x) + int(y) + carry
-        items.append(f"{x}+{y}+{carry}={s // 10}{s % 10}")
+        digit = s % 10
+        if noise and rng.random() < noise:
+            digit = rng.choice([d for d in range(10) if d != s % 10])
+        items.append(f"{x}+{y}+{carry}={s // 10}{digit}")
+        written.append(str(digit))
         carry = s // 10
     fillers()
-    return " ".join(items) + f" A={a + b}"
+    answer = ("1" if carry else "") + "".join(reversed(written))
+    return " ".join(items) + f" A={int(answer)}"
 
 
 # ----------------------------------------------------------------------------- labels

@@ -1,4 +1,4 @@
-"""Pre-train the toy model: supervised learning on correct chains of thought.
+"""Pre-train the toy model: supervised learning on chains of thought (a few with a wrong result digit).
 
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python scripts/pretrain_toy.py
 
@@ -9,9 +9,20 @@ GRPO needs: greedy accuracy on the held-out set and, at temperature 1 with group
 the share of prompts with mixed rewards. Deterministic for a seed and a thread count
 (``--threads``, default 2; float reductions depend on it).
 
-The model is deliberately under-trained: a model that always adds right leaves GRPO
-nothing to learn. The defaults are the shipped recipe; the notes in ``data/toy-model/
-pretrain_metrics.json`` and the module docstring of `oar_lite.toy` record the numbers.
+How the defaults were tuned (batch 32, AdamW 3e-3 after 50 warm-up steps, then constant,
+so the first k steps of a long run are a k-step run; greedy accuracy on the first 64
+held-out prompts from ``--eval-every 100``):
+
+- Without noise in the data, 400 steps gave 44.5% greedy on the 200 held-out prompts and
+  mixed rewards on 54% of groups of 8 at temperature 1, but the model's answer did not
+  read the result digits: it re-added the operand digits of each step (a pad in place
+  of a result digit left the answer unchanged, in place of an operand digit it moved
+  it). The labels of `oar_lite.toy` would not have been the truth for that model.
+- ``--noise 0.1`` (a step writes a wrong result digit, and the answer copies it) forces
+  the answer to be a copy of the written results. Greedy accuracy at steps 100..700:
+  0, 2, 11, 20, 55, 56, 73%; OAR-P's AUC grows with it (0.63 at step 400, 0.80 at 600
+  on 20-30 completions) as the copy mechanism forms. 600 steps is the shipped model.
+  Its numbers are in ``data/toy-model/pretrain_metrics.json``.
 """
 from __future__ import annotations
 
@@ -38,7 +49,7 @@ def make_batches(args, exclude: set[str]):
         prompt = toy.make_prompt(a, b)
         if prompt in exclude:
             continue
-        pairs.append((prompt, toy.chain_of_thought(a, b, rng=rng, filler_rate=args.filler_rate)))
+        pairs.append((prompt, toy.chain_of_thought(a, b, rng=rng, filler_rate=args.filler_rate, noise=args.noise)))
     return [pairs[i : i + args.batch_size] for i in range(0, len(pairs), args.batch_size)]
 
 
@@ -70,12 +81,13 @@ def lr_at(step: int, args) -> float:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=600)
-    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--weight-decay", type=float, default=0.01)
     ap.add_argument("--digits", type=int, nargs=2, default=(2, 4), metavar=("LOW", "HIGH"))
     ap.add_argument("--filler-rate", type=float, default=0.3)
+    ap.add_argument("--noise", type=float, default=0.1, help="probability of a wrong (copied) result digit per step")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--eval-n", type=int, default=200, help="held-out problems written to data/toy_eval.jsonl")
