@@ -238,6 +238,12 @@ def summarize(records: Sequence[dict], *, target: float = DEFAULT_TARGET, method
     base = result.get("uniform", {}).get("time_per_step")
     for m in result.values():
         m["step_cost_vs_grpo"] = m["time_per_step"] / base if base else None
+    # Paired by seed: the same seed gives every method the same prompts and sampling seeds,
+    # so per-seed differences are less noisy than differences of means.
+    if "uniform" in result:
+        grpo = dict(zip(result["uniform"]["seeds"], result["uniform"]["final_accuracies"]))
+        for m in result.values():
+            m["paired_diff_vs_grpo"] = [acc - grpo[s] for s, acc in zip(m["seeds"], m["final_accuracies"]) if s in grpo]
     return {"target": target, "methods": result}
 
 
@@ -273,17 +279,20 @@ def render_markdown(summary: dict) -> str:
         "reached it (how many did, of all). Time: training wall time (evaluation excluded), median "
         "seconds per step by phase.",
         "",
-        "| method | start acc. | final acc. (mean ± std) | min-max | best | steps to target | time to target (s) "
-        "| s/step | generate | reward | attribute | update | cost vs GRPO |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| method | start acc. | final acc. (mean ± std) | min-max | final - GRPO (same seed) | best "
+        "| steps to target | time to target (s) | s/step | generate | reward | attribute | update | cost vs GRPO |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for method, m in methods.items():
         n = len(m["seeds"])
         ph = m["time_per_phase"]
         cost = f"{m['step_cost_vs_grpo']:.2f}x" if m.get("step_cost_vs_grpo") else "-"
+        diffs = m.get("paired_diff_vs_grpo") or []
+        paired = "-" if method == "uniform" or not diffs else (
+            f"{statistics.mean(diffs):+.3f} ± {statistics.pstdev(diffs):.3f}" if len(diffs) > 1 else f"{diffs[0]:+.3f}")
         lines.append(
             f"| {method_label(method)} | {m['start_accuracy']:.3f} | {m['final_accuracy']:.3f} ± {m['final_accuracy_std']:.3f} "
-            f"| {m['final_accuracy_min']:.3f}-{m['final_accuracy_max']:.3f} | {m['best_accuracy']:.3f} "
+            f"| {m['final_accuracy_min']:.3f}-{m['final_accuracy_max']:.3f} | {paired} | {m['best_accuracy']:.3f} "
             f"| {_fmt_target(m['steps_to_target'], n, '{:.1f}')} | {_fmt_target(m['time_to_target'], n, '{:.0f}')} "
             f"| {m['time_per_step']:.2f} | {ph['generate']:.2f} | {ph['reward']:.2f} | {ph['attribute']:.2f} "
             f"| {ph['update']:.2f} | {cost} |")
@@ -302,8 +311,15 @@ def verdict(summary: dict) -> list[str]:
         if method == "uniform" or base is None:
             continue
         diff = m["final_accuracy"] - base["final_accuracy"]
+        diffs = m.get("paired_diff_vs_grpo") or [diff]
+        # "Higher" only when every paired seed agrees and the mean gap exceeds the seed spread.
         spread = max(m["final_accuracy_std"], base["final_accuracy_std"])
-        word = "higher than" if diff > spread else "lower than" if diff < -spread else "within the seed spread of"
+        if all(d > 0 for d in diffs) and diff > spread:
+            word = "higher than"
+        elif all(d < 0 for d in diffs) and diff < -spread:
+            word = "lower than"
+        else:
+            word = "not distinguishable from"
         n = len(m["seeds"])
         mine = [v for v in m["steps_to_target"] if v is not None]
         theirs = [v for v in base["steps_to_target"] if v is not None]

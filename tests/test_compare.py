@@ -1,0 +1,66 @@
+"""`python -m oar_lite compare` and `demo`: the files they write, and the summary they compute."""
+import json
+
+import pytest
+
+from oar_lite.__main__ import main
+from oar_lite.compare import load_records, render_markdown, summarize
+from oar_lite.train import read_jsonl
+
+
+def test_demo_at_tiny_size_writes_the_comparison(tmp_path, capsys):
+    out = tmp_path / "results"
+    assert main(["demo", "--tiny", "--jobs", "1", "--out", str(out), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert "| GRPO (uniform) |" in printed and "| OAR-G |" in printed and "| OAR-P |" in printed
+    for name in ("compare.png", "compare.md", "compare.jsonl", "compare.json"):
+        assert (out / name).stat().st_size > 0, name
+    records = read_jsonl(out / "compare.jsonl")
+    assert {r["method"] for r in records} == {"uniform", "oar-g", "oar-p"}
+    for method in ("uniform", "oar-g", "oar-p"):
+        evals = [r for r in records if r["method"] == method and r["type"] == "eval"]
+        steps = [r for r in records if r["method"] == method and r["type"] == "train"]
+        assert [r["step"] for r in evals] == [0, 1, 2] and [r["step"] for r in steps] == [1, 2]
+        assert (out / "runs" / f"{method}-seed0" / "checkpoint.pt").exists()
+    uniform = [r for r in records if r["method"] == "uniform" and r["type"] == "train"]
+    assert all(r["weight_std"] in (0.0, None) for r in uniform)  # plain GRPO never reshapes
+    assert (out / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = (out / "compare.md").read_text()
+    assert "python -m oar_lite demo --tiny" in md
+
+    # Run again: finished runs are read back from their checkpoints, not trained again.
+    before = {p: p.read_bytes() for p in (out / "runs").glob("*/checkpoint.pt")}
+    assert main(["compare", "--tiny", "--jobs", "1", "--out", str(out), "--quiet"]) == 0
+    assert {p: p.read_bytes() for p in before} == before
+    assert load_records(out) == records
+
+
+def test_compare_rejects_an_unknown_method(tmp_path):
+    with pytest.raises(ValueError, match="unknown method"):
+        main(["compare", "--tiny", "--jobs", "1", "--out", str(tmp_path), "--quiet", "--methods", "uniform", "oar-z"])
+
+
+def _runs(method, seed, accuracies, step_time):
+    evals = [{"type": "eval", "method": method, "seed": seed, "step": 5 * i, "eval_accuracy": a,
+              "wall_time": 5 * i * step_time} for i, a in enumerate(accuracies)]
+    trains = [{"type": "train", "method": method, "seed": seed, "step": s, "reward_mean": 0.5, "weight_std": 0.0,
+               "time_generate": step_time / 2, "time_reward": 0.0, "time_attribute": 0.0,
+               "time_update": step_time / 2, "wall_time": s * step_time} for s in range(1, 5 * len(accuracies) - 4)]
+    return evals + trains
+
+
+def test_summary_counts_steps_to_target_and_cost():
+    records = (_runs("uniform", 0, [0.2, 0.4, 0.6, 0.7], 1.0) + _runs("uniform", 1, [0.2, 0.3, 0.5, 0.5], 1.0)
+               + _runs("oar-g", 0, [0.2, 0.6, 0.7, 0.8], 1.5) + _runs("oar-g", 1, [0.2, 0.5, 0.65, 0.8], 1.5))
+    summary = summarize(records, target=0.6)
+    u, g = summary["methods"]["uniform"], summary["methods"]["oar-g"]
+    assert u["steps_to_target"] == [10, None] and u["reached"] == 1
+    assert g["steps_to_target"] == [5, 10] and g["time_to_target"] == [7.5, 15.0]
+    assert u["final_accuracy"] == pytest.approx(0.6) and u["final_accuracy_std"] == pytest.approx(0.1)
+    assert g["final_accuracy"] == pytest.approx(0.8) and g["final_accuracy_std"] == 0
+    assert g["step_cost_vs_grpo"] == pytest.approx(1.5)
+    md = render_markdown(summary)
+    assert "| OAR-G | 0.200 | 0.800 ± 0.000 | 0.800-0.800 | +0.200 ± 0.100 |" in md
+    assert "7.5 (2/2)" in md and "10.0 (1/2)" in md
+    assert "higher than GRPO" in md
+    json.dumps(summary)  # plain values only
