@@ -293,39 +293,3 @@ def label_means(records: Sequence[dict], method: str) -> dict[str, float]:
             if (rec["labels"] == label).any():
                 acc.append(float(s[rec["labels"] == label].mean()))
     return {toy.LABEL_NAMES[k]: _mean(v) for k, v in sums.items()}
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m oar_lite.credit``: run the benchmark on the shipped model, print the table,
-    the OAR-G vs OAR-P rank agreement and the mean normalised score per label."""
-    import argparse
-    import json
-
-    ap = argparse.ArgumentParser(prog="python -m oar_lite.credit", description="Credit-assignment benchmark (toy world)")
-    ap.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS))
-    ap.add_argument("--n", type=int, default=200)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--json", default=None, help="also write the results dict here")
-    args = ap.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    results, records = credit_benchmark(args.methods, n=args.n, seed=args.seed, return_records=True)
-    print(results_table(results))
-    print(f"\n{len(records)} of {args.n} sampled completions scored; "
-          f"{sum(r['correct'] for r in records)} of them with the right answer.")
-    for mode in ("last", "answer_mean", "answer_joint"):
-        p, g = f"oar-p:{mode}", f"oar-g:{mode}"
-        if p in args.methods and g in args.methods:
-            rho = [rank_agreement(r["scores"][p], r["scores"][g]) for r in records]
-            rho = [x for x in rho if not math.isnan(x)]
-            print(f"Spearman(OAR-P, OAR-G) with {mode}: {_mean(rho):.3f} ± {_std(rho):.3f}")
-    print("\nmean normalised score per label:")
-    for m in args.methods:
-        print(f"  {m}: " + ", ".join(f"{k} {v:.4f}" for k, v in label_means(records, m).items()))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
-
-
-if __name__ == "__main__":
-    main()
