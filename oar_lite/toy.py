@@ -64,7 +64,7 @@ from typing import Iterable, Sequence
 import torch
 
 from .reward import math_reward
-from .segment import completion_offsets
+from .segment import completion_offsets, segment_completion_ids
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 MODEL_DIR = DATA_DIR / "toy-model"
@@ -350,6 +350,43 @@ def rollout_labels(rollouts, tokenizer) -> list[torch.Tensor | None]:
     (aligned with ``rollouts.completion_ids[i]``; shift by ``rollouts.prompt_length`` to
     index ``rollouts.input_ids``), ``None`` for rows that cannot be parsed."""
     return [token_labels(tokenizer, ids) for ids in rollouts.completion_ids]
+
+
+def example(tokenizer, prompt: str, completion: str | Sequence[int]) -> dict | None:
+    """One toy completion laid out for the scorers, with its ground truth.
+
+    The same record `oar_lite.credit.credit_benchmark` builds for each sampled
+    completion, for one completion of your choice (a hand-written chain, or a row of
+    `oar_lite.rollout.Rollouts`: ``example(tok, ro.prompts[i], ro.completion_ids[i])``).
+
+    Args:
+        tokenizer: the toy tokenizer.
+        prompt: the prompt text, e.g. ``"473+258:"`` (encoded with ``<s>`` in front, as
+            `oar_lite.rollout.sample_completions` encodes it).
+        completion: the completion text, or its generated ids (a trailing EOS is kept).
+
+    Returns:
+        ``{"input_ids": [T] prompt + completion, "reasoning": slice, "answer": slice``
+        (both into ``input_ids``), ``"labels": [R]`` the ground truth of the reasoning
+        tokens (`PIVOTAL`, `SUPPORT`, `NEUTRAL`), ``"completion"``, ``"prompt"}``; or
+        ``None`` when the completion cannot be parsed (no ground truth) or has no answer.
+    """
+    if not isinstance(prompt, str) or not prompt:
+        raise ValueError(f"prompt must be a non-empty str such as '473+258:', got {prompt!r}")
+    if isinstance(completion, str):
+        ids = tokenizer(completion, add_special_tokens=False)["input_ids"]
+    else:
+        ids = [int(i) for i in completion]
+    body = ids[:-1] if ids and ids[-1] == tokenizer.eos_token_id else ids
+    labels = token_labels(tokenizer, ids)
+    segments = segment_completion_ids(tokenizer, body, FORMATS)
+    if labels is None or segments is None:
+        return None
+    prompt_ids = tokenizer(prompt)["input_ids"]
+    shifted = segments.shift(len(prompt_ids))
+    return {"input_ids": torch.tensor(prompt_ids + ids, dtype=torch.long), "reasoning": shifted.reasoning,
+            "answer": shifted.answer, "labels": labels[segments.reasoning], "completion": tokenizer.decode(body),
+            "prompt": prompt}
 
 
 # ----------------------------------------------------------------------------- reward

@@ -141,6 +141,23 @@ def test_token_labels_line_up_with_segments(tok):
     assert all(labels[i] == N for i in words)
 
 
+def test_example_lays_out_one_completion_for_the_scorers(tok):
+    text = toy.chain_of_thought(473, 258, rng=random.Random(1), filler_rate=0.5)
+    ex = toy.example(tok, "473+258:", text)
+    ids = ex["input_ids"]
+    assert tok.decode(ids[ex["reasoning"]]) + "A=" + tok.decode(ids[ex["answer"]]) == text
+    assert tok.decode(ids[: ex["reasoning"].start], skip_special_tokens=True) == "473+258:"
+    assert ex["labels"].shape == (ex["reasoning"].stop - ex["reasoning"].start,)
+    assert int((ex["labels"] == P).sum()) == 3 + 1 and (ex["labels"] >= 0).all()
+    # generated ids with EOS give the same spans; unparseable text gives None
+    again = toy.example(tok, "473+258:", tok(text, add_special_tokens=False).input_ids + [tok.eos_token_id])
+    assert again["reasoning"] == ex["reasoning"] and again["answer"] == ex["answer"]
+    assert torch.equal(again["labels"], ex["labels"]) and again["completion"] == text
+    assert toy.example(tok, "473+258:", "hmm so A=12") is None
+    with pytest.raises(ValueError, match="prompt"):
+        toy.example(tok, "", text)
+
+
 # ------------------------------------------------------------------ shipped model and data
 
 def test_eval_set_is_the_seeded_held_out_set():
