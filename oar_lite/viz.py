@@ -5,6 +5,8 @@ OAR-P in notebook 02 and of OAR-G in notebook 03 look alike and can be compared.
 - `token_heatmap_html(tokens, values)`: coloured tokens for Jupyter (``IPython.display.HTML``).
 - `plot_token_heatmap(ax, tokens, rows)`: the same as a matplotlib image (it survives on
   a repository page and in a PDF), one row per method, optional ground-truth row.
+- `plot_token_advantages(ax, tokens, values)`: signed per-token values (advantages
+  A_i * w_t) of a group of completions, one row each, on a diverging colour scale.
 - `plot_scores_to_weights(ax, scores, weights)`: each reasoning token's score against its
   weight, with the suppress / boost regions.
 - `reshape_widget(tokens, scores)`: ipywidgets sliders for quantile, boost and floor that
@@ -127,6 +129,71 @@ def plot_token_heatmap(
     ax.set_yticks(range(len(rows)), list(rows))
     ax.set_xticks(range(n), [t.replace(" ", "\u2423") for t in tokens[:n]], fontsize=7, rotation=90,
                   fontfamily="monospace")
+    ax.tick_params(length=0)
+    return image
+
+
+def plot_token_advantages(
+    ax,
+    tokens: Sequence[Sequence[str]],
+    values: Sequence,
+    *,
+    row_labels: Sequence[str] | None = None,
+    marks: Sequence | None = None,
+    vmax: float | None = None,
+    cmap: str = "RdBu",
+    max_tokens: int = 80,
+    fontsize: float = 7,
+):
+    """Signed per-token values of several completions (e.g. token advantages ``A_i * w_t``
+    of a group), one row per completion, each token written in its cell.
+
+    The colour scale is diverging and centred at 0, shared by all rows (with the default
+    ``"RdBu"``: blue is credit, red is blame). Rows may have different lengths; the
+    cells past a row's end are blank.
+
+    Args:
+        ax: the axis to draw on.
+        tokens: G rows of token strings (row i has n_i tokens).
+        values: G rows of ``[n_i]`` signed values (NaN cells are left blank).
+        row_labels: G names for the y axis (e.g. ``"r=1  A=+1.62"``).
+        marks: optional G rows of ``[n_i]`` bools; marked tokens are written in bold
+            (e.g. the toy world's pivotal tokens).
+        vmax: the scale is ``[-vmax, vmax]`` (default: the largest |value|).
+        max_tokens: draw at most this many tokens per row (the first ones).
+
+    Returns:
+        The image (for a colour bar).
+    """
+    if len(tokens) != len(values):
+        raise ValueError(f"{len(tokens)} rows of tokens but {len(values)} rows of values; expected one each")
+    if row_labels is not None and len(row_labels) != len(tokens):
+        raise ValueError(f"{len(row_labels)} row labels for {len(tokens)} rows")
+    if marks is not None and len(marks) != len(tokens):
+        raise ValueError(f"{len(marks)} rows of marks for {len(tokens)} rows")
+    rows = [_as_array(v) for v in values]
+    for i, (toks, v) in enumerate(zip(tokens, rows)):
+        if v.ndim != 1 or len(v) != len(toks):
+            raise ValueError(f"row {i}: {len(toks)} tokens but values of shape {v.shape}; expected [{len(toks)}]")
+        if marks is not None and len(marks[i]) != len(toks):
+            raise ValueError(f"row {i}: {len(toks)} tokens but {len(marks[i])} marks")
+    n = min(max((len(t) for t in tokens), default=0), max_tokens)
+    grid = np.full((len(tokens), n), np.nan)
+    for i, v in enumerate(rows):
+        grid[i, : min(len(v), n)] = v[:n]
+    finite = np.abs(grid[np.isfinite(grid)])
+    top = vmax if vmax is not None else (finite.max() if finite.size and finite.max() > 0 else 1.0)
+    image = ax.imshow(np.ma.masked_invalid(grid), aspect="auto", cmap=cmap, vmin=-top, vmax=top,
+                      interpolation="nearest")
+    for i, toks in enumerate(tokens):
+        for j, tok in enumerate(toks[:n]):
+            bold = marks is not None and bool(marks[i][j])
+            dark = np.isfinite(grid[i, j]) and abs(grid[i, j]) > 0.6 * top
+            ax.text(j, i, tok.replace(" ", "\u2423").replace("\n", "\u23ce"), ha="center", va="center",
+                    fontsize=fontsize, fontfamily="monospace", fontweight="bold" if bold else "normal",
+                    color="white" if dark else "black")
+    ax.set_yticks(range(len(tokens)), list(row_labels) if row_labels is not None else range(len(tokens)))
+    ax.set_xticks([])
     ax.tick_params(length=0)
     return image
 

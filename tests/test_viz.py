@@ -42,3 +42,22 @@ def test_scores_to_weights_and_widget_agree_with_reshape():
     torch.testing.assert_close(box.weights(), torch.ones(5))
     assert "sum = 5.0" in box.children[3].value
     plt.close("all")
+
+
+def test_token_advantages_grid_is_signed_shared_and_ragged():
+    from oar_lite.viz import plot_token_advantages
+
+    fig, ax = plt.subplots()
+    image = plot_token_advantages(ax, [list("abc"), list("de")], [[1.5, -0.5, 0.0], [-3.0, np.nan]],
+                                  row_labels=["right", "wrong"], marks=[[1, 0, 0], [0, 0]])
+    grid = image.get_array()
+    assert grid.shape == (2, 3) and grid.mask[1, 2] and grid.mask[1, 1] and not grid.mask[0, 2]
+    np.testing.assert_allclose(grid[0], [1.5, -0.5, 0.0])
+    assert image.get_clim() == (-3.0, 3.0)  # one symmetric scale for every row
+    texts = ax.texts
+    assert [t.get_text() for t in texts] == list("abcde")
+    assert texts[0].get_fontweight() == "bold" and texts[1].get_fontweight() == "normal"
+    assert texts[3].get_color() == "white"  # |-3| is dark on the scale
+    with pytest.raises(ValueError, match="row 1"):
+        plot_token_advantages(ax, [list("ab"), list("cd")], [[1, 2], [1]])
+    plt.close(fig)
