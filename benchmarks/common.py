@@ -1,0 +1,264 @@
+"""What every benchmark shares: the machine it ran on, timing with warm-up and repeats,
+interleaved A/B/C timing, peak memory, models by name, and synthetic sequences.
+
+Conventions (benchmarks/RESULTS.md relies on them):
+
+- Times are wall-clock seconds (``time.perf_counter``; CUDA synchronised before each
+  reading). Each benchmark warms up first (discarded), then repeats; summaries quote the
+  median and the spread as ``[min, max]`` over the repeats.
+- Methods compared in one table are *interleaved*: each round runs every method once, in
+  an order rotated from round to round, and ratios are taken within a round, then their
+  median across rounds. Load from other processes then hits every method alike.
+- Peak memory on CPU is the rise of the process's resident set (``VmHWM`` after resetting
+  it through ``/proc/self/clear_refs``, minus ``VmRSS`` before; freed heap memory is
+  returned to the OS first with ``malloc_trim``). ``tracemalloc`` would not see torch's
+  allocations. On CUDA it is ``torch.cuda.max_memory_allocated`` above what was
+  allocated before.
+"""
+from __future__ import annotations
+
+import ctypes
+import gc
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results"
+
+
+# ----------------------------------------------------------------------------- the machine
+
+def loadavg() -> list[float] | None:
+    """1, 5 and 15 minute load averages (``uptime``), or None where the OS has none."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine(device: str | torch.device = "cpu") -> dict:
+    """What the numbers depend on: CPU, cores, torch threads, torch, device, load."""
+    device = torch.device(device)
+    info = {
+        "cpu": _cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "platform": platform.platform(terse=True),
+        "device": str(device),
+        "loadavg_start": loadavg(),
+    }
+    if device.type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(device)
+    return info
+
+
+def setup(threads: int, device: str) -> torch.device:
+    """Pin torch's threads, check the device, and return it."""
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    torch.set_num_threads(threads)
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda asked for, but torch sees no CUDA GPU on this machine")
+    return device
+
+
+def machine_line(info: dict) -> str:
+    """One line for RESULTS.md: ``CPU, N cores, T torch threads, load a -> b``."""
+    where = info.get("gpu") or f"{info['cpu']} ({info['cpu_count']} cores)"
+    load = f"load average {info.get('loadavg_start')} -> {info.get('loadavg_end')}"
+    return f"{where}, {info['torch_threads']} torch thread(s), torch {info['torch']}, {load}"
+
+
+# ----------------------------------------------------------------------------- timing
+
+def _sync(device: torch.device | None) -> None:
+    if device is not None and device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(fn: Callable[[], object], device: torch.device | None = None) -> tuple[float, object]:
+    """``(seconds, result)`` of one call."""
+    _sync(device)
+    start = time.perf_counter()
+    out = fn()
+    _sync(device)
+    return time.perf_counter() - start, out
+
+
+def spread(xs: list[float]) -> dict:
+    """``{"median", "min", "max", "n", "values"}`` of a list of measurements."""
+    if not xs:
+        raise ValueError("no measurements to summarise")
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs), "values": list(xs)}
+
+
+def interleaved(fns: dict[str, Callable[[int], object]], *, warmup: int, repeats: int,
+                device: torch.device | None = None, progress: bool = True) -> dict[str, list]:
+    """Run every ``fn(round)`` once per round, in an order rotated each round.
+
+    Args:
+        fns: name -> callable taking the round number (rounds ``< 0`` are warm-up).
+        warmup: rounds run first and discarded.
+        repeats: rounds kept.
+
+    Returns:
+        name -> list of ``(seconds, result)`` over the kept rounds, in round order.
+    """
+    if warmup < 0 or repeats < 1:
+        raise ValueError(f"expected warmup >= 0 and repeats >= 1, got {warmup}, {repeats}")
+    from tqdm.auto import tqdm
+
+    names = list(fns)
+    kept: dict[str, list] = {n: [] for n in names}
+    rounds = list(range(-warmup, repeats))
+    bar = tqdm(total=len(rounds) * len(names), desc="interleaved", disable=not progress, leave=False)
+    for r in rounds:
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            bar.set_postfix_str(f"round {r} {name}")
+            seconds, out = timed(lambda: fns[name](r), device)
+            if r >= 0:
+                kept[name].append((seconds, out))
+            bar.update(1)
+    bar.close()
+    return kept
+
+
+def paired_ratios(times: dict[str, list[float]], base: str) -> dict[str, dict]:
+    """Per method, the ratio of its time to ``base``'s in the same round, summarised."""
+    return {name: spread([t / b for t, b in zip(ts, times[base])]) for name, ts in times.items()}
+
+
+# ----------------------------------------------------------------------------- memory
+
+def _malloc_trim() -> None:
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _status_kb(key: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    raise KeyError(key)
+
+
+def rss_peak_supported() -> bool:
+    """Whether the peak resident set can be reset and read (Linux)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        _status_kb("VmHWM")
+        return True
+    except (OSError, KeyError):
+        return False
+
+
+def peak_memory(fn: Callable[[], object], device: torch.device) -> tuple[float, float | None, object]:
+    """``(seconds, peak MiB above the starting point, result)`` of one call of ``fn``.
+
+    CUDA: peak allocated by torch. CPU: peak resident set (Linux; None elsewhere).
+    """
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
+        seconds, out = timed(fn, device)
+        return seconds, (torch.cuda.max_memory_allocated(device) - base) / 2**20, out
+    if not rss_peak_supported():
+        seconds, out = timed(fn)
+        return seconds, None, out
+    _malloc_trim()
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets VmHWM to the current VmRSS
+    base = _status_kb("VmRSS")
+    seconds, out = timed(fn)
+    return seconds, (_status_kb("VmHWM") - base) / 1024, out
+
+
+# ----------------------------------------------------------------------------- models, sequences
+
+def load(model_name: str, device: torch.device, dtype: torch.dtype | None = None):
+    """``(model, tokenizer)`` by name: ``"toy"`` (the shipped toy model) or ``"smollm2"``."""
+    from oar_lite.models import default_dtype
+
+    dtype = dtype or default_dtype(device)
+    if model_name == "toy":
+        from oar_lite import toy
+
+        model, tok = toy.load_model(dtype=dtype)
+        return model.to(device), tok
+    if model_name == "smollm2":
+        from oar_lite.models import load_smollm2
+
+        return load_smollm2(device=device, dtype=dtype)
+    raise ValueError(f"unknown model {model_name!r}; expected 'toy' or 'smollm2'")
+
+
+def synthetic_sequence(tokenizer, completion_length: int, *, prompt_length: int = 32, seed: int = 0,
+                       marker: str = " The answer is", answer: str = " 42", end: str = ".",
+                       device: torch.device | str = "cpu") -> tuple[torch.Tensor, slice, slice]:
+    """A fixed random sequence: ``prompt_length`` prompt tokens, then a completion of exactly
+    ``completion_length`` tokens: random reasoning tokens, the conclude ``marker``, the
+    ``answer`` and ``end``.
+
+    Returns:
+        ``(input_ids [T], reasoning, answer)`` with T = prompt_length + completion_length.
+    """
+    def encode(text):
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    marker_ids, answer_ids, end_ids = encode(marker), encode(answer), encode(end)
+    R = completion_length - len(marker_ids) - len(answer_ids) - len(end_ids)
+    if R < 1:
+        raise ValueError(f"completion_length {completion_length} leaves no reasoning tokens")
+    g = torch.Generator().manual_seed(seed)
+    # Ordinary tokens only: skip the low ids (special and byte tokens) and the specials.
+    low, high = min(1000, tokenizer.vocab_size // 2), tokenizer.vocab_size
+    special = torch.tensor(sorted(set(tokenizer.all_special_ids)))
+
+    def draw(n):
+        ids = torch.randint(low, high, (n,), generator=g)
+        return torch.where(torch.isin(ids, special), torch.full_like(ids, low), ids)
+
+    ids = torch.cat([draw(prompt_length), draw(R), torch.tensor(marker_ids + answer_ids + end_ids)])
+    r0 = prompt_length
+    a0 = r0 + R + len(marker_ids)
+    return ids.to(device), slice(r0, r0 + R), slice(a0, a0 + len(answer_ids))
+
+
+def write_json(report: dict, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    report.setdefault("machine", {})["loadavg_end"] = loadavg()
+    path.write_text(json.dumps(report, indent=1, default=str) + "\n")
+    return path
+
+
+def fmt(s: dict, unit: str = "s", digits: int = 2) -> str:
+    """``median [min-max]`` of a `spread` dict."""
+    f = f"{{:.{digits}f}}"
+    return f"{f.format(s['median'])} [{f.format(s['min'])}-{f.format(s['max'])}]{unit}"

@@ -1,0 +1,287 @@
+"""OAR-P three ways on the same sequences: the project's batched version, the naive
+per-position loop, and Captum's ``LLMAttribution(FeatureAblation)``; same scores, then
+time, peak memory and the tokens each one runs through the model.
+
+Making the quantities equal. Captum's LLM wrapper attributes the *log-probability of
+the target tokens*: with the answer tokens a_1..a_A as target and the pad token as
+baseline, feature ablation of reasoning token t gives
+
+    captum_t = sum_k log p(a_k | x) - sum_k log p(a_k | x^(t)) = A * (phi - phi^(t)),
+
+where phi is the mean answer log-probability, OAR's ``answer_joint`` outcome. OAR-P in
+mode ``answer_joint`` scores ``max(0, phi - phi^(t))``, so the benchmark asserts
+``max(0, captum_t / A) == oar_p_t`` up to float error. (The ``last`` and ``answer_mean``
+modes score a KL divergence between distributions, which Captum's wrapper has no target
+for.) Captum perturbs only the reasoning positions: `SpanTokenInput` is Captum's
+``TextTokenInput`` with its interpretable mask set to a span of positions instead of a
+list of token ids to skip. The model input is ``x[:answer.start]`` (prompt, reasoning,
+conclude marker), the target the answer tokens.
+
+Captum is timed with ``forward_in_tokens=False``: one teacher-forced pass per
+perturbation, the same work per perturbation as the naive loop (the fair comparison).
+Its LLM wrapper takes one perturbation per forward pass (``perturbations_per_eval=1``:
+the target is concatenated to a batch of 1). ``--implementations captum_tokens`` adds
+``forward_in_tokens=True, use_cached_outputs=False`` (A growing passes per perturbation).
+Captum's default, ``forward_in_tokens=True, use_cached_outputs=True``, is *wrong* with
+transformers 5.x: Captum keeps the prefix in a KV cache and expects
+``prepare_inputs_for_generation`` to cut the input to the new token from
+``cache_position``; transformers 5 cuts on ``next_sequence_length`` instead, which
+Captum never sets, so from the second answer token on the whole sequence is fed again
+on top of the cache. The benchmark records the size of that error on the first
+sequence of each model (``captum_default_max_abs_diff``) and does not time it.
+
+Work (issue 7, item 3): the naive loop runs (R + 1) full passes of T tokens; with prefix
+reuse, a perturbed copy of position t need only recompute positions t..end, so the ideal
+is ``end + sum_t (end - t)``, about ``R * T / 2`` when the reasoning fills the sequence.
+The batched version reuses the prefix per chunk of ``batch_size`` copies (from the
+chunk's first position), and counts the tokens it runs (``stats["forward_tokens"]``).
+
+Run (offline, from the repository root)::
+
+    .venv/bin/python -m benchmarks.oar_p_implementations --model toy smollm2 --threads 2
+    .venv/bin/python -m benchmarks.oar_p_implementations --model smollm2 --device cuda
+
+Target (issue 7): batched OAR-P at least 5x faster than Captum.
+Writes ``benchmarks/results/oar_p_implementations.json`` and prints markdown tables.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+from benchmarks import common
+
+IMPLEMENTATIONS = ("batched", "naive", "captum", "captum_tokens")
+DEFAULT_IMPLEMENTATIONS = ("batched", "naive", "captum")
+TARGET_VS_CAPTUM = 5.0
+
+
+# ----------------------------------------------------------------------------- Captum
+
+def _span_token_input_class():
+    from captum.attr import TextTokenInput
+
+    class SpanTokenInput(TextTokenInput):
+        """Captum's ``TextTokenInput`` over given token ids, whose interpretable features
+        are the tokens of one span of positions (the reasoning); the others stay fixed."""
+
+        def __init__(self, input_ids: torch.Tensor, span: slice, tokenizer, baseline: int):
+            # Not TextTokenInput.__init__: that re-tokenises text and selects by token id.
+            self.inp_tensor = input_ids[None].cpu()
+            mask = torch.zeros_like(self.inp_tensor, dtype=torch.bool)
+            mask[0, span] = True
+            self.itp_mask = mask
+            self.itp_tensor = self.inp_tensor[mask][None]
+            self.skip_tokens = None
+            self.values = tokenizer.convert_ids_to_tokens(self.itp_tensor[0].tolist())
+            self.tokenizer = tokenizer
+            self.n_itp_features = len(self.values)
+            self.baselines = int(baseline)
+
+    return SpanTokenInput
+
+
+def captum_scores(model, tokenizer, input_ids: torch.Tensor, reasoning: slice, answer: slice, *,
+                  pad_token_id: int, forward_in_tokens: bool = False, use_cached_outputs: bool = False) -> torch.Tensor:
+    """Captum's ``LLMAttribution(FeatureAblation)`` over the reasoning tokens: ``[R]``
+    sequence attributions ``sum_k log p(a_k | x) - sum_k log p(a_k | x^(t))``."""
+    from captum.attr import FeatureAblation, LLMAttribution
+
+    from oar_lite.attribution import eval_mode
+
+    inp = _span_token_input_class()(input_ids[: answer.start], reasoning, tokenizer, pad_token_id)
+    llm = LLMAttribution(FeatureAblation(model), tokenizer)
+    with eval_mode(model):
+        result = llm.attribute(inp, target=input_ids[answer].cpu(), forward_in_tokens=forward_in_tokens,
+                               use_cached_outputs=use_cached_outputs)
+    return result.seq_attr.detach().float().cpu()
+
+
+# ----------------------------------------------------------------------------- sequences
+
+def sample_sequences(model_name: str, model, tokenizer, n: int, *, min_reasoning: int, max_reasoning: int,
+                     seed: int = 0, shots: int = 1, max_new_tokens: int | None = None, device="cpu"):
+    """``n`` sampled completions with a parseable answer and ``min..max`` reasoning tokens,
+    as ``(input_ids [T], reasoning, answer)`` with the padding stripped."""
+    from oar_lite.rollout import sample_completions
+
+    if model_name == "toy":
+        from oar_lite import toy
+
+        prompts = [p["prompt"] for p in toy.load_eval_set()[: 4 * n]]
+        formats, special, new = toy.FORMATS, True, max_new_tokens or 66
+    else:
+        from oar_lite.problems import format_prompt, make_problems
+        from oar_lite.segment import FORMATS
+
+        prompts = [format_prompt(p, tokenizer, shots=shots) for p in make_problems(4 * n, seed=seed)]
+        formats, special, new = FORMATS, False, max_new_tokens or 160
+    found = []
+    for i in range(0, len(prompts), 4):
+        r = sample_completions(model, tokenizer, prompts[i:i + 4], group_size=2, max_new_tokens=new,
+                               temperature=1.0, formats=formats, add_special_tokens=special, seed=seed + i)
+        for row, seg in enumerate(r.segments):
+            if seg is None:
+                continue
+            R = seg.reasoning.stop - seg.reasoning.start
+            if not min_reasoning <= R <= max_reasoning:
+                continue
+            valid = r.attention_mask[row].bool()
+            off = int(valid.nonzero()[0])
+            ids = r.input_ids[row][valid].to(device)
+            seg = seg.shift(r.prompt_length - off)
+            found.append((ids, seg.reasoning, seg.answer))
+            if len(found) == n:
+                return found
+    if not found:
+        raise RuntimeError(f"no sampled completion had a parseable answer and {min_reasoning}-{max_reasoning} "
+                           "reasoning tokens")
+    return found
+
+
+# ----------------------------------------------------------------------------- the benchmark
+
+def token_counts(input_ids, reasoning: slice, answer: slice, batched_tokens: int) -> dict:
+    """Tokens through the model: measured (batched) and the analytic counts of the others."""
+    T, end, A = input_ids.numel(), answer.stop - 1, answer.stop - answer.start
+    R = reasoning.stop - reasoning.start
+    ideal = end + sum(end - t for t in range(reasoning.start, reasoning.stop))
+    return {"T": T, "R": R, "A": A, "end": end, "batched": batched_tokens, "naive": (R + 1) * T,
+            "captum": (R + 1) * (answer.start + A), "ideal_prefix_reuse": ideal, "half_RT": R * end / 2}
+
+
+def measure_sequence(model, tokenizer, ids, reasoning, answer, *, implementations, warmup, repeats, batch_size,
+                     device, tolerance: float, progress: bool, check_captum_default: bool = False) -> dict:
+    from oar_lite.attribution import perturbation_scores, perturbation_scores_naive
+
+    pad = tokenizer.pad_token_id
+    A = answer.stop - answer.start
+    stats: dict = {}
+    calls = {
+        "batched": lambda: perturbation_scores(model, ids, reasoning, answer, mode="answer_joint", pad_token_id=pad,
+                                               batch_size=batch_size, stats=stats),
+        "naive": lambda: perturbation_scores_naive(model, ids, reasoning, answer, mode="answer_joint",
+                                                   pad_token_id=pad),
+        "captum": lambda: captum_scores(model, tokenizer, ids, reasoning, answer, pad_token_id=pad),
+        "captum_tokens": lambda: captum_scores(model, tokenizer, ids, reasoning, answer, pad_token_id=pad,
+                                               forward_in_tokens=True),
+    }
+    runs = common.interleaved({k: (lambda r, f=calls[k]: common.peak_memory(f, device)) for k in implementations},
+                              warmup=warmup, repeats=repeats, device=device, progress=progress)
+    times = {k: [inner[0] for _, inner in runs[k]] for k in implementations}
+    memory = {k: [inner[1] for _, inner in runs[k]] for k in implementations}
+    scores = {k: runs[k][-1][1][2].float().cpu() for k in implementations}
+    # Same quantity: Captum's attribution is A * (phi - phi~); OAR-P clamps phi - phi~ at 0.
+    for k in ("captum", "captum_tokens"):
+        if k in scores:
+            scores[k] = (scores[k] / A).clamp(min=0)
+    ref = scores.get("batched", next(iter(scores.values())))
+    scale = float(ref.abs().max()) or 1.0
+    agreement = {k: float((s - ref).abs().max()) for k, s in scores.items()}
+    for k, err in agreement.items():
+        if err > tolerance * max(scale, 1.0):
+            raise AssertionError(f"{k} scores differ from the batched OAR-P by {err:.3g} (max |score| {scale:.3g}); "
+                                 f"expected agreement within {tolerance:g} x max(1, max |score|)")
+    if check_captum_default:  # Captum's default path: wrong with transformers 5 (module docstring); not timed
+        cached = captum_scores(model, tokenizer, ids, reasoning, answer, pad_token_id=pad, forward_in_tokens=True,
+                               use_cached_outputs=True)
+        agreement["captum_default_unchecked"] = float(((cached / A).clamp(min=0) - ref).abs().max())
+    out = {"tokens": token_counts(ids, reasoning, answer, stats.get("forward_tokens", 0)),
+           "forward_passes": stats.get("forward_passes"), "max_abs_score": scale, "max_abs_diff": agreement,
+           "time": {k: common.spread(v) for k, v in times.items()},
+           "peak_mib": {k: (common.spread(v) if None not in v else None) for k, v in memory.items()}}
+    if "batched" in implementations:
+        out["speedup"] = {k: common.spread([t / b for t, b in zip(times[k], times["batched"])])
+                          for k in implementations}
+    return out
+
+
+def render(report: dict) -> str:
+    names = {"batched": "OAR-P batched (project)", "naive": "naive loop (full logits)",
+             "captum": "Captum FeatureAblation", "captum_tokens": "Captum, token by token, no cache"}
+    lines = []
+    for res in report["models"]:
+        lines += [f"**{res['model']}**, {len(res['sequences'])} sampled sequence(s), mode answer_joint, "
+                  f"batch_size {report['batch_size']}, {report['repeats']} rounds after {report['warmup']} warm-up "
+                  "(median [min-max]):", "",
+                  "| seq | T | R | A | implementation | time (s) | time / batched | peak MiB | max abs diff vs batched |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for i, seq in enumerate(res["sequences"]):
+            tk = seq["tokens"]
+            for k, t in seq["time"].items():
+                mem = seq["peak_mib"][k]
+                sp = seq.get("speedup", {}).get(k)
+                lines.append(f"| {i} | {tk['T']} | {tk['R']} | {tk['A']} | {names[k]} | {common.fmt(t, '')} "
+                             f"| {common.fmt(sp, 'x') if sp else '-'} "
+                             f"| {common.fmt(mem, '', 0) if mem else 'n/a'} | {seq['max_abs_diff'][k]:.1e} |")
+        lines += ["", "Tokens run through the model (item 3):", "",
+                  "| seq | T | R | batched (measured) | ideal prefix reuse | R*T/2 | naive (R+1)*T "
+                  "| batched / ideal | batched / (R*T/2) | batched / naive |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for i, seq in enumerate(res["sequences"]):
+            tk = seq["tokens"]
+            lines.append(f"| {i} | {tk['T']} | {tk['R']} | {tk['batched']} | {tk['ideal_prefix_reuse']} "
+                         f"| {tk['half_RT']:.0f} | {tk['naive']} | {tk['batched'] / tk['ideal_prefix_reuse']:.2f} "
+                         f"| {tk['batched'] / tk['half_RT']:.2f} | {tk['batched'] / tk['naive']:.3f} |")
+        bad = res["sequences"][0]["max_abs_diff"].get("captum_default_unchecked")
+        if bad is not None:
+            lines.append(f"Captum's default path (`forward_in_tokens=True, use_cached_outputs=True`) on sequence 0: "
+                         f"max abs diff {bad:.2e} from the others (not timed; see the note on transformers 5).")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> dict:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", nargs="+", default=["toy", "smollm2"], choices=["toy", "smollm2"])
+    ap.add_argument("--implementations", nargs="+", default=list(DEFAULT_IMPLEMENTATIONS), choices=IMPLEMENTATIONS)
+    ap.add_argument("--no-captum-default-check", action="store_true",
+                    help="skip the (untimed) run of Captum's default cached path that records its error")
+    ap.add_argument("--sequences", type=int, default=2, help="sampled sequences per model")
+    ap.add_argument("--min-reasoning", type=int, default=20)
+    ap.add_argument("--max-reasoning", type=int, default=120)
+    ap.add_argument("--shots", type=int, default=1, help="worked examples in SmolLM2's prompt")
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--tolerance", type=float, default=1e-4,
+                    help="allowed max |difference| of scores, relative to max(1, max |score|)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--out", type=Path, default=common.DEFAULT_OUT / "oar_p_implementations.json")
+    ap.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args(argv)
+    device = common.setup(args.threads, args.device)
+    report = {"command": "python -m benchmarks.oar_p_implementations "
+                         + " ".join(argv if argv is not None else sys.argv[1:]),
+              "machine": common.machine(device), "warmup": args.warmup, "repeats": args.repeats,
+              "batch_size": args.batch_size, "models": []}
+    for name in args.model:
+        model, tok = common.load(name, device)
+        seqs = sample_sequences(name, model, tok, args.sequences, min_reasoning=args.min_reasoning,
+                                max_reasoning=args.max_reasoning, shots=args.shots, device=device)
+        res = {"model": name, "sequences": []}
+        for ids, reasoning, answer in seqs:
+            res["sequences"].append(measure_sequence(
+                model, tok, ids, reasoning, answer, implementations=args.implementations, warmup=args.warmup,
+                repeats=args.repeats, batch_size=args.batch_size, device=device, tolerance=args.tolerance,
+                progress=not args.no_progress,
+                check_captum_default=not args.no_captum_default_check and not res["sequences"]))
+            res["sequences"][-1]["loadavg"] = common.loadavg()
+        report["models"].append(res)
+        print(f"[{name}] load average now {common.loadavg()}", flush=True)
+    common.write_json(report, args.out)
+    report["markdown"] = render(report)
+    print(common.machine_line(report["machine"]))
+    print(report["markdown"])
+    return report
+
+
+if __name__ == "__main__":
+    main()

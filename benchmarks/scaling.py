@@ -1,0 +1,173 @@
+"""Scaling with completion length: OAR-P and OAR-G time, peak memory and tokens processed.
+
+Synthetic sequences (`benchmarks.common.synthetic_sequence`): a fixed random prompt of
+32 tokens, then a completion of exactly L tokens: random reasoning tokens, the marker
+" The answer is" and the answer " 42." (so R = L - 5 for SmolLM2's tokenizer). Random
+tokens are fine here: the cost of attribution depends on the lengths, not the text.
+
+OAR-P runs in its default mode for OAR-P (``last``, batched, prefix reuse), OAR-G in its
+default (``answer_mean``, one forward and one backward pass). The two alternate at each
+length (interleaved rounds). Expected shapes: OAR-G grows like one training forward +
+backward, about linearly in L at these lengths; OAR-P runs about R * T / 2 tokens, so
+roughly quadratically (and attention adds another factor of T per token).
+
+Run (offline, from the repository root)::
+
+    .venv/bin/python -m benchmarks.scaling --threads 2                       # SmolLM2, 64..1024
+    .venv/bin/python -m benchmarks.scaling --device cuda --repeats 5 --long-repeats 3
+
+Writes ``benchmarks/results/scaling.json`` and the plot ``benchmarks/scaling.png``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+from benchmarks import common
+
+LENGTHS = (64, 128, 256, 512, 1024)
+MARKERS = {"smollm2": (" The answer is", " 42", "."), "toy": (" A=", "42", "</s>")}
+
+
+def sequence(model_name: str, tokenizer, length: int, *, prompt_length: int = 32, device="cpu"):
+    marker, answer, end = MARKERS[model_name]
+    return common.synthetic_sequence(tokenizer, length, prompt_length=prompt_length, marker=marker, answer=answer,
+                                     end=end, device=device)
+
+
+def measure_length(model, tokenizer, model_name: str, length: int, *, warmup: int, repeats: int, batch_size: int,
+                   device, progress: bool) -> dict:
+    from oar_lite.attribution import gradient_scores, perturbation_scores
+
+    ids, reasoning, answer = sequence(model_name, tokenizer, length, device=device)
+    stats: dict = {}
+    generator = torch.Generator(device=device).manual_seed(0)
+    calls = {
+        "oar-p": lambda: perturbation_scores(model, ids, reasoning, answer, mode="last",
+                                             pad_token_id=tokenizer.pad_token_id, batch_size=batch_size, stats=stats),
+        "oar-g": lambda: gradient_scores(model, ids, reasoning, answer, mode="answer_mean", generator=generator),
+    }
+    runs = common.interleaved({k: (lambda r, f=f: common.peak_memory(f, device)) for k, f in calls.items()},
+                              warmup=warmup, repeats=repeats, device=device, progress=progress)
+    R = reasoning.stop - reasoning.start
+    end = answer.start  # mode "last" reads x[:answer.start]
+    out = {"length": length, "T": ids.numel(), "R": R, "repeats": repeats,
+           "oar_p_tokens": stats["forward_tokens"], "oar_p_passes": stats["forward_passes"],
+           "naive_tokens": (R + 1) * ids.numel(), "half_RT": R * end / 2, "loadavg": common.loadavg()}
+    for k in calls:
+        out[k] = {"time": common.spread([inner[0] for _, inner in runs[k]]),
+                  "peak_mib": common.spread([inner[1] for _, inner in runs[k]])
+                  if runs[k][0][1][1] is not None else None}
+        assert torch.isfinite(runs[k][-1][1][2]).all(), f"{k} returned non-finite scores at length {length}"
+    out["oar_p_over_oar_g"] = common.spread([p[1][0] / g[1][0] for p, g in zip(runs["oar-p"], runs["oar-g"])])
+    return out
+
+
+def plot(report: dict, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    rows = report["lengths"]
+    L = [r["length"] for r in rows]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    colors = {"oar-p": "tab:red", "oar-g": "tab:blue"}
+    labels = {"oar-p": "OAR-P (last, batched, prefix reuse)", "oar-g": "OAR-G (answer_mean)"}
+    for k in ("oar-p", "oar-g"):
+        med = [r[k]["time"]["median"] for r in rows]
+        lo = [r[k]["time"]["min"] for r in rows]
+        hi = [r[k]["time"]["max"] for r in rows]
+        axes[0].plot(L, med, "o-", color=colors[k], label=labels[k])
+        axes[0].fill_between(L, lo, hi, color=colors[k], alpha=0.2)
+        if all(r[k]["peak_mib"] for r in rows):
+            axes[1].plot(L, [r[k]["peak_mib"]["median"] for r in rows], "o-", color=colors[k], label=labels[k])
+    # Guides: slopes 1 and 2 through the first OAR-G and OAR-P points.
+    for k, slope, style in (("oar-g", 1, ":"), ("oar-p", 2, "--")):
+        t0 = rows[0][k]["time"]["median"]
+        axes[0].plot(L, [t0 * (x / L[0]) ** slope for x in L], style, color="gray", lw=1,
+                     label=f"~ L^{slope} from the first {k.upper()} point")
+    axes[2].plot(L, [r["oar_p_tokens"] for r in rows], "o-", color="tab:red", label="OAR-P tokens (measured)")
+    axes[2].plot(L, [r["half_RT"] for r in rows], "--", color="gray", label="R*T/2")
+    axes[2].plot(L, [r["naive_tokens"] for r in rows], ":", color="black", label="naive (R+1)*T")
+    for ax, title, ylabel in ((axes[0], "time per completion", "seconds"),
+                              (axes[1], "peak memory above the model", "MiB"),
+                              (axes[2], "tokens through the model (OAR-P)", "tokens")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(L, [str(x) for x in L])
+        ax.set_xlabel("completion length L (tokens)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize="small")
+    m = report["machine"]
+    fig.suptitle(f"{report['model']} on {m.get('gpu') or m['cpu']}, {m['torch_threads']} thread(s); "
+                 f"band = min-max over repeats", fontsize="medium")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def render(report: dict) -> str:
+    lines = [f"{report['model']}, OAR-P batch_size {report['batch_size']}, warm-up {report['warmup']} "
+             "(median [min-max] over the repeats listed):", "",
+             "| L | T | R | repeats | OAR-P (s) | OAR-G (s) | OAR-P / OAR-G | OAR-P peak MiB | OAR-G peak MiB "
+             "| OAR-P tokens | / (R*T/2) | / naive | load (1 min) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in report["lengths"]:
+        def mem(k):
+            return common.fmt(r[k]["peak_mib"], "", 0) if r[k]["peak_mib"] else "n/a"
+        lines.append(f"| {r['length']} | {r['T']} | {r['R']} | {r['repeats']} | {common.fmt(r['oar-p']['time'], '')} "
+                     f"| {common.fmt(r['oar-g']['time'], '', 3)} | {r['oar_p_over_oar_g']['median']:.0f}x "
+                     f"| {mem('oar-p')} | {mem('oar-g')} | {r['oar_p_tokens']} "
+                     f"| {r['oar_p_tokens'] / r['half_RT']:.2f} | {r['oar_p_tokens'] / r['naive_tokens']:.2f} "
+                     f"| {r['loadavg'][0] if r['loadavg'] else '-'} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> dict:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default="smollm2", choices=sorted(MARKERS))
+    ap.add_argument("--lengths", nargs="+", type=int, default=list(LENGTHS))
+    ap.add_argument("--warmup", type=int, default=1, help="warm-up rounds (at the shortest length only)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--long", type=int, default=512, help="from this length on, use --long-repeats")
+    ap.add_argument("--long-repeats", type=int, default=1)
+    ap.add_argument("--batch-size", type=int, default=64, help="OAR-P perturbed copies per forward pass")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--out", type=Path, default=common.DEFAULT_OUT / "scaling.json")
+    ap.add_argument("--plot", type=Path, default=Path(__file__).resolve().parent / "scaling.png")
+    ap.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args(argv)
+    device = common.setup(args.threads, args.device)
+    model, tok = common.load(args.model, device)
+    report = {"command": "python -m benchmarks.scaling " + " ".join(argv if argv is not None else sys.argv[1:]),
+              "machine": common.machine(device), "model": args.model, "batch_size": args.batch_size,
+              "warmup": args.warmup, "lengths": []}
+    for i, L in enumerate(sorted(args.lengths)):
+        repeats = args.long_repeats if L >= args.long else args.repeats
+        row = measure_length(model, tok, args.model, L, warmup=args.warmup if i == 0 else 0, repeats=repeats,
+                             batch_size=args.batch_size, device=device, progress=not args.no_progress)
+        report["lengths"].append(row)
+        print(f"L={L}: OAR-P {row['oar-p']['time']['median']:.2f}s, OAR-G {row['oar-g']['time']['median']:.3f}s, "
+              f"load {row['loadavg']}", flush=True)
+        common.write_json(report, args.out)  # partial results survive an interrupted long run
+    plot(report, args.plot)
+    report["markdown"] = render(report)
+    print(common.machine_line(report["machine"]))
+    print(report["markdown"])
+    return report
+
+
+if __name__ == "__main__":
+    main()

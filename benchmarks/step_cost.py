@@ -1,0 +1,185 @@
+"""Step cost: one GRPO step with uniform credit (plain GRPO), OAR-G and OAR-P, by phase.
+
+Each method runs `oar_lite.train.train_step` (the training loop's own step, not a copy)
+from the same weights with a fresh optimizer, on the same prompts and sampling seed, so
+generation and reward do the same work and only the attribution differs. Rounds are
+interleaved (every method once per round, order rotated) and the ratio to GRPO is taken
+within each round; each round uses different prompts (step ``1000 + round``).
+
+What the attribute phase costs depends on how many rows it scores: `train_step` skips
+rows whose advantage is 0 (groups with equal rewards), exactly as in training. The table
+shows that share, the reasoning length, and the seconds per scored row.
+
+Run (offline, from the repository root)::
+
+    .venv/bin/python -m benchmarks.step_cost --model toy smollm2 --threads 2
+    .venv/bin/python -m benchmarks.step_cost --model smollm2 --device cuda
+
+Targets (issue 7): OAR-G at most 1.10x the GRPO step, OAR-P at most 3x.
+Writes ``benchmarks/results/step_cost.json`` and prints a markdown table.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+from benchmarks import common
+
+METHODS = ("uniform", "oar-g", "oar-p")
+PHASES = ("generate", "reward", "attribute", "update")
+TARGETS = {"oar-g": 1.10, "oar-p": 3.0}
+
+# Per model: a step like the ones the project trains with. The toy settings are
+# `oar_lite.compare`'s (8 prompts x 8 completions, full fine-tuning); SmolLM2 trains a
+# LoRA adapter (rank 8, all linear layers) on 2-shot chat prompts of the word-problem bank.
+SETTINGS = {
+    "toy": dict(prompts_per_step=8, group_size=8, max_new_tokens=66, learning_rate=1e-4, lora=False),
+    "smollm2": dict(prompts_per_step=2, group_size=4, max_new_tokens=128, learning_rate=1e-5, lora=True),
+}
+
+
+def make_task(model_name: str, tokenizer, *, shots: int = 2):
+    """The training task of the model: toy additions, or SmolLM2's word problems."""
+    from oar_lite.train import Task
+
+    if model_name == "toy":
+        from oar_lite.compare import toy_task
+
+        return toy_task(eval_size=1)
+    from oar_lite.problems import format_prompt, make_problems
+
+    problems = [{"prompt": format_prompt(p, tokenizer, shots=shots), "answer": p.answer}
+                for p in make_problems(64, seed=7)]
+    return Task(train_problems=problems, add_special_tokens=False)
+
+
+def _trainable(model) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device, settings: dict,
+                  progress: bool = True) -> dict:
+    """Interleaved rounds of `train_step` per method on one model; per-phase times and ratios."""
+    from oar_lite.train import TrainConfig, add_lora, train_step
+
+    model, tok = common.load(model_name, device)
+    task = make_task(model_name, tok)
+    configs = {m: TrainConfig(method=m, seed=0, progress=False, eval_size=0, **settings) for m in methods}
+    if settings.get("lora"):
+        model = add_lora(model, configs[methods[0]])
+    start = _trainable(model)
+    params = {n: p for n, p in model.named_parameters() if p.requires_grad}
+
+    def step_fn(method):
+        def run(round_):
+            with torch.no_grad():  # the same weights before every step
+                for n, p in params.items():
+                    p.copy_(start[n])
+            optimizer = torch.optim.AdamW(list(params.values()), lr=configs[method].learning_rate)
+            return train_step(model, tok, task, configs[method], optimizer, step=1000 + round_)
+        return run
+
+    runs = common.interleaved({m: step_fn(m) for m in methods}, warmup=warmup, repeats=repeats,
+                              device=device, progress=progress)
+    records = {m: [rec for _, rec in runs[m]] for m in methods}
+    totals = {m: [sum(r[f"time_{p}"] for p in PHASES) for r in records[m]] for m in methods}
+    result = {"model": model_name, "settings": settings,
+              "parameters": sum(p.numel() for p in model.parameters()),
+              "trainable_parameters": sum(p.numel() for p in params.values()), "methods": {}}
+    for m in methods:
+        recs = records[m]
+        scored = [r["scored_rows"] * settings["prompts_per_step"] * settings["group_size"] for r in recs]
+        attribute = [r["time_attribute"] for r in recs]
+        result["methods"][m] = {
+            "step": common.spread(totals[m]),
+            "phases": {p: common.spread([r[f"time_{p}"] for r in recs]) for p in PHASES},
+            "ratio_vs_grpo": common.spread([t / b for t, b in zip(totals[m], totals["uniform"])])
+            if "uniform" in methods else None,
+            "scored_rows": statistics.mean(scored),
+            "completion_length": statistics.mean(r["completion_length"] for r in recs),
+            "attribute_s_per_scored_row": statistics.median(a / s for a, s in zip(attribute, scored) if s)
+            if any(scored) else None,
+            "reward_mean": statistics.mean(r["reward_mean"] for r in recs),
+        }
+    # Sanity: the rounds are paired, so every method must have sampled the same completions.
+    lengths = {m: [r["completion_length"] for r in records[m]] for m in methods}
+    result["same_rollouts"] = all(lengths[m] == lengths[methods[0]] for m in methods)
+    return result
+
+
+def render(report: dict) -> str:
+    lines = []
+    for res in report["models"]:
+        s = res["settings"]
+        kind = "LoRA rank 8 (all linear layers)" if s.get("lora") else "full fine-tuning"
+        B = s["prompts_per_step"] * s["group_size"]
+        lines += [f"**{res['model']}** ({res['parameters'] / 1e6:.1f}M parameters, {kind}, "
+                  f"{res['trainable_parameters'] / 1e6:.2f}M trained): {s['prompts_per_step']} prompts x "
+                  f"{s['group_size']} completions = {B} rows, up to {s['max_new_tokens']} new tokens; "
+                  f"{report['repeats']} rounds after {report['warmup']} warm-up; same rollouts across methods: "
+                  f"{res['same_rollouts']}.", "",
+                  "| method | step (s) | vs GRPO (paired) | generate | reward | attribute | update "
+                  "| rows scored | s per scored row | completion tokens |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for m, r in res["methods"].items():
+            ph = r["phases"]
+            ratio = common.fmt(r["ratio_vs_grpo"], "x") if r["ratio_vs_grpo"] else "-"
+            per_row = f"{r['attribute_s_per_scored_row']:.3f}" if r["attribute_s_per_scored_row"] else "-"
+            lines.append(f"| {m} | {common.fmt(r['step'], '')} | {ratio} | {ph['generate']['median']:.2f} "
+                         f"| {ph['reward']['median']:.2f} | {ph['attribute']['median']:.2f} "
+                         f"| {ph['update']['median']:.2f} | {r['scored_rows']:.1f}/{B} | {per_row} "
+                         f"| {r['completion_length']:.0f} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> dict:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", nargs="+", default=["toy", "smollm2"], choices=sorted(SETTINGS))
+    ap.add_argument("--methods", nargs="+", default=list(METHODS))
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--prompts", type=int, default=None, help="prompts per step (default: per model)")
+    ap.add_argument("--group-size", type=int, default=None)
+    ap.add_argument("--max-new-tokens", type=int, default=None)
+    ap.add_argument("--full", action="store_true", help="full fine-tuning of SmolLM2 instead of LoRA")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--out", type=Path, default=common.DEFAULT_OUT / "step_cost.json")
+    ap.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args(argv)
+    if "uniform" not in args.methods:
+        raise ValueError("--methods must include 'uniform' (plain GRPO, the baseline of the ratios)")
+    device = common.setup(args.threads, args.device)
+    report = {"command": "python -m benchmarks.step_cost " + " ".join(argv if argv is not None else sys.argv[1:]),
+              "machine": common.machine(device), "warmup": args.warmup, "repeats": args.repeats, "models": []}
+    for name in args.model:
+        settings = copy.deepcopy(SETTINGS[name])
+        for key, value in (("prompts_per_step", args.prompts), ("group_size", args.group_size),
+                           ("max_new_tokens", args.max_new_tokens)):
+            if value is not None:
+                settings[key] = value
+        if args.full and name == "smollm2":
+            settings["lora"] = False
+        res = measure_model(name, methods=args.methods, warmup=args.warmup, repeats=args.repeats,
+                            device=device, settings=settings, progress=not args.no_progress)
+        res["loadavg"] = common.loadavg()
+        report["models"].append(res)
+        print(f"[{name}] load average now {res['loadavg']}", flush=True)
+    common.write_json(report, args.out)
+    report["markdown"] = render(report)
+    print(common.machine_line(report["machine"]))
+    print(report["markdown"])
+    return report
+
+
+if __name__ == "__main__":
+    main()

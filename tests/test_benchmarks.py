@@ -1,0 +1,145 @@
+"""Benchmarks run once at a tiny size so they do not rot (no timed assertions), and the
+pieces that make their numbers trustworthy: Captum's quantity equals OAR-P's, the
+interleaving rotates, the memory probe sees an allocation, the learning summary reads
+a comparison folder."""
+import json
+
+import pytest
+import torch
+from conftest import PAD, char_tokenizer, tiny_llama
+
+from benchmarks import common, learning, oar_p_implementations, run_all, scaling, step_cost
+from oar_lite.attribution import perturbation_scores
+
+toy_model = pytest.mark.skipif(not (common.Path(__file__).resolve().parent.parent / "data/toy-model").exists(),
+                               reason="the shipped toy model (data/toy-model) is missing")
+
+
+# ------------------------------------------------------------------ the pieces
+
+def test_captum_feature_ablation_equals_oar_p_answer_joint(sequence):
+    model, tok = tiny_llama(), char_tokenizer()
+    ids, reasoning, answer = sequence
+    A = answer.stop - answer.start
+    captum = oar_p_implementations.captum_scores(model, tok, ids, reasoning, answer, pad_token_id=PAD)
+    ours = perturbation_scores(model, ids, reasoning, answer, mode="answer_joint", pad_token_id=PAD, batch_size=4)
+    assert captum.shape == ours.shape == (reasoning.stop - reasoning.start,)
+    assert (captum < 0).any()  # Captum keeps the sign; OAR-P clamps at 0
+    torch.testing.assert_close((captum / A).clamp(min=0), ours, atol=1e-6, rtol=1e-5)
+
+
+def test_token_counts_bounds(sequence):
+    ids, reasoning, answer = sequence
+    counts = oar_p_implementations.token_counts(ids, reasoning, answer, batched_tokens=0)
+    R, end = reasoning.stop - reasoning.start, answer.stop - 1
+    assert counts["naive"] == (R + 1) * ids.numel()
+    assert counts["ideal_prefix_reuse"] == end + sum(end - t for t in range(reasoning.start, reasoning.stop))
+    # Measured tokens of the batched version lie between the ideal and the naive count.
+    stats = {}
+    perturbation_scores(tiny_llama(), ids, reasoning, answer, mode="answer_joint", pad_token_id=PAD,
+                        batch_size=4, stats=stats)
+    assert counts["ideal_prefix_reuse"] <= stats["forward_tokens"] < counts["naive"]
+
+
+def test_interleaved_rotates_order_and_drops_warmup():
+    calls = []
+    runs = common.interleaved({"a": lambda r: calls.append(("a", r)), "b": lambda r: calls.append(("b", r)),
+                               "c": lambda r: calls.append(("c", r))}, warmup=1, repeats=2, progress=False)
+    assert [len(v) for v in runs.values()] == [2, 2, 2]
+    firsts = [calls[i][0] for i in range(0, 9, 3)]
+    assert len(set(firsts)) == 3  # each method leads one round
+    with pytest.raises(ValueError, match="repeats"):
+        common.interleaved({"a": lambda r: None}, warmup=0, repeats=0)
+
+
+def test_peak_memory_sees_a_torch_allocation():
+    if not common.rss_peak_supported():
+        pytest.skip("no /proc/self/clear_refs on this OS")
+    _, mib, out = common.peak_memory(lambda: torch.ones(64 * 2**20 // 4).sum(), torch.device("cpu"))
+    assert float(out) == 64 * 2**20 // 4
+    assert mib >= 48  # a 64 MiB tensor, touched
+
+
+def test_synthetic_sequence_layout():
+    tok = char_tokenizer()
+    ids, reasoning, answer = common.synthetic_sequence(tok, 20, prompt_length=5, marker=" A=", answer="42", end=".")
+    assert ids.numel() == 25 and reasoning == slice(5, 19) and answer == slice(22, 24)
+    assert tok.decode(ids[reasoning.stop:]) == " A=42."
+    assert not torch.isin(ids[:reasoning.stop], torch.tensor(tok.all_special_ids)).any()
+    with pytest.raises(ValueError, match="no reasoning tokens"):
+        common.synthetic_sequence(tok, 4, marker=" A=", answer="42", end=".")
+
+
+# ------------------------------------------------------------------ each benchmark once, tiny
+
+@toy_model
+def test_step_cost_runs(tmp_path):
+    report = step_cost.main(["--model", "toy", "--prompts", "1", "--group-size", "4", "--max-new-tokens", "40",
+                             "--warmup", "0", "--repeats", "1", "--threads", "1", "--no-progress",
+                             "--out", str(tmp_path / "s.json")])
+    res = report["models"][0]
+    assert res["same_rollouts"]
+    assert set(res["methods"]) == {"uniform", "oar-g", "oar-p"}
+    assert res["methods"]["uniform"]["ratio_vs_grpo"]["median"] == 1.0
+    assert "| oar-p |" in report["markdown"]
+    assert json.loads((tmp_path / "s.json").read_text())["models"][0]["model"] == "toy"
+
+
+@toy_model
+def test_oar_p_implementations_runs_and_agree(tmp_path):
+    report = oar_p_implementations.main(["--model", "toy", "--sequences", "1", "--min-reasoning", "5",
+                                         "--warmup", "0", "--repeats", "1", "--threads", "1", "--no-progress",
+                                         "--out", str(tmp_path / "o.json")])
+    seq = report["models"][0]["sequences"][0]
+    for name in ("batched", "naive", "captum"):
+        assert seq["max_abs_diff"][name] < 1e-4  # main() also raises when they disagree
+    tk = seq["tokens"]
+    assert tk["ideal_prefix_reuse"] <= tk["batched"] <= tk["naive"]
+
+
+@toy_model
+def test_scaling_runs_and_plots(tmp_path):
+    report = scaling.main(["--model", "toy", "--lengths", "12", "20", "--repeats", "1", "--warmup", "0",
+                           "--threads", "1", "--no-progress", "--out", str(tmp_path / "sc.json"),
+                           "--plot", str(tmp_path / "sc.png")])
+    assert [r["length"] for r in report["lengths"]] == [12, 20]
+    assert report["lengths"][1]["oar_p_tokens"] > report["lengths"][0]["oar_p_tokens"]
+    assert (tmp_path / "sc.png").stat().st_size > 10_000
+
+
+def _compare_folder(path):
+    """A finished comparison: 2 methods x 2 seeds, GRPO reaching 0.8 at step 10 on seed 0 only."""
+    curves = {("uniform", 0): [0.5, 0.8, 0.8], ("uniform", 1): [0.5, 0.6, 0.7],
+              ("oar-g", 0): [0.5, 0.8, 0.9], ("oar-g", 1): [0.5, 0.9, 0.9]}
+    for (method, seed), accs in curves.items():
+        run = path / "runs" / f"{method}-seed{seed}"
+        run.mkdir(parents=True)
+        rows = []
+        for i, acc in enumerate(accs):
+            step = 5 * i
+            if step:
+                rows += [{"type": "train", "step": s, "method": method, "seed": seed, "reward_mean": acc,
+                          "weight_std": 0.1, "time_generate": 1.0, "time_reward": 0.1,
+                          "time_attribute": 0.5 if method == "oar-g" else 0.0, "time_update": 1.0,
+                          "wall_time": 2.1 * s} for s in range(step - 4, step + 1)]
+            rows.append({"type": "eval", "step": step, "method": method, "seed": seed, "eval_accuracy": acc,
+                         "wall_time": 2.1 * step})
+        (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_learning_summary_reads_a_compare_folder(tmp_path):
+    _compare_folder(tmp_path / "cmp")
+    summary = learning.main(["--folder", str(tmp_path / "cmp"), "--target", "0.75", "--out", str(tmp_path / "l.json")])
+    grpo, oar = summary["methods"]["uniform"], summary["methods"]["oar-g"]
+    assert grpo["steps_to_target"] == [5, None] and oar["steps_to_target"] == [5, 5]
+    assert oar["steps_done"] == [10, 10]
+    assert oar["paired_diff_vs_grpo"] == pytest.approx([0.1, 0.2])
+    assert "not reached" in summary["markdown"]
+    with pytest.raises(ValueError, match="no compare records"):
+        learning.summarize_folder(tmp_path, target=0.75)
+
+
+def test_run_all_skips_learning_without_a_comparison(tmp_path, capsys):
+    run_all.main(["--only", "learning", "--compare-folder", str(tmp_path / "none"), "--out", str(tmp_path)])
+    assert "no comparison" in capsys.readouterr().out
+    assert (tmp_path / "summary.md").exists()
