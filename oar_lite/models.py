@@ -110,11 +110,12 @@ def _cache_is_valid(folder: Path, fingerprint: dict) -> bool:
     return stored == fingerprint and (folder / "model.safetensors").is_file() and (folder / "config.json").is_file()
 
 
-def _convert_gguf(gguf: Path, target: Path, fingerprint: dict) -> None:
+def _convert_gguf(gguf: Path, target: Path, fingerprint: dict, *, replace: bool = False) -> None:
     """Dequantise the GGUF file to float32 and write model + tokenizer to ``target``.
 
     Written into a temporary sibling folder and renamed into place, so a concurrent or
-    interrupted conversion never leaves a half-written cache behind.
+    interrupted conversion never leaves a half-written cache behind. A valid cache that
+    appeared meanwhile (another process) is kept unless ``replace``.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -137,13 +138,12 @@ def _convert_gguf(gguf: Path, target: Path, fingerprint: dict) -> None:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         (tmp / _SOURCE_FILE).write_text(json.dumps(fingerprint, indent=1))
+        tmp.chmod(0o755)
+        if not replace and _cache_is_valid(target, fingerprint):
+            return  # another process finished the same conversion meanwhile; keep its copy
         if target.exists():
-            shutil.rmtree(target)
-        try:
-            tmp.rename(target)
-        except OSError:  # another process won the race; its cache is just as good
-            if not _cache_is_valid(target, fingerprint):
-                raise
+            shutil.rmtree(target)  # stale (another GGUF file), or replace=True
+        tmp.rename(target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -217,7 +217,7 @@ def load_smollm2(
     fingerprint = _gguf_fingerprint(gguf)
     folder = smollm2_cache_path(cache)
     if refresh or not _cache_is_valid(folder, fingerprint):
-        _convert_gguf(gguf, folder, fingerprint)
+        _convert_gguf(gguf, folder, fingerprint, replace=refresh)
     else:
         log.info("Loading SmolLM2 from cache %s", folder)
     tokenizer = AutoTokenizer.from_pretrained(folder)

@@ -1,5 +1,6 @@
 """Model loaders: SmolLM2 offline from its wheel (converted once, then cached), and the
 hub loader's offline error path (no network is touched)."""
+import contextlib
 import json
 import os
 
@@ -17,7 +18,6 @@ from oar_lite.models import (
     load_smollm2,
     smollm2_cache_path,
 )
-from oar_lite.problems import format_prompt, make_problems
 from oar_lite.rollout import sample_completions
 from oar_lite.segment import segment_completion_ids
 
@@ -31,17 +31,36 @@ needs_wheel = pytest.mark.skipif(not HAVE_WHEEL, reason=f"SmolLM2 wheel not inst
 
 # ----------------------------------------------------------------------------- SmolLM2
 
+@contextlib.contextmanager
+def one_thread():
+    """Run the 135M model on one thread. On a machine whose cores other jobs also use, two
+    OpenMP threads wait on each other and run 4-30x slower than one (benchmarks/RESULTS.md)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def smollm2_cache(tmp_path_factory):
     """A fresh cache folder holding one conversion of the GGUF file (about 20-30 s, once)."""
     folder = tmp_path_factory.mktemp("oar-lite-cache")
-    model, tokenizer = load_smollm2(cache=folder)
+    with one_thread():
+        model, tokenizer = load_smollm2(cache=folder)
     return folder, model, tokenizer
 
 
+@pytest.fixture
+def smollm2(smollm2_cache):
+    with one_thread():
+        yield smollm2_cache
+
+
 @needs_wheel
-def test_conversion_writes_a_cache_and_the_second_load_uses_it(smollm2_cache, monkeypatch):
-    folder, first, _ = smollm2_cache
+def test_conversion_writes_a_cache_and_the_second_load_uses_it(smollm2, monkeypatch):
+    folder, first, _ = smollm2
     cached = smollm2_cache_path(folder)
     assert (cached / "model.safetensors").is_file() and (cached / "tokenizer.json").is_file()
     assert json.loads((cached / "oar_lite_source.json").read_text())["file"] == models.SMOLLM2_GGUF
@@ -62,8 +81,8 @@ def test_conversion_writes_a_cache_and_the_second_load_uses_it(smollm2_cache, mo
 
 
 @needs_wheel
-def test_tokenizer_has_a_distinct_pad_token_and_the_chat_template(smollm2_cache):
-    _, model, tok = smollm2_cache
+def test_tokenizer_has_a_distinct_pad_token_and_the_chat_template(smollm2):
+    _, model, tok = smollm2
     assert tok.eos_token == "<|im_end|>"
     assert tok.pad_token_id is not None and tok.pad_token_id != tok.eos_token_id
     assert model.config.pad_token_id == tok.pad_token_id == model.generation_config.pad_token_id
@@ -74,20 +93,21 @@ def test_tokenizer_has_a_distinct_pad_token_and_the_chat_template(smollm2_cache)
 
 
 @needs_wheel
-def test_left_padded_batch_generates_what_each_prompt_generates_alone(smollm2_cache):
-    _, model, tok = smollm2_cache
-    problems = make_problems(2, seed=0)
-    prompts = [format_prompt(problems[0], tok, shots=0), format_prompt(problems[1], tok, shots=1)]
-    batch = sample_completions(model, tok, prompts, max_new_tokens=8, temperature=0, add_special_tokens=False)
+def test_left_padded_batch_generates_what_each_prompt_generates_alone(smollm2):
+    _, model, tok = smollm2
+    system = {"role": "system", "content": "Be brief."}
+    prompts = [tok.apply_chat_template([system, {"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
+               for q in ("What is 2 + 3?", "Tom has 4 apples and buys 5 more. How many apples does he have now?")]
+    batch = sample_completions(model, tok, prompts, max_new_tokens=6, temperature=0, add_special_tokens=False)
     assert batch.input_ids.shape[0] == 2 and batch.prompt_length > len(tok(prompts[0])["input_ids"])
     for row, prompt in enumerate(prompts):
-        alone = sample_completions(model, tok, [prompt], max_new_tokens=8, temperature=0, add_special_tokens=False)
+        alone = sample_completions(model, tok, [prompt], max_new_tokens=6, temperature=0, add_special_tokens=False)
         assert batch.completion_ids[row] == alone.completion_ids[0]
 
 
 @needs_wheel
-def test_token_segments_of_a_real_completion(smollm2_cache):
-    _, _, tok = smollm2_cache
+def test_token_segments_of_a_real_completion(smollm2):
+    _, _, tok = smollm2
     text = "The pens cost 4 * 3 = 12 dollars.\nShe gets back 20 - 12 = 8 dollars.\nThe answer is 8."
     ids = tok(text, add_special_tokens=False)["input_ids"]
     seg = segment_completion_ids(tok, ids)
