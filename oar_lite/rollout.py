@@ -45,6 +45,26 @@ class Rollouts:
     def __len__(self) -> int:
         return self.input_ids.shape[0]
 
+    def sequence(self, row: int) -> tuple[torch.Tensor, slice | None, slice | None]:
+        """Row ``row`` without padding, laid out as the scorers take it.
+
+        Returns:
+            ``(input_ids [T], reasoning, answer)``: the row's prompt + completion tokens
+            (left padding and right padding removed) and its two spans, indexing that
+            ``input_ids``; ``reasoning`` and ``answer`` are ``None`` when the completion has
+            no parseable answer. So ``ol.perturbation_scores(model, *rollouts.sequence(i),
+            pad_token_id=...)`` scores row ``i``.
+        """
+        if not isinstance(row, int) or not 0 <= row < len(self):
+            raise ValueError(f"row must be an int in [0, {len(self)}), got {row!r}")
+        ids = self.input_ids[row][self.attention_mask[row].bool()]
+        segments = self.segments[row] if self.segments else None
+        if segments is None:
+            return ids, None, None
+        prompt_tokens = int(self.attention_mask[row, : self.prompt_length].sum())  # the prompt without left padding
+        shifted = segments.shift(prompt_tokens)
+        return ids, shifted.reasoning, shifted.answer
+
     def masks(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``(reasoning_mask, answer_mask)``, each ``[B, T]`` bool, from `segments`."""
         reasoning, answer = segments_to_masks(self.segments, self.prompt_length, self.input_ids.shape[1])

@@ -43,3 +43,27 @@ def test_bad_arguments(model, chars):
         sample_completions(model, chars, [])
     with pytest.raises(ValueError, match="group_size"):
         sample_completions(model, chars, ["1+1="], group_size=0)
+
+
+def test_sequence_unpads_a_row_and_shifts_its_spans():
+    from oar_lite import find_answer, toy
+
+    model, tok = toy.load_model()
+    prompts = ["49+20:", "2626+4546:"]  # different lengths: the first row is left-padded
+    ro = sample_completions(model, tok, prompts, group_size=2, max_new_tokens=60, temperature=0,
+                            formats=toy.FORMATS, seed=0)
+    checked = 0
+    for row in range(len(ro)):
+        ids, reasoning, answer = ro.sequence(row)
+        assert ids.tolist() == tok(ro.prompts[row]).input_ids + ro.completion_ids[row]
+        ex = toy.example(tok, ro.prompts[row], ro.completion_ids[row])
+        if ex is not None:
+            assert (reasoning, answer) == (ex["reasoning"], ex["answer"])
+            assert tok.decode(ids[answer]) == find_answer(ro.completions[row], toy.FORMATS).answer
+            checked += 1
+    assert checked >= 2
+    ro.segments[0] = None
+    assert ro.sequence(0)[1:] == (None, None)
+    with pytest.raises(ValueError, match="row"):
+        ro.sequence(len(ro))
+
