@@ -7,9 +7,9 @@ deterministic in its seed, so a benchmark, a test and a notebook that ask for
 
     >>> from oar_lite.problems import make_problems, format_prompt
     >>> p = make_problems(1, seed=0)[0]
-    >>> p.question, p.answer                       # doctest: +SKIP
-    ('Leo has $50. He buys 3 pens at $7 each. How many dollars does he have left?', 29)
-    >>> prompt = format_prompt(p, tokenizer)       # chat-formatted, ends with the assistant turn
+    >>> p.question, p.answer, p.steps
+    ('A box has 9 red marbles and 11 blue marbles. They are shared equally among 4 children. Each child then gives away 1 marble. How many marbles does each child have now?', 4, 3)
+    >>> prompt = format_prompt(p, tokenizer)       # doctest: +SKIP
 
 The prompt (two worked examples as earlier chat turns, by default, then the question)
 asks for step-by-step reasoning that ends in ``The answer is N.``, the
@@ -39,6 +39,7 @@ SHOTS = (
 chat turns (few-shot). They teach a 135M model the format: with two of them SmolLM2 ends
 nearly every completion with ``The answer is N.`` and writes short, line-per-step solutions."""
 
+
 @dataclass(frozen=True)
 class Problem:
     """One word problem.
@@ -59,8 +60,7 @@ class Problem:
 
 
 _NAMES = ("Mia", "Leo", "Ava", "Noah", "Zoe", "Omar", "Lena", "Ravi", "Ines", "Tom", "Yuki", "Sam")
-_ITEMS = (("pen", "pens"), ("notebook", "notebooks"), ("apple", "apples"), ("ticket", "tickets"),
-          ("book", "books"), ("cup", "cups"))
+_ITEMS = ("pens", "notebooks", "apples", "tickets", "books", "cups")
 _SHARE_ITEMS = ("cookies", "stickers", "marbles", "pencils", "cards", "stamps")
 
 
@@ -77,14 +77,14 @@ def _pronoun(name: str) -> str:
 # so a 135M model has a fair chance; answers are positive integers by construction.
 
 def _shopping_total(rng: random.Random):
-    name, (_, many) = rng.choice(_NAMES), rng.choice(_ITEMS)
+    name, many = rng.choice(_NAMES), rng.choice(_ITEMS)
     n, price = rng.randint(2, 9), rng.randint(2, 12)
     q = f"{name} buys {n} {many} at ${price} each. How many dollars does {_pronoun(name)} spend?"
     return q, n * price, {"count": n, "price": price}
 
 
 def _shopping_change(rng: random.Random):
-    name, (_, many) = rng.choice(_NAMES), rng.choice(_ITEMS)
+    name, many = rng.choice(_NAMES), rng.choice(_ITEMS)
     n, price = rng.randint(2, 6), rng.randint(2, 9)
     money = n * price + rng.randint(1, 30)
     q = (f"{name} has ${money}. {_pronoun(name).capitalize()} buys {n} {many} at ${price} each. "
@@ -94,7 +94,7 @@ def _shopping_change(rng: random.Random):
 
 def _shopping_two_items(rng: random.Random):
     name = rng.choice(_NAMES)
-    (_, many_a), (_, many_b) = rng.sample(_ITEMS, 2)
+    many_a, many_b = rng.sample(_ITEMS, 2)
     a, pa, b, pb = rng.randint(2, 5), rng.randint(2, 9), rng.randint(2, 5), rng.randint(2, 9)
     q = (f"{name} buys {a} {many_a} at ${pa} each and {b} {many_b} at ${pb} each. "
          f"How many dollars does {_pronoun(name)} spend in total?")
