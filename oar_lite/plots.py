@@ -111,3 +111,56 @@ def plot_phase_times(ax, phase_times: dict[str, dict[str, float]], *, methods: S
     ax.legend(loc="lower right", fontsize="small")
     ax.grid(axis="x", alpha=0.3)
     return ax
+
+
+def log_history_series(log_history: Iterable[dict], key: str, *, x: str = "step") -> tuple[np.ndarray, np.ndarray]:
+    """One metric of a ``transformers``/TRL ``trainer.state.log_history`` as arrays.
+
+    Entries without ``key`` (evaluation and end-of-training entries, other loggers) are
+    skipped; so are entries whose value is None or NaN.
+
+    Returns:
+        ``(x [K], values [K])``, in logging order.
+    """
+    log_history = list(log_history)
+    rows = [h for h in log_history if h.get(key) is not None and h.get(x) is not None]
+    rows = [h for h in rows if not (isinstance(h[key], float) and np.isnan(h[key]))]
+    if not rows:
+        seen = sorted({k for h in log_history for k in h})
+        raise ValueError(f"no log entry has {key!r} (and {x!r}); logged keys are {seen}")
+    return np.array([h[x] for h in rows], dtype=float), np.array([h[key] for h in rows], dtype=float)
+
+
+def plot_log_history(ax, log_history: Iterable[dict], keys: str | Sequence[str], *, x: str = "step",
+                     labels: Sequence[str] | None = None, smooth: int = 1):
+    """Draw metrics of a TRL run (``trainer.state.log_history``) against ``x``, one line per key.
+
+    Args:
+        ax: a matplotlib axis.
+        log_history: the trainer's list of logged dicts.
+        keys: metric names, e.g. ``"reward"`` or ``["oar/frac_suppressed", "oar/frac_boosted"]``.
+        x: the x field (``"step"``, ``"epoch"``).
+        labels: legend labels, one per key (default: the keys).
+        smooth: moving-average window (1: none), for noisy per-step metrics.
+    """
+    keys = [keys] if isinstance(keys, str) else list(keys)
+    if not keys:
+        raise ValueError("keys is empty; expected one or more logged metric names")
+    if labels is not None and len(labels) != len(keys):
+        raise ValueError(f"expected one label per key ({len(keys)}), got {len(labels)}")
+    if smooth < 1:
+        raise ValueError(f"smooth must be >= 1, got {smooth}")
+    log_history = list(log_history)
+    for i, key in enumerate(keys):
+        xs, ys = log_history_series(log_history, key, x=x)
+        if smooth > 1 and len(ys) >= smooth:
+            ys = np.convolve(ys, np.ones(smooth) / smooth, mode="valid")
+            xs = xs[smooth - 1:]
+        ax.plot(xs, ys, marker="o" if len(xs) <= 30 else None, ms=3, lw=2, label=labels[i] if labels else key)
+    ax.set_xlabel(x)
+    if len(keys) == 1:
+        ax.set_ylabel(labels[0] if labels else keys[0])
+    else:
+        ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    return ax
