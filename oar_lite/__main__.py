@@ -24,7 +24,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="credit assignment methods (uniform = plain GRPO; oar-g, oar-p, entropy, random; "
                             "a P_final mode after a colon: oar-p:answer_joint)")
         p.add_argument("--seeds", nargs="+", type=int, default=None, help="seeds (default: 0 1 2; --quick: 0)")
-        p.add_argument("--steps", type=int, default=None, help="training steps per run (default 40; --quick: 12)")
+        p.add_argument("--steps", type=int, default=None, help="training steps per run (default 30; --quick: 10)")
         p.add_argument("--out", default="results", help="output folder (default: results)")
         p.add_argument("--target", type=float, default=DEFAULT_TARGET, help="held-out accuracy to reach")
         p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),

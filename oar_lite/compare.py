@@ -31,14 +31,16 @@ DEFAULT_METHODS = ("uniform", "oar-g", "oar-p")
 # Budgets. "default" is the comparison the README reports (about 15 minutes on 2 cores
 # with two runs at a time); "quick" is for trying it (about 2 minutes); "tiny" is for tests.
 PROFILES: dict[str, dict] = {
-    "default": dict(seeds=(0, 1, 2), steps=40, prompts_per_step=8, group_size=8, eval_every=5, eval_size=100),
-    "quick": dict(seeds=(0,), steps=12, prompts_per_step=8, group_size=8, eval_every=4, eval_size=64),
+    "default": dict(seeds=(0, 1, 2), steps=30, prompts_per_step=8, group_size=8, eval_every=5, eval_size=None),
+    "quick": dict(seeds=(0,), steps=10, prompts_per_step=8, group_size=8, eval_every=5, eval_size=100),
     "tiny": dict(seeds=(0,), steps=2, prompts_per_step=2, group_size=4, eval_every=1, eval_size=8),
 }
 # Training settings shared by every profile (a TrainConfig field each; flags can change them).
-TRAINING = dict(learning_rate=2e-4, max_new_tokens=66, temperature=1.0, num_iterations=1, beta=0.0,
+# learning_rate: 1e-4 lifts the shipped model's greedy accuracy from 0.59 to about 0.85 in
+# 30 steps; 3e-4 learns less and 2e-3 collapses it (measured on an earlier toy model).
+TRAINING = dict(learning_rate=1e-4, max_new_tokens=66, temperature=1.0, num_iterations=1, beta=0.0,
                 quantile=0.25, boost=1.0, floor=0.1)
-DEFAULT_TARGET = 0.6
+DEFAULT_TARGET = 0.85
 TRAIN_POOL = dict(n=4000, seed=12345, digits=(2, 4))
 
 
@@ -156,10 +158,14 @@ def compare(
         # and report each run as it finishes.
         for job in runs:
             job["config"]["progress"] = False
+        # Costliest runs first (OAR-P, then OAR-G), so the workers finish at about the same time.
+        cost = {"oar-p": 0, "oar-g": 1}
+        order = sorted(range(len(runs)), key=lambda i: cost.get(runs[i]["config"]["method"].partition(":")[0], 2))
+        results = [None] * len(runs)
         with mp.get_context("spawn").Pool(min(jobs, len(runs))) as pool:
-            results = []
-            for job, records in zip(runs, pool.imap(_run_one, runs)):
-                results.append(records)
+            for i, records in zip(order, pool.imap(_run_one, [runs[i] for i in order])):
+                job = runs[i]
+                results[i] = records
                 if progress:
                     final = [r for r in records if r["type"] == "eval"]
                     acc = f"{final[-1]['eval_accuracy']:.3f}" if final else "n/a"
@@ -213,6 +219,10 @@ def summarize(records: Sequence[dict], *, target: float = DEFAULT_TARGET, method
         finals = [evals[method][s][-1]["eval_accuracy"] for s in seeds]
         starts = [evals[method][s][0]["eval_accuracy"] for s in seeds]
         bests = [max(r["eval_accuracy"] for r in evals[method][s]) for s in seeds]
+        # Mean held-out accuracy over the evaluations after step 0: the area under the curve,
+        # less sensitive to one noisy evaluation than a first crossing of the target.
+        curves = [statistics.mean([r["eval_accuracy"] for r in evals[method][s][1:]] or [evals[method][s][0]["eval_accuracy"]])
+                  for s in seeds]
         reached = [next((r for r in evals[method][s] if r["eval_accuracy"] >= target), None) for s in seeds]
         steps = [trains[method][s] for s in seeds if s in trains.get(method, {})]
         phase = {p: _median([r[f"time_{p}"] for rs in steps for r in rs]) or 0.0
@@ -226,6 +236,8 @@ def summarize(records: Sequence[dict], *, target: float = DEFAULT_TARGET, method
             "final_accuracy_max": max(finals),
             "final_accuracies": finals,
             "best_accuracy": statistics.mean(bests),
+            "curve_accuracy": statistics.mean(curves),
+            "curve_accuracies": curves,
             "reached": sum(r is not None for r in reached),
             "steps_to_target": [r["step"] if r else None for r in reached],
             "time_to_target": [r["wall_time"] if r else None for r in reached],
@@ -234,6 +246,9 @@ def summarize(records: Sequence[dict], *, target: float = DEFAULT_TARGET, method
             "weight_std": _median([r["weight_std"] for rs in steps for r in rs]),
             "time_per_step": sum(phase.values()),
             "time_per_phase": phase,
+            # Within one run the phases share the machine's load, so this ratio survives a busy
+            # machine better than comparing runs trained at different times.
+            "attribution_overhead": sum(phase.values()) / max(sum(phase.values()) - phase["attribute"], 1e-9),
         }
     base = result.get("uniform", {}).get("time_per_step")
     for m in result.values():
@@ -244,6 +259,9 @@ def summarize(records: Sequence[dict], *, target: float = DEFAULT_TARGET, method
         grpo = dict(zip(result["uniform"]["seeds"], result["uniform"]["final_accuracies"]))
         for m in result.values():
             m["paired_diff_vs_grpo"] = [acc - grpo[s] for s, acc in zip(m["seeds"], m["final_accuracies"]) if s in grpo]
+        grpo = dict(zip(result["uniform"]["seeds"], result["uniform"]["curve_accuracies"]))
+        for m in result.values():
+            m["paired_curve_diff_vs_grpo"] = [a - grpo[s] for s, a in zip(m["seeds"], m["curve_accuracies"]) if s in grpo]
     return {"target": target, "methods": result}
 
 
@@ -277,11 +295,15 @@ def render_markdown(summary: dict) -> str:
     lines += [
         f"Target: held-out accuracy >= {target:g}. Steps and time to target: mean over the seeds that "
         "reached it (how many did, of all). Time: training wall time (evaluation excluded), median "
-        "seconds per step by phase.",
+        "seconds per step by phase. \"cost vs GRPO\" divides seconds per step across runs, which a busy "
+        "machine skews when runs train at different times; \"step / (step - attribute)\" is the "
+        "attribution overhead within each method's own runs. \"mean acc. over run\": held-out accuracy "
+        "averaged over the evaluations after step 0 (in brackets: minus GRPO's, paired by seed).",
         "",
-        "| method | start acc. | final acc. (mean ± std) | min-max | final - GRPO (same seed) | best "
-        "| steps to target | time to target (s) | s/step | generate | reward | attribute | update | cost vs GRPO |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| method | start acc. | final acc. (mean ± std) | min-max | final - GRPO (same seed) | mean acc. over run (- GRPO) | best "
+        "| steps to target | time to target (s) | s/step | generate | reward | attribute | update | cost vs GRPO "
+        "| step / (step - attribute) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for method, m in methods.items():
         n = len(m["seeds"])
@@ -290,12 +312,14 @@ def render_markdown(summary: dict) -> str:
         diffs = m.get("paired_diff_vs_grpo") or []
         paired = "-" if method == "uniform" or not diffs else (
             f"{statistics.mean(diffs):+.3f} ± {statistics.pstdev(diffs):.3f}" if len(diffs) > 1 else f"{diffs[0]:+.3f}")
+        cdiffs = m.get("paired_curve_diff_vs_grpo") or []
+        curve = f"{m['curve_accuracy']:.3f}" + ("" if method == "uniform" or not cdiffs else f" ({statistics.mean(cdiffs):+.3f})")
         lines.append(
             f"| {method_label(method)} | {m['start_accuracy']:.3f} | {m['final_accuracy']:.3f} ± {m['final_accuracy_std']:.3f} "
-            f"| {m['final_accuracy_min']:.3f}-{m['final_accuracy_max']:.3f} | {paired} | {m['best_accuracy']:.3f} "
+            f"| {m['final_accuracy_min']:.3f}-{m['final_accuracy_max']:.3f} | {paired} | {curve} | {m['best_accuracy']:.3f} "
             f"| {_fmt_target(m['steps_to_target'], n, '{:.1f}')} | {_fmt_target(m['time_to_target'], n, '{:.0f}')} "
             f"| {m['time_per_step']:.2f} | {ph['generate']:.2f} | {ph['reward']:.2f} | {ph['attribute']:.2f} "
-            f"| {ph['update']:.2f} | {cost} |")
+            f"| {ph['update']:.2f} | {cost} | {m['attribution_overhead']:.2f}x |")
     lines += ["", *verdict(summary), ""]
     return "\n".join(lines)
 

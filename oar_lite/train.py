@@ -14,10 +14,17 @@ Each step:
 GRPO; ``"oar-g"`` and ``"oar-p"`` reshape the credit (OAR-SPEC sections 4-7). Only the
 weights change between methods: the same seed gives the same prompts at every step.
 
+Two shortcuts, both exact: rows whose advantage is 0 (a group of equal rewards) are not
+scored (A_i * w_t = 0 whatever w is), and a step where every advantage is 0 and there is
+no KL term makes no optimizer step (the gradient is 0; AdamW would still drift on its
+momentum). Dropout stays off, so pi_old and pi_theta agree at the first inner iteration.
+
 Use::
 
-    model, tokenizer = oar_lite.toy.load_model()
-    task = Task(train_problems=make_problems(2000, seed=1), eval_problems=held_out)
+    model, tokenizer = toy.load_model()
+    held_out = toy.load_eval_set()
+    task = Task(train_problems=toy.make_problems(2000, seed=1, exclude=held_out), eval_problems=held_out,
+                formats=toy.FORMATS)
     model, records = train(model, tokenizer, task, TrainConfig(method="oar-g"), out_dir="runs/oar-g")
 
 Every step appends one record to ``out_dir/metrics.jsonl``; a checkpoint

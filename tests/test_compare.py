@@ -60,7 +60,7 @@ def test_summary_counts_steps_to_target_and_cost():
     assert g["final_accuracy"] == pytest.approx(0.8) and g["final_accuracy_std"] == 0
     assert g["step_cost_vs_grpo"] == pytest.approx(1.5)
     md = render_markdown(summary)
-    assert "| OAR-G | 0.200 | 0.800 ± 0.000 | 0.800-0.800 | +0.200 ± 0.100 |" in md
+    assert "| OAR-G | 0.200 | 0.800 ± 0.000 | 0.800-0.800 | +0.200 ± 0.100 | 0.675 (+0.175) |" in md
     assert "7.5 (2/2)" in md and "10.0 (1/2)" in md
     assert "higher than GRPO" in md
     json.dumps(summary)  # plain values only
