@@ -107,29 +107,18 @@ def load_data(name: str, n: int, n_eval: int, seed: int):
         train = Dataset.from_list(rows(make_problems(n, seed=seed)))
         evals = Dataset.from_list(rows(make_problems(n_eval, seed=seed + 10_007))) if n_eval else None
         return train, evals, ["answer_is", "boxed"], 256
-    from datasets import load_dataset
+    from oar_lite.trl import GSM8K_FORMATS, load_gsm8k
 
-    from oar_lite.problems import prompt_messages
-
-    def convert(example):
-        return {"prompt": prompt_messages(example["question"]),
-                "answer": example["answer"].split("####")[-1].strip().replace(",", "")}
-
-    gsm = load_dataset("openai/gsm8k", "main")
-    train = gsm["train"].map(convert, remove_columns=gsm["train"].column_names)
-    evals = gsm["test"].select(range(min(n_eval, len(gsm["test"])))).map(convert, remove_columns=gsm["test"].column_names) if n_eval else None
-    return train, evals, ["answer_is", "boxed", "hash"], 512
+    train = load_gsm8k("train")
+    evals = load_gsm8k("test", n=n_eval) if n_eval else None
+    return train, evals, list(GSM8K_FORMATS), 512
 
 
 def make_reward(formats):
     """TRL reward function: 1.0 when the completion's answer equals the row's ``answer``."""
-    from oar_lite.reward import math_reward
+    from oar_lite.trl import accuracy_reward
 
-    def accuracy(completions, answer, **kwargs):
-        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
-        return [math_reward(text, ref, formats=formats) for text, ref in zip(texts, answer)]
-
-    return accuracy
+    return accuracy_reward(formats)
 
 
 # ----------------------------------------------------------------------------- config

@@ -298,3 +298,29 @@ def test_toy_model_two_lora_steps_with_real_generation(tmp_path):
     if any(h["frac_reward_zero_std"] < 1 for h in logs):  # some group had a reward spread: a gradient
         assert any(not torch.equal(before[k], after[k]) for k in before if "lora_B" in k)
     assert all(inputs["advantages"].dim() == 2 for inputs, _ in trainer.seen)
+
+
+def test_accuracy_reward_reads_text_and_chat_completions():
+    from oar_lite.trl import accuracy_reward
+
+    reward = accuracy_reward(["answer_is", "boxed"])
+    completions = ["3 + 4 = 7. The answer is 7.", [{"role": "assistant", "content": "So \\boxed{1,234}"}],
+                   "The answer is 8.", "no answer here"]
+    assert reward(completions, answer=["7", 1234, "7", "7"], extra=[0] * 4) == [1.0, 1.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match="unknown or no answer formats"):
+        accuracy_reward(["boxed", "latex"])
+    with pytest.raises(ValueError, match="the string"):
+        accuracy_reward("boxed")
+
+
+def test_gsm8k_example_keeps_the_final_number_and_asks_with_shots():
+    from oar_lite.problems import INSTRUCTION
+    from oar_lite.trl import gsm8k_example
+
+    row = gsm8k_example({"question": "Tom has 1,200 apples and buys 34. How many now?",
+                         "answer": "He has 1200 + 34 = <<1200+34=1234>>1234 apples.\n#### 1,234"}, shots=2)
+    assert row["answer"] == "1234"
+    assert [m["role"] for m in row["prompt"]] == ["user", "assistant", "user", "assistant", "user"]
+    assert row["prompt"][-1]["content"].startswith("Tom has 1,200 apples") and INSTRUCTION in row["prompt"][-1]["content"]
+    with pytest.raises(ValueError, match="#### <number>"):
+        gsm8k_example({"question": "q", "answer": "no marker"})
