@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from .train import METRICS, Task, TrainConfig, read_jsonl, train, write_jsonl
+from .train import METRICS, PHASES, Task, TrainConfig, read_jsonl, train, write_jsonl
 
 DEFAULT_METHODS = ("uniform", "oar-g", "oar-p")
 
@@ -225,8 +225,7 @@ def summarize(records: Sequence[dict], *, target: float = DEFAULT_TARGET, method
                   for s in seeds]
         reached = [next((r for r in evals[method][s] if r["eval_accuracy"] >= target), None) for s in seeds]
         steps = [trains[method][s] for s in seeds if s in trains.get(method, {})]
-        phase = {p: _median([r[f"time_{p}"] for rs in steps for r in rs]) or 0.0
-                 for p in ("generate", "reward", "attribute", "update")}
+        phase = {p: _median([r[f"time_{p}"] for rs in steps for r in rs]) or 0.0 for p in PHASES}
         result[method] = {
             "seeds": seeds,
             "start_accuracy": statistics.mean(starts),
@@ -249,10 +248,13 @@ def summarize(records: Sequence[dict], *, target: float = DEFAULT_TARGET, method
             # Within one run the phases share the machine's load, so this ratio survives a busy
             # machine better than comparing runs trained at different times.
             "attribution_overhead": sum(phase.values()) / max(sum(phase.values()) - phase["attribute"], 1e-9),
+            "cpu_per_step": _median([sum(r[f"cpu_{p}"] for p in PHASES) for rs in steps for r in rs if "cpu_update" in r]),
         }
     base = result.get("uniform", {}).get("time_per_step")
     for m in result.values():
         m["step_cost_vs_grpo"] = m["time_per_step"] / base if base else None
+        cpu_base = result.get("uniform", {}).get("cpu_per_step")
+        m["cpu_cost_vs_grpo"] = m["cpu_per_step"] / cpu_base if cpu_base and m["cpu_per_step"] else None
     # Paired by seed: the same seed gives every method the same prompts and sampling seeds,
     # so per-seed differences are less noisy than differences of means.
     if "uniform" in result:
@@ -293,22 +295,17 @@ def render_markdown(summary: dict) -> str:
             "",
         ]
     lines += [
-        f"Target: held-out accuracy >= {target:g}. Steps and time to target: mean over the seeds that "
-        "reached it (how many did, of all). Time: training wall time (evaluation excluded), median "
-        "seconds per step by phase. \"cost vs GRPO\" divides seconds per step across runs, which a busy "
-        "machine skews when runs train at different times; \"step / (step - attribute)\" is the "
-        "attribution overhead within each method's own runs. \"mean acc. over run\": held-out accuracy "
-        "averaged over the evaluations after step 0 (in brackets: minus GRPO's, paired by seed).",
+        f"Target: held-out accuracy >= {target:g} (greedy). Steps and time to target: mean over the seeds "
+        "that reached it (how many did, of all); one noisy evaluation can cross it. \"mean acc. over run\": "
+        "held-out accuracy averaged over the evaluations after step 0. \"- GRPO\": minus GRPO's on the same "
+        "seed (same prompts), averaged over seeds.",
         "",
-        "| method | start acc. | final acc. (mean ± std) | min-max | final - GRPO (same seed) | mean acc. over run (- GRPO) | best "
-        "| steps to target | time to target (s) | s/step | generate | reward | attribute | update | cost vs GRPO "
-        "| step / (step - attribute) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| method | start acc. | final acc. (mean ± std) | min-max | final - GRPO | mean acc. over run (- GRPO) "
+        "| best | steps to target | time to target (s) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for method, m in methods.items():
         n = len(m["seeds"])
-        ph = m["time_per_phase"]
-        cost = f"{m['step_cost_vs_grpo']:.2f}x" if m.get("step_cost_vs_grpo") else "-"
         diffs = m.get("paired_diff_vs_grpo") or []
         paired = "-" if method == "uniform" or not diffs else (
             f"{statistics.mean(diffs):+.3f} ± {statistics.pstdev(diffs):.3f}" if len(diffs) > 1 else f"{diffs[0]:+.3f}")
@@ -317,9 +314,26 @@ def render_markdown(summary: dict) -> str:
         lines.append(
             f"| {method_label(method)} | {m['start_accuracy']:.3f} | {m['final_accuracy']:.3f} ± {m['final_accuracy_std']:.3f} "
             f"| {m['final_accuracy_min']:.3f}-{m['final_accuracy_max']:.3f} | {paired} | {curve} | {m['best_accuracy']:.3f} "
-            f"| {_fmt_target(m['steps_to_target'], n, '{:.1f}')} | {_fmt_target(m['time_to_target'], n, '{:.0f}')} "
-            f"| {m['time_per_step']:.2f} | {ph['generate']:.2f} | {ph['reward']:.2f} | {ph['attribute']:.2f} "
-            f"| {ph['update']:.2f} | {cost} | {m['attribution_overhead']:.2f}x |")
+            f"| {_fmt_target(m['steps_to_target'], n, '{:.1f}')} | {_fmt_target(m['time_to_target'], n, '{:.0f}')} |")
+    lines += [
+        "",
+        "Time per step (training only, evaluation excluded; medians over all steps and seeds). Wall seconds "
+        "compare badly across runs on a shared machine (each run meets different neighbours); CPU seconds "
+        "(one torch thread per run) measure the work. \"step / (step - attribute)\" is the attribution "
+        "overhead inside each method's own runs.",
+        "",
+        "| method | wall s/step | generate | reward | attribute | update | wall vs GRPO | CPU s/step | CPU vs GRPO "
+        "| step / (step - attribute) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for method, m in methods.items():
+        ph = m["time_per_phase"]
+        cost = f"{m['step_cost_vs_grpo']:.2f}x" if m.get("step_cost_vs_grpo") else "-"
+        cpu = f"{m['cpu_per_step']:.2f}" if m.get("cpu_per_step") else "-"
+        cpu_cost = f"{m['cpu_cost_vs_grpo']:.2f}x" if m.get("cpu_cost_vs_grpo") else "-"
+        lines.append(
+            f"| {method_label(method)} | {m['time_per_step']:.2f} | {ph['generate']:.2f} | {ph['reward']:.2f} "
+            f"| {ph['attribute']:.2f} | {ph['update']:.2f} | {cost} | {cpu} | {cpu_cost} | {m['attribution_overhead']:.2f}x |")
     lines += ["", *verdict(summary), ""]
     return "\n".join(lines)
 
@@ -352,14 +366,17 @@ def verdict(summary: dict) -> list[str]:
                     f"against {statistics.mean(theirs):.1f} for GRPO ({len(theirs)}/{len(base['seeds'])})")
         else:
             pace = (f"reached the target in {len(mine)}/{n} seeds, GRPO in {len(theirs)}/{len(base['seeds'])}")
-        cost = f", at {m['step_cost_vs_grpo']:.2f}x GRPO's time per step" if m.get("step_cost_vs_grpo") else ""
+        cost = (f", at {m['cpu_cost_vs_grpo']:.2f}x GRPO's CPU time per step" if m.get("cpu_cost_vs_grpo") else
+                f", at {m['step_cost_vs_grpo']:.2f}x GRPO's wall time per step" if m.get("step_cost_vs_grpo") else "")
         out.append(f"- {method_label(method)}: final accuracy {m['final_accuracy']:.3f} vs GRPO {base['final_accuracy']:.3f} "
                    f"({diff:+.3f}, {word} GRPO); {pace}{cost}.")
     return out
 
 
 def save_figure(records: Sequence[dict], path, *, target: float | None = None, methods: Sequence[str] | None = None):
-    """``compare.png``: accuracy vs steps, accuracy vs wall time, time per step by phase."""
+    """``compare.png``: held-out accuracy against steps and against training wall time, and
+    time per step by phase. When the records carry CPU time (one torch thread per run), a
+    third curve panel shows accuracy against CPU time, which a busy machine does not skew."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -368,16 +385,24 @@ def save_figure(records: Sequence[dict], path, *, target: float | None = None, m
     from .plots import plot_curves, plot_phase_times
 
     summary = summarize(records, target=target or DEFAULT_TARGET, methods=methods)
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5), gridspec_kw={"width_ratios": [1, 1, 0.8]})
+    has_cpu = all("cpu_time" in r for r in records if r.get("type") in ("train", "eval"))
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8.5))
+    axes = axes.ravel()
     plot_curves(axes[0], records, x="step", methods=methods, target=target)
     plot_curves(axes[1], records, x="wall_time", methods=methods, target=target)
-    plot_phase_times(axes[2], {m: s["time_per_phase"] for m, s in summary["methods"].items()}, methods=methods)
     axes[0].set_title("held-out accuracy by step")
-    axes[1].set_title("held-out accuracy by training time")
-    axes[2].set_title("time per step, by phase")
+    axes[1].set_title("held-out accuracy by training wall time")
+    if has_cpu:
+        plot_curves(axes[2], records, x="cpu_time", methods=methods, target=target)
+        axes[2].set_xlabel("training CPU time (s)")
+        axes[2].set_title("held-out accuracy by training CPU time")
+    else:
+        axes[2].axis("off")
+    plot_phase_times(axes[3], {m: s["time_per_phase"] for m, s in summary["methods"].items()}, methods=methods)
+    axes[3].set_title("wall time per step, by phase")
     axes[0].legend(loc="lower right", fontsize="small")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
 

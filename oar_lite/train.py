@@ -206,17 +206,19 @@ def train(model, tokenizer, task: Task, config: TrainConfig, *, out_dir: str | o
     log = _Logger(out / METRICS if out is not None else None, records)
 
     wall = records[-1]["wall_time"] if records else 0.0
+    cpu = next((r["cpu_time"] for r in reversed(records) if "cpu_time" in r), 0.0)
     if start == 0:
-        log(_eval_record(model, tokenizer, task, config, step=0, wall_time=wall))
+        log(_eval_record(model, tokenizer, task, config, step=0, wall_time=wall, cpu_time=cpu))
     bar = tqdm(total=config.steps, initial=start, desc=config.method, disable=not config.progress, dynamic_ncols=True)
     last_eval = next((r for r in reversed(records) if r["type"] == "eval"), None)
     for step in range(start + 1, config.steps + 1):
         record = train_step(model, tokenizer, task, config, optimizer, step, reference=reference)
         wall += sum(record[f"time_{phase}"] for phase in PHASES)
-        record["wall_time"] = wall
+        cpu += sum(record[f"cpu_{phase}"] for phase in PHASES)
+        record["wall_time"], record["cpu_time"] = wall, cpu
         log(record)
         if step == config.steps or (config.eval_every and step % config.eval_every == 0):
-            last_eval = log(_eval_record(model, tokenizer, task, config, step=step, wall_time=wall))
+            last_eval = log(_eval_record(model, tokenizer, task, config, step=step, wall_time=wall, cpu_time=cpu))
         postfix = {"reward": f"{record['reward_mean']:.2f}"}
         if last_eval is not None and last_eval["eval_accuracy"] is not None:
             postfix["eval"] = f"{last_eval['eval_accuracy']:.2f}"
@@ -293,6 +295,7 @@ def train_step(model, tokenizer, task: Task, config: TrainConfig, optimizer, ste
         **_weight_stats(w),
         **update,
         **{f"time_{phase}": timer.times[phase] for phase in PHASES},
+        **{f"cpu_{phase}": timer.cpu[phase] for phase in PHASES},
     }
     return record
 
@@ -408,7 +411,8 @@ def evaluate(model, tokenizer, problems: Sequence[dict], *, max_new_tokens: int 
     return {"accuracy": right / len(problems), "answer_rate": answered / len(problems), "n": len(problems)}
 
 
-def _eval_record(model, tokenizer, task: Task, config: TrainConfig, *, step: int, wall_time: float) -> dict | None:
+def _eval_record(model, tokenizer, task: Task, config: TrainConfig, *, step: int, wall_time: float,
+                 cpu_time: float) -> dict | None:
     if len(task.eval_problems) == 0 or config.eval_size == 0:
         return None
     problems = list(task.eval_problems[: config.eval_size] if config.eval_size else task.eval_problems)
@@ -418,7 +422,7 @@ def _eval_record(model, tokenizer, task: Task, config: TrainConfig, *, step: int
                       add_special_tokens=task.add_special_tokens)
     return {"type": "eval", "step": step, "method": config.method, "seed": config.seed,
             "eval_accuracy": result["accuracy"], "eval_answer_rate": result["answer_rate"], "eval_n": result["n"],
-            "wall_time": wall_time, "time_eval": time.perf_counter() - t0}
+            "wall_time": wall_time, "cpu_time": cpu_time, "time_eval": time.perf_counter() - t0}
 
 
 # ----------------------------------------------------------------------------- LoRA
@@ -542,12 +546,15 @@ class _Logger:
 
 
 class _PhaseTimer:
-    """Wall time per phase (synchronising the GPU, if any, before each reading)."""
+    """Wall time per phase (synchronising the GPU, if any, before each reading), and the
+    process's CPU time per phase: on a machine shared with other jobs, CPU seconds measure
+    the work done where wall seconds also measure the neighbours."""
 
     def __init__(self, model):
         self.device = next(model.parameters()).device
         self.times: dict[str, float] = {}
-        self.t = self._now()
+        self.cpu: dict[str, float] = {}
+        self.t, self.c = self._now(), time.process_time()
 
     def _now(self) -> float:
         if self.device.type == "cuda":
@@ -555,6 +562,6 @@ class _PhaseTimer:
         return time.perf_counter()
 
     def lap(self, phase: str) -> None:
-        now = self._now()
-        self.times[phase] = now - self.t
-        self.t = now
+        now, cpu = self._now(), time.process_time()
+        self.times[phase], self.cpu[phase] = now - self.t, cpu - self.c
+        self.t, self.c = now, cpu

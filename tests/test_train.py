@@ -34,6 +34,7 @@ TRAIN_FIELDS = (  # what every step records (issue 5)
     "step", "method", "seed", "reward_mean", "accuracy", "entropy", "completion_length", "zero_spread_groups",
     "weight_mean", "weight_std", "weight_suppressed", "weight_boosted",
     "time_generate", "time_reward", "time_attribute", "time_update", "wall_time", "loss", "clip_fraction", "kl",
+    "cpu_generate", "cpu_reward", "cpu_attribute", "cpu_update", "cpu_time",
 )
 
 
@@ -97,7 +98,8 @@ def config(**kw):
 
 
 def without_times(records):
-    return [{k: v for k, v in r.items() if not k.startswith("time_") and k != "wall_time"} for r in records]
+    return [{k: v for k, v in r.items() if not k.startswith(("time_", "cpu_")) and k not in ("wall_time", "cpu_time")}
+            for r in records]
 
 
 def test_two_steps_write_metrics_with_all_fields(world, tmp_path):
