@@ -9,7 +9,6 @@ from oar_lite.problems import (
     INSTRUCTION,
     SHOTS,
     TEMPLATES,
-    Problem,
     format_prompt,
     format_prompts,
     make_problems,
