@@ -57,7 +57,9 @@ def measure_length(model, tokenizer, model_name: str, length: int, *, warmup: in
     end = answer.start  # mode "last" reads x[:answer.start]
     out = {"length": length, "T": ids.numel(), "R": R, "repeats": repeats,
            "oar_p_tokens": stats["forward_tokens"], "oar_p_passes": stats["forward_passes"],
-           "naive_tokens": (R + 1) * ids.numel(), "half_RT": R * end / 2, "loadavg": common.loadavg()}
+           "naive_tokens": (R + 1) * ids.numel(), "half_RT": R * end / 2,
+           "ideal_tokens": end + sum(end - t for t in range(reasoning.start, reasoning.stop)),
+           "loadavg": common.loadavg()}
     for k in calls:
         out[k] = {"time": common.spread([inner[0] for _, inner in runs[k]]),
                   "peak_mib": common.spread([inner[1] for _, inner in runs[k]])
@@ -65,6 +67,27 @@ def measure_length(model, tokenizer, model_name: str, length: int, *, warmup: in
         assert torch.isfinite(runs[k][-1][1][2]).all(), f"{k} returned non-finite scores at length {length}"
     out["oar_p_over_oar_g"] = common.spread([p[1][0] / g[1][0] for p, g in zip(runs["oar-p"], runs["oar-g"])])
     return out
+
+
+def profile(model, tokenizer, model_name: str, length: int, *, batch_size: int, device, rows: int = 12) -> dict:
+    """torch.profiler tables (top ops by self time) of one OAR-P and one OAR-G call at ``length``."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    from oar_lite.attribution import gradient_scores, perturbation_scores
+
+    ids, reasoning, answer = sequence(model_name, tokenizer, length, device=device)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    calls = {"oar-p": lambda: perturbation_scores(model, ids, reasoning, answer, mode="last",
+                                                  pad_token_id=tokenizer.pad_token_id, batch_size=batch_size),
+             "oar-g": lambda: gradient_scores(model, ids, reasoning, answer, mode="answer_mean")}
+    tables = {}
+    for k, fn in calls.items():
+        with torch_profile(activities=activities) as prof:
+            fn()
+        tables[k] = prof.key_averages().table(sort_by=sort, row_limit=rows)
+    return {"length": length, "tables": tables}
 
 
 def plot(report: dict, path: Path) -> Path:
@@ -92,6 +115,7 @@ def plot(report: dict, path: Path) -> Path:
         axes[0].plot(L, [t0 * (x / L[0]) ** slope for x in L], style, color="gray", lw=1,
                      label=f"~ L^{slope} from the first {k.upper()} point")
     axes[2].plot(L, [r["oar_p_tokens"] for r in rows], "o-", color="tab:red", label="OAR-P tokens (measured)")
+    axes[2].plot(L, [r["ideal_tokens"] for r in rows], "-.", color="tab:green", label="ideal prefix reuse")
     axes[2].plot(L, [r["half_RT"] for r in rows], "--", color="gray", label="R*T/2")
     axes[2].plot(L, [r["naive_tokens"] for r in rows], ":", color="black", label="naive (R+1)*T")
     for ax, title, ylabel in ((axes[0], "time per completion", "seconds"),
@@ -119,15 +143,15 @@ def render(report: dict) -> str:
     lines = [f"{report['model']}, OAR-P batch_size {report['batch_size']}, warm-up {report['warmup']} "
              "(median [min-max] over the repeats listed):", "",
              "| L | T | R | repeats | OAR-P (s) | OAR-G (s) | OAR-P / OAR-G | OAR-P peak MiB | OAR-G peak MiB "
-             "| OAR-P tokens | / (R*T/2) | / naive | load (1 min) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| OAR-P tokens | / ideal | / (R*T/2) | / naive | load (1 min) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in report["lengths"]:
         def mem(k):
             return common.fmt(r[k]["peak_mib"], "", 0) if r[k]["peak_mib"] else "n/a"
         lines.append(f"| {r['length']} | {r['T']} | {r['R']} | {r['repeats']} | {common.fmt(r['oar-p']['time'], '')} "
                      f"| {common.fmt(r['oar-g']['time'], '', 3)} | {r['oar_p_over_oar_g']['median']:.0f}x "
                      f"| {mem('oar-p')} | {mem('oar-g')} | {r['oar_p_tokens']} "
-                     f"| {r['oar_p_tokens'] / r['half_RT']:.2f} | {r['oar_p_tokens'] / r['naive_tokens']:.2f} "
+                     f"| {r['oar_p_tokens'] / r['ideal_tokens']:.2f} | {r['oar_p_tokens'] / r['half_RT']:.2f} | {r['oar_p_tokens'] / r['naive_tokens']:.2f} "
                      f"| {r['loadavg'][0] if r['loadavg'] else '-'} |")
     return "\n".join(lines) + "\n"
 
@@ -147,6 +171,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--out", type=Path, default=common.DEFAULT_OUT / "scaling.json")
     ap.add_argument("--plot", type=Path, default=Path(__file__).resolve().parent / "scaling.png")
+    ap.add_argument("--profile", type=int, default=None, metavar="L",
+                    help="also profile one OAR-P and one OAR-G call at length L (torch.profiler top ops)")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
     device = common.setup(args.threads, args.device)
@@ -162,6 +188,11 @@ def main(argv=None) -> dict:
         print(f"L={L}: OAR-P {row['oar-p']['time']['median']:.2f}s, OAR-G {row['oar-g']['time']['median']:.3f}s, "
               f"load {row['loadavg']}", flush=True)
         common.write_json(report, args.out)  # partial results survive an interrupted long run
+    if args.profile:
+        report["profile"] = profile(model, tok, args.model, args.profile, batch_size=args.batch_size, device=device)
+        common.write_json(report, args.out)
+        for k, table in report["profile"]["tables"].items():
+            print(f"torch.profiler, {k} at L={args.profile}:\n{table}")
     plot(report, args.plot)
     report["markdown"] = render(report)
     print(common.machine_line(report["machine"]))
