@@ -155,12 +155,14 @@ def token_counts(input_ids, reasoning: slice, answer: slice, batched_tokens: int
 
 
 def measure_sequence(model, tokenizer, ids, reasoning, answer, *, implementations, warmup, repeats, batch_size,
-                     device, tolerance: float, progress: bool, check_captum_default: bool = False) -> dict:
+                     device, tolerance: float, progress: bool, check_captum_default: bool = False,
+                     extra_batch_sizes=()) -> dict:
     from oar_lite.attribution import perturbation_scores, perturbation_scores_naive
 
     pad = tokenizer.pad_token_id
     A = answer.stop - answer.start
     stats: dict = {}
+    extra_stats: dict = {b: {} for b in extra_batch_sizes}
     calls = {
         "batched": lambda: perturbation_scores(model, ids, reasoning, answer, mode="answer_joint", pad_token_id=pad,
                                                batch_size=batch_size, stats=stats),
@@ -170,6 +172,11 @@ def measure_sequence(model, tokenizer, ids, reasoning, answer, *, implementation
         "captum_tokens": lambda: captum_scores(model, tokenizer, ids, reasoning, answer, pad_token_id=pad,
                                                forward_in_tokens=True),
     }
+    implementations = list(implementations)
+    for b in extra_batch_sizes:  # the batched version with other chunk sizes: tokens vs time vs memory
+        calls[f"batched_bs{b}"] = (lambda b=b: perturbation_scores(
+            model, ids, reasoning, answer, mode="answer_joint", pad_token_id=pad, batch_size=b, stats=extra_stats[b]))
+        implementations.append(f"batched_bs{b}")
     runs = common.interleaved({k: (lambda r, f=calls[k]: common.peak_memory(f, device)) for k in implementations},
                               warmup=warmup, repeats=repeats, device=device, progress=progress)
     times = {k: [inner[0] for _, inner in runs[k]] for k in implementations}
@@ -191,6 +198,7 @@ def measure_sequence(model, tokenizer, ids, reasoning, answer, *, implementation
                                use_cached_outputs=True)
         agreement["captum_default_unchecked"] = float(((cached / A).clamp(min=0) - ref).abs().max())
     out = {"tokens": token_counts(ids, reasoning, answer, stats.get("forward_tokens", 0)),
+           "tokens_by_batch_size": {b: st.get("forward_tokens") for b, st in extra_stats.items()},
            "forward_passes": stats.get("forward_passes"), "max_abs_score": scale, "max_abs_diff": agreement,
            "time": {k: common.spread(v) for k, v in times.items()},
            "peak_mib": {k: (common.spread(v) if None not in v else None) for k, v in memory.items()}}
@@ -201,7 +209,7 @@ def measure_sequence(model, tokenizer, ids, reasoning, answer, *, implementation
 
 
 def render(report: dict) -> str:
-    names = {"batched": "OAR-P batched (project)", "naive": "naive loop (full logits)",
+    names = {"batched": f"OAR-P batched (project), batch_size {report['batch_size']}", "naive": "naive loop (full logits)",
              "captum": "Captum FeatureAblation", "captum_tokens": "Captum, token by token, no cache"}
     lines = []
     for res in report["models"]:
@@ -214,6 +222,9 @@ def render(report: dict) -> str:
             tk = seq["tokens"]
             for k, t in seq["time"].items():
                 mem = seq["peak_mib"][k]
+                if k.startswith("batched_bs"):
+                    names[k] = (f"OAR-P batched, batch_size {k[len('batched_bs'):]} "
+                                f"({seq['tokens_by_batch_size'][int(k[len('batched_bs'):])]} tokens)")
                 sp = seq.get("speedup", {}).get(k)
                 lines.append(f"| {i} | {tk['T']} | {tk['R']} | {tk['A']} | {names[k]} | {common.fmt(t, '')} "
                              f"| {common.fmt(sp, 'x') if sp else '-'} "
@@ -248,6 +259,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--max-reasoning", type=int, default=120)
     ap.add_argument("--shots", type=int, default=1, help="worked examples in SmolLM2's prompt")
     ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--extra-batch-sizes", nargs="*", type=int, default=[],
+                    help="also time the batched version with these chunk sizes (tokens vs time vs memory)")
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--tolerance", type=float, default=1e-4,
@@ -271,6 +284,7 @@ def main(argv=None) -> dict:
             res["sequences"].append(measure_sequence(
                 model, tok, ids, reasoning, answer, implementations=args.implementations, warmup=args.warmup,
                 repeats=args.repeats, batch_size=args.batch_size, device=device, tolerance=args.tolerance,
+                extra_batch_sizes=args.extra_batch_sizes,
                 progress=not args.no_progress,
                 check_captum_default=not args.no_captum_default_check and not res["sequences"]))
             res["sequences"][-1]["loadavg"] = common.loadavg()

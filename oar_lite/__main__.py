@@ -3,6 +3,7 @@
     python -m oar_lite compare                        # GRPO vs OAR-G vs OAR-P, 3 seeds (~15 min on 2 cores)
     python -m oar_lite compare --quick                # one seed, fewer steps (~2 min)
     python -m oar_lite compare --methods uniform oar-g --seeds 0 1 --steps 20 --out results/mine
+    python -m oar_lite compare --methods uniform oar-g:answer_mean oar-p:answer_mean --digits 4 --target 0.5
     python -m oar_lite demo                           # the quick comparison, then its table
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .compare import DEFAULT_METHODS, DEFAULT_TARGET
+    from .compare import DEFAULT_METHODS
 
     parser = argparse.ArgumentParser(prog="python -m oar_lite", description="OAR for GRPO: train and compare.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -26,7 +27,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--seeds", nargs="+", type=int, default=None, help="seeds (default: 0 1 2; --quick: 0)")
         p.add_argument("--steps", type=int, default=None, help="training steps per run (default 30; --quick: 10)")
         p.add_argument("--out", default="results", help="output folder (default: results)")
-        p.add_argument("--target", type=float, default=DEFAULT_TARGET, help="held-out accuracy to reach")
+        p.add_argument("--target", type=float, default=None,
+                       help="held-out accuracy to reach (default 0.85; --quick: 0.7)")
         p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                        help="runs trained at the same time, one process each (default: 2)")
         p.add_argument("--threads", type=int, default=1, help="torch threads per run (default 1)")
@@ -39,6 +41,13 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--group-size", type=int, default=None, help="completions per prompt")
         p.add_argument("--iterations", type=int, default=None, help="optimizer steps per batch (num_iterations)")
         p.add_argument("--beta", type=float, default=None, help="KL coefficient to the initial model")
+        p.add_argument("--noise-std", type=float, default=None, help="OAR-G embedding noise std (default 1e-3)")
+        p.add_argument("--digits", type=int, nargs="+", default=None, metavar="D",
+                       help="digits of the problems, one number or a low high range (default 2 4); other than "
+                            "2-4, the held-out set is 200 fresh problems with those digits")
+        p.add_argument("--eval-every", type=int, default=None, help="evaluate every N steps (default 5)")
+        p.add_argument("--eval-size", type=int, default=None,
+                       help="held-out problems evaluated (default all 200; --quick: 100)")
         p.add_argument("--quiet", action="store_true", help="no progress bars")
         p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # test size
 
@@ -63,10 +72,14 @@ def main(argv: list[str] | None = None) -> int:
     quick = args.command == "demo" or getattr(args, "quick", False)
     profile = "tiny" if args.tiny else "quick" if quick else "default"
     names = {"lr": "learning_rate", "quantile": "quantile", "boost": "boost", "floor": "floor",
-             "prompts": "prompts_per_step", "group_size": "group_size", "iterations": "num_iterations", "beta": "beta"}
+             "prompts": "prompts_per_step", "group_size": "group_size", "iterations": "num_iterations", "beta": "beta",
+             "noise_std": "noise_std", "eval_every": "eval_every", "eval_size": "eval_size"}
     overrides = {field: getattr(args, flag) for flag, field in names.items() if getattr(args, flag) is not None}
+    if args.digits is not None and len(args.digits) not in (1, 2):
+        raise ValueError(f"--digits takes one number or a low high pair, got {args.digits}")
+    digits = None if args.digits is None else args.digits[0] if len(args.digits) == 1 else args.digits
     summary = compare(args.methods, args.seeds, steps=args.steps, out=args.out, profile=profile, target=args.target,
-                      jobs=args.jobs, threads=args.threads, model_dir=args.model, overrides=overrides,
+                      jobs=args.jobs, threads=args.threads, model_dir=args.model, overrides=overrides, digits=digits,
                       progress=not args.quiet, command="python -m oar_lite " + shlex.join(argv))
     out = os.path.join(args.out, "compare.md")
     if args.command == "demo":

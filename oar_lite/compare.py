@@ -24,34 +24,52 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from .train import METRICS, PHASES, Task, TrainConfig, read_jsonl, train, write_jsonl
+from .train import CHECKPOINT, METRICS, PHASES, Task, TrainConfig, read_jsonl, train, write_jsonl
 
 DEFAULT_METHODS = ("uniform", "oar-g", "oar-p")
 
 # Budgets. "default" is the comparison the README reports (about 15 minutes on 2 cores
 # with two runs at a time); "quick" is for trying it (about 2 minutes); "tiny" is for tests.
+# Each has its target accuracy: "quick" stops at 10 steps, before the shipped model reaches
+# 0.85, and a table of "not reached" shows nothing.
 PROFILES: dict[str, dict] = {
-    "default": dict(seeds=(0, 1, 2), steps=30, prompts_per_step=8, group_size=8, eval_every=5, eval_size=None),
-    "quick": dict(seeds=(0,), steps=10, prompts_per_step=8, group_size=8, eval_every=5, eval_size=100),
-    "tiny": dict(seeds=(0,), steps=2, prompts_per_step=2, group_size=4, eval_every=1, eval_size=8),
+    "default": dict(seeds=(0, 1, 2), steps=30, prompts_per_step=8, group_size=8, eval_every=5, eval_size=None,
+                    target=0.85),
+    "quick": dict(seeds=(0,), steps=10, prompts_per_step=8, group_size=8, eval_every=5, eval_size=100, target=0.7),
+    "tiny": dict(seeds=(0,), steps=2, prompts_per_step=2, group_size=4, eval_every=1, eval_size=8, target=0.85),
 }
 # Training settings shared by every profile (a TrainConfig field each; flags can change them).
 # learning_rate: 1e-4 lifts the shipped model's greedy accuracy from 0.59 to about 0.85 in
 # 30 steps; 3e-4 learns less and 2e-3 collapses it (measured on an earlier toy model).
 TRAINING = dict(learning_rate=1e-4, max_new_tokens=66, temperature=1.0, num_iterations=1, beta=0.0,
-                quantile=0.25, boost=1.0, floor=0.1)
+                quantile=0.25, boost=1.0, floor=0.1, noise_std=1e-3)
 DEFAULT_TARGET = 0.85
 TRAIN_POOL = dict(n=4000, seed=12345, digits=(2, 4))
+# Held-out problems for other digit ranges (--digits): fresh ones, since data/toy_eval.jsonl
+# holds only 56 4-digit problems (too few to tell methods apart). Disjoint from the
+# shipped held-out set and from the training pool.
+OTHER_EVAL = dict(n=200, seed=54321)
+TASK = "task.json"
 
 
-def toy_task(*, eval_size: int | None = None) -> Task:
-    """The toy addition task: a pool of training problems that avoids the held-out set
-    (``data/toy_eval.jsonl``), and the first ``eval_size`` held-out problems."""
+def toy_task(*, eval_size: int | None = None, digits: int | tuple[int, int] | None = None) -> Task:
+    """The toy addition task: a pool of training problems that avoids the held-out set, and
+    the first ``eval_size`` held-out problems.
+
+    With ``digits`` (an int or an inclusive ``(low, high)`` range) other than the default
+    2-4, both training and held-out problems have that many digits; the held-out ones are
+    200 fresh problems (``OTHER_EVAL``), none of them in ``data/toy_eval.jsonl``.
+    """
     from . import toy
 
     held_out = toy.load_eval_set()
-    train_problems = toy.make_problems(TRAIN_POOL["n"], seed=TRAIN_POOL["seed"], digits=TRAIN_POOL["digits"],
-                                       exclude=held_out)
+    lo, hi = toy._digit_range(TRAIN_POOL["digits"] if digits is None else digits)
+    if (lo, hi) != TRAIN_POOL["digits"]:
+        held_out = toy.make_problems(OTHER_EVAL["n"], seed=OTHER_EVAL["seed"], digits=(lo, hi), exclude=held_out)
+        exclude = held_out + toy.load_eval_set()
+    else:
+        exclude = held_out
+    train_problems = toy.make_problems(TRAIN_POOL["n"], seed=TRAIN_POOL["seed"], digits=(lo, hi), exclude=exclude)
     evals = held_out[:eval_size] if eval_size else held_out
     return Task(train_problems=train_problems, eval_problems=evals, formats=toy.FORMATS)
 
@@ -69,14 +87,25 @@ def _run_one(job: dict) -> list[dict]:
 
     from . import toy
 
+    # The task is not part of TrainConfig, so the checkpoint cannot tell a run on other
+    # problems from this one: the run folder records its digits and refuses others.
+    out = Path(job["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    digits = list(job["digits"]) if job.get("digits") else list(TRAIN_POOL["digits"])
+    if (out / TASK).exists():
+        saved = json.loads((out / TASK).read_text())["digits"]
+        if saved != digits:
+            raise ValueError(f"{out} holds a run on {saved}-digit problems, not {digits}; use another --out")
+    else:
+        (out / TASK).write_text(json.dumps({"digits": digits}) + "\n")
     threads = torch.get_num_threads()
     if job.get("threads"):
         torch.set_num_threads(job["threads"])
     try:
         config = TrainConfig(**job["config"])
         model, tokenizer = toy.load_model(job.get("model_dir"))
-        task = toy_task(eval_size=config.eval_size)
-        _, records = train(model, tokenizer, task, config, out_dir=Path(job["out"]), resume=True)
+        task = toy_task(eval_size=config.eval_size, digits=job.get("digits"))
+        _, records = train(model, tokenizer, task, config, out_dir=out, resume=True)
     finally:
         torch.set_num_threads(threads)
     return records
@@ -89,11 +118,12 @@ def compare(
     steps: int | None = None,
     out: str | os.PathLike = "results",
     profile: str = "default",
-    target: float = DEFAULT_TARGET,
+    target: float | None = None,
     jobs: int = 1,
     threads: int | None = 1,
     model_dir: str | os.PathLike | None = None,
     overrides: dict | None = None,
+    digits: int | Sequence[int] | None = None,
     progress: bool = True,
     command: str | None = None,
 ) -> dict:
@@ -106,12 +136,15 @@ def compare(
         steps: training steps per run (default: the profile's).
         out: output folder.
         profile: ``"default"``, ``"quick"`` or ``"tiny"`` (`PROFILES`).
-        target: held-out accuracy whose first crossing counts as "reached".
+        target: held-out accuracy whose first crossing counts as "reached" (default: the
+            profile's, 0.85 for "default", 0.7 for "quick").
         jobs: runs trained at the same time (separate processes); 1 trains in this process.
         threads: torch threads per run (1 suits the toy model: its matrices are too small
             for two threads to pay off). None leaves torch's setting alone.
         model_dir: a toy model folder other than the shipped ``data/toy-model``.
         overrides: `TrainConfig` fields to change (``{"learning_rate": 1e-3, "boost": 2.0}``).
+        digits: train and evaluate on problems with this many digits (an int or an inclusive
+            ``[low, high]`` pair; default the toy world's 2-4; see `toy_task`).
         progress: progress bars.
         command: the command line, recorded in ``compare.md``.
 
@@ -124,9 +157,16 @@ def compare(
         raise ValueError("methods is empty; expected e.g. ('uniform', 'oar-g', 'oar-p')")
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
+    settings = {**TRAINING, **PROFILES[profile], **(overrides or {})}
+    profile_target = settings.pop("target")
+    target = profile_target if target is None else target
     if not 0 < target <= 1:
         raise ValueError(f"target must be an accuracy in (0, 1], got {target}")
-    settings = {**TRAINING, **PROFILES[profile], **(overrides or {})}
+    if digits is not None:
+        from .toy import _digit_range
+
+        digits = _digit_range(digits if isinstance(digits, int) else tuple(digits))  # raises ValueError
+        digits = None if digits == TRAIN_POOL["digits"] else digits
     if seeds is not None:
         settings["seeds"] = tuple(seeds)
     if steps is not None:
@@ -144,7 +184,10 @@ def compare(
         for seed in seeds:
             config = run_config(method, seed, settings)  # validates method and settings up front
             runs.append({"config": dataclasses.asdict(config), "out": str(out / "runs" / f"{_slug(method)}-seed{seed}"),
-                         "threads": threads, "model_dir": str(model_dir) if model_dir else None})
+                         "threads": threads, "model_dir": str(model_dir) if model_dir else None, "digits": digits})
+    # Runs finished by an earlier invocation are read back, not trained: the elapsed time
+    # below then says nothing about the training, and compare.md says so.
+    read_back = sum(_finished(Path(job["out"]), config.steps) for job in runs)
 
     t0 = time.perf_counter()
     if jobs == 1:
@@ -177,6 +220,8 @@ def compare(
     summary = summarize(records, target=target, methods=methods)
     summary["settings"] = {**settings, "seeds": list(seeds), "methods": list(methods), "target": target,
                            "jobs": jobs, "threads": threads, "profile": profile, "elapsed_s": elapsed,
+                           "runs": len(runs), "read_back": read_back,
+                           "digits": list(digits) if digits else list(TRAIN_POOL["digits"]),
                            "model_dir": str(model_dir) if model_dir else "data/toy-model",
                            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform(terse=True)}"}
     summary["command"] = command
@@ -189,6 +234,13 @@ def compare(
 
 def _slug(method: str) -> str:
     return method.replace(":", "-")
+
+
+def _finished(run_dir: Path, steps: int) -> bool:
+    """Whether ``run_dir`` already holds a run trained for ``steps`` steps."""
+    if not (run_dir / CHECKPOINT).exists() or not (run_dir / METRICS).exists():
+        return False
+    return any(r.get("type") == "train" and r.get("step") == steps for r in read_jsonl(run_dir / METRICS))
 
 
 # ----------------------------------------------------------------------------- summary
@@ -285,13 +337,20 @@ def render_markdown(summary: dict) -> str:
     if summary.get("command"):
         lines += [f"Command: `{summary['command']}`", ""]
     if s:
+        digits = s.get("digits") or TRAIN_POOL["digits"]
+        digits = f"{digits[0]}" if digits[0] == digits[1] else f"{digits[0]}-{digits[1]}"
+        noise = f", OAR-G noise std {s['noise_std']}" if "noise_std" in s else ""
+        elapsed = f"total {s.get('elapsed_s', 0) / 60:.1f} min"
+        if s.get("read_back"):
+            elapsed += (f" ({s['read_back']} of {s.get('runs')} runs read back from an earlier invocation, "
+                        "so this is not the training time)")
         lines += [
             f"Settings: {s.get('steps')} steps x {s.get('prompts_per_step')} prompts x {s.get('group_size')} completions, "
-            f"learning rate {s.get('learning_rate')}, quantile {s.get('quantile')}, boost {s.get('boost')}, "
-            f"floor {s.get('floor')}, seeds {s.get('seeds')}, held-out problems {s.get('eval_size') or 'all'} "
-            f"(greedy, every {s.get('eval_every')} steps), model {s.get('model_dir')}.",
+            f"{digits}-digit problems, learning rate {s.get('learning_rate')}, quantile {s.get('quantile')}, "
+            f"boost {s.get('boost')}, floor {s.get('floor')}{noise}, seeds {s.get('seeds')}, held-out problems "
+            f"{s.get('eval_size') or 'all'} (greedy, every {s.get('eval_every')} steps), model {s.get('model_dir')}.",
             f"Machine: {s.get('machine')}; {s.get('jobs')} run(s) at a time, {s.get('threads')} torch thread(s) each; "
-            f"total {s.get('elapsed_s', 0) / 60:.1f} min.",
+            f"{elapsed}.",
             "",
         ]
     lines += [
@@ -350,9 +409,12 @@ def verdict(summary: dict) -> list[str]:
             continue
         diff = m["final_accuracy"] - base["final_accuracy"]
         diffs = m.get("paired_diff_vs_grpo") or [diff]
-        # "Higher" only when every paired seed agrees and the mean gap exceeds the seed spread.
+        # "Higher" only when every paired seed agrees and the mean gap exceeds the seed spread;
+        # one seed has no spread to compare with, so it never decides.
         spread = max(m["final_accuracy_std"], base["final_accuracy_std"])
-        if all(d > 0 for d in diffs) and diff > spread:
+        if len(diffs) < 2:
+            word = "one seed, too few to tell it from"
+        elif all(d > 0 for d in diffs) and diff > spread:
             word = "higher than"
         elif all(d < 0 for d in diffs) and diff < -spread:
             word = "lower than"

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from oar_lite.__main__ import main
-from oar_lite.compare import load_records, render_markdown, summarize
+from oar_lite.compare import load_records, render_markdown, summarize, toy_task, verdict
 from oar_lite.train import read_jsonl
 
 
@@ -33,6 +33,7 @@ def test_demo_at_tiny_size_writes_the_comparison(tmp_path, capsys):
     assert main(["compare", "--tiny", "--jobs", "1", "--out", str(out), "--quiet"]) == 0
     assert {p: p.read_bytes() for p in before} == before
     assert load_records(out) == records
+    assert "3 of 3 runs read back" in (out / "compare.md").read_text()
 
 
 def test_compare_rejects_an_unknown_method(tmp_path):
@@ -64,3 +65,35 @@ def test_summary_counts_steps_to_target_and_cost():
     assert "7.5 (2/2)" in md and "10.0 (1/2)" in md
     assert "higher than GRPO" in md
     json.dumps(summary)  # plain values only
+
+
+def test_verdict_needs_more_than_one_seed():
+    records = _runs("uniform", 0, [0.2, 0.4], 1.0) + _runs("oar-g", 0, [0.2, 0.6], 1.0)
+    (line,) = verdict(summarize(records, target=0.5))
+    assert "one seed, too few to tell it from GRPO" in line and "higher" not in line
+
+
+def test_toy_task_with_other_digits_keeps_held_out_problems_apart():
+    from oar_lite import toy
+
+    default = toy_task()
+    shipped = {p["prompt"] for p in toy.load_eval_set()}
+    assert {p["prompt"] for p in default.eval_problems} == shipped
+    assert not shipped & {p["prompt"] for p in default.train_problems}
+
+    task = toy_task(digits=4, eval_size=50)
+    assert len(task.eval_problems) == 50
+    assert {p["digits"] for p in task.train_problems} == {p["digits"] for p in task.eval_problems} == {4}
+    evals = {p["prompt"] for p in toy_task(digits=4).eval_problems}
+    assert len(evals) == 200 and not evals & shipped
+    assert not evals & {p["prompt"] for p in task.train_problems}
+
+
+def test_a_run_folder_refuses_other_digits(tmp_path):
+    args = ["compare", "--tiny", "--jobs", "1", "--quiet", "--methods", "uniform", "--out", str(tmp_path)]
+    (tmp_path / "runs" / "uniform-seed0").mkdir(parents=True)
+    (tmp_path / "runs" / "uniform-seed0" / "task.json").write_text('{"digits": [4, 4]}\n')
+    with pytest.raises(ValueError, match="4, 4.*-digit problems"):
+        main(args)
+    with pytest.raises(ValueError, match="digits"):
+        main(args + ["--digits", "2", "3", "4"])
