@@ -439,17 +439,16 @@ def save_figure(records: Sequence[dict], path, *, target: float | None = None, m
     """``compare.png``: held-out accuracy against steps and against training wall time, and
     time per step by phase. When the records carry CPU time (one torch thread per run), a
     third curve panel shows accuracy against CPU time, which a busy machine does not skew."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    # A bare Figure draws to a file without pyplot: no backend switch, nothing left open in
+    # a notebook that calls this (matplotlib.use("Agg") there would stop inline plots).
+    from matplotlib.figure import Figure
 
     from .plots import plot_curves, plot_phase_times
 
     summary = summarize(records, target=target or DEFAULT_TARGET, methods=methods)
     has_cpu = all("cpu_time" in r for r in records if r.get("type") in ("train", "eval"))
-    fig, axes = plt.subplots(2, 2, figsize=(12, 8.5))
-    axes = axes.ravel()
+    fig = Figure(figsize=(12, 8.5))
+    axes = fig.subplots(2, 2).ravel()
     plot_curves(axes[0], records, x="step", methods=methods, target=target)
     plot_curves(axes[1], records, x="wall_time", methods=methods, target=target)
     axes[0].set_title("held-out accuracy by step")
@@ -465,7 +464,6 @@ def save_figure(records: Sequence[dict], path, *, target: float | None = None, m
     axes[0].legend(loc="lower right", fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-    plt.close(fig)
     return path
 
 

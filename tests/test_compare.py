@@ -97,3 +97,22 @@ def test_a_run_folder_refuses_other_digits(tmp_path):
         main(args)
     with pytest.raises(ValueError, match="digits"):
         main(args + ["--digits", "2", "3", "4"])
+
+
+def test_save_figure_leaves_the_backend_and_pyplot_alone(tmp_path):
+    """A notebook that saves compare.png must keep its inline backend and its open figures."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    from oar_lite.compare import save_figure
+
+    records = _runs("uniform", 0, [0.2, 0.4], 1.0) + _runs("oar-g", 0, [0.2, 0.6], 1.0)
+    before = matplotlib.get_backend()
+    plt.switch_backend("svg")  # a backend other than Agg, as a notebook's inline one is
+    try:
+        figures = plt.get_fignums()
+        save_figure(records, tmp_path / "c.png", target=0.5)
+        assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+        assert matplotlib.get_backend() == "svg" and plt.get_fignums() == figures
+    finally:
+        plt.switch_backend(before)
