@@ -258,6 +258,15 @@ def write_json(report: dict, path: Path) -> Path:
     return path
 
 
+def finish(report: dict, path: Path, render: Callable[[dict], str]) -> dict:
+    """Write the JSON, add the rendered tables as ``report["markdown"]`` and print them."""
+    write_json(report, path)
+    report["markdown"] = render(report)
+    print(machine_line(report["machine"]))
+    print(report["markdown"])
+    return report
+
+
 def fmt(s: dict, unit: str = "s", digits: int = 2) -> str:
     """``median [min-max]`` of a `spread` dict."""
     f = f"{{:.{digits}f}}"

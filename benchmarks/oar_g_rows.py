@@ -166,7 +166,6 @@ def main(argv=None) -> dict:
         report["modes"][mode] = {"time": {k: common.spread(v) for k, v in times.items()},
                                  "speedup": common.spread([p / q for p, q in zip(times["per_row"], times["batched"])]),
                                  "max_abs_diff": diff, "max_abs_score": scale}
-    common.write_json(report, args.out)
     lines = [f"{args.model}: {report['rows']} scored rows of one step (mean reasoning {report['mean_reasoning']:.0f} "
              f"tokens, padded length {report['padded_length']}), {args.repeats} rounds after {args.warmup} warm-up:", "",
              "| mode | per row (project) s | all rows at once (prototype) s | speed-up | max abs diff / max score |",
@@ -174,10 +173,7 @@ def main(argv=None) -> dict:
     for mode, m in report["modes"].items():
         lines.append(f"| {mode} | {common.fmt(m['time']['per_row'], '', 3)} | {common.fmt(m['time']['batched'], '', 3)} "
                      f"| {common.fmt(m['speedup'], 'x', 1)} | {m['max_abs_diff'] / m['max_abs_score']:.1e} |")
-    report["markdown"] = "\n".join(lines) + "\n"
-    print(common.machine_line(report["machine"]))
-    print(report["markdown"])
-    return report
+    return common.finish(report, args.out, lambda _: "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -190,14 +190,10 @@ def main(argv=None) -> dict:
         common.write_json(report, args.out)  # partial results survive an interrupted long run
     if args.profile:
         report["profile"] = profile(model, tok, args.model, args.profile, batch_size=args.batch_size, device=device)
-        common.write_json(report, args.out)
         for k, table in report["profile"]["tables"].items():
             print(f"torch.profiler, {k} at L={args.profile}:\n{table}")
     plot(report, args.plot)
-    report["markdown"] = render(report)
-    print(common.machine_line(report["machine"]))
-    print(report["markdown"])
-    return report
+    return common.finish(report, args.out, render)
 
 
 if __name__ == "__main__":

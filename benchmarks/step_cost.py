@@ -177,11 +177,7 @@ def main(argv=None) -> dict:
         res["loadavg"] = common.loadavg()
         report["models"].append(res)
         print(f"[{name}] load average now {res['loadavg']}", flush=True)
-    common.write_json(report, args.out)
-    report["markdown"] = render(report)
-    print(common.machine_line(report["machine"]))
-    print(report["markdown"])
-    return report
+    return common.finish(report, args.out, render)
 
 
 if __name__ == "__main__":
