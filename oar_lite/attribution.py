@@ -170,7 +170,10 @@ def perturbation_scores(
             before the answer starts.
         mode: ``"last" | "answer_mean" | "answer_joint"``.
         pad_token_id: the replacement token.
-        batch_size: perturbed copies per forward pass (bounds the memory).
+        batch_size: perturbed copies per forward pass (bounds the memory). A chunk reuses
+            the clean prefix only up to its first position, so on a CPU small chunks (8-16)
+            do less work and run faster (1.6x on SmolLM2 completions, see
+            ``benchmarks/RESULTS.md``); on a GPU larger ones use its parallelism.
         reuse_prefix: reuse the unperturbed prefix's KV cache (exact up to float error).
         stats: if a dict, receives ``forward_tokens`` (tokens run through the model,
             cached prefixes included) and ``forward_passes``.
