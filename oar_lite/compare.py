@@ -28,8 +28,8 @@ from .train import CHECKPOINT, METRICS, PHASES, Task, TrainConfig, read_jsonl, t
 
 DEFAULT_METHODS = ("uniform", "oar-g", "oar-p")
 
-# Budgets. "default" is the comparison the README reports (about 15 minutes on 2 cores
-# with two runs at a time); "quick" is for trying it (about 2 minutes); "tiny" is for tests.
+# Budgets. "default" is the comparison the README reports (8 minutes on 2 idle cores,
+# 2 runs at a time; up to 40 under load); "quick" is for trying it (1 minute); "tiny" is for tests.
 # Each has its target accuracy: "quick" stops at 10 steps, before the shipped model reaches
 # 0.85, and a table of "not reached" shows nothing.
 PROFILES: dict[str, dict] = {
