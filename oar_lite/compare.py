@@ -187,7 +187,7 @@ def compare(
                          "threads": threads, "model_dir": str(model_dir) if model_dir else None, "digits": digits})
     # Runs finished by an earlier invocation are read back, not trained: the elapsed time
     # below then says nothing about the training, and compare.md says so.
-    read_back = sum(_finished(Path(job["out"]), config.steps) for job in runs)
+    read_back = sum(_finished(Path(job["out"]), job["config"]["steps"]) for job in runs)
 
     t0 = time.perf_counter()
     if jobs == 1:
