@@ -49,7 +49,6 @@ TRAIN_POOL = dict(n=4000, seed=12345, digits=(2, 4))
 # holds only 56 4-digit problems (too few to tell methods apart). Disjoint from the
 # shipped held-out set and from the training pool.
 OTHER_EVAL = dict(n=200, seed=54321)
-TASK = "task.json"
 
 
 def toy_task(*, eval_size: int | None = None, digits: int | tuple[int, int] | None = None) -> Task:
@@ -87,17 +86,6 @@ def _run_one(job: dict) -> list[dict]:
 
     from . import toy
 
-    # The task is not part of TrainConfig, so the checkpoint cannot tell a run on other
-    # problems from this one: the run folder records its digits and refuses others.
-    out = Path(job["out"])
-    out.mkdir(parents=True, exist_ok=True)
-    digits = list(job["digits"]) if job.get("digits") else list(TRAIN_POOL["digits"])
-    if (out / TASK).exists():
-        saved = json.loads((out / TASK).read_text())["digits"]
-        if saved != digits:
-            raise ValueError(f"{out} holds a run on {saved}-digit problems, not {digits}; use another --out")
-    else:
-        (out / TASK).write_text(json.dumps({"digits": digits}) + "\n")
     threads = torch.get_num_threads()
     if job.get("threads"):
         torch.set_num_threads(job["threads"])
@@ -105,7 +93,8 @@ def _run_one(job: dict) -> list[dict]:
         config = TrainConfig(**job["config"])
         model, tokenizer = toy.load_model(job.get("model_dir"))
         task = toy_task(eval_size=config.eval_size, digits=job.get("digits"))
-        _, records = train(model, tokenizer, task, config, out_dir=out, resume=True)
+        # The checkpoint records the task's fingerprint: a folder of 2-4-digit runs refuses --digits 4.
+        _, records = train(model, tokenizer, task, config, out_dir=Path(job["out"]), resume=True)
     finally:
         torch.set_num_threads(threads)
     return records

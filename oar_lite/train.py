@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import json
 import os
 import random
@@ -162,6 +163,12 @@ class Task:
             if not isinstance(p, dict) or "prompt" not in p or "answer" not in p:
                 raise ValueError(f"each problem must be a dict with 'prompt' and 'answer', got {p!r}")
 
+    def fingerprint(self) -> str:
+        """A short hash of the problems (prompts and answers, train and held-out): a
+        checkpoint records it, so a run is never resumed on other problems."""
+        problems = [[[p["prompt"], str(p["answer"])] for p in ps] for ps in (self.train_problems, self.eval_problems)]
+        return hashlib.sha256(json.dumps(problems).encode()).hexdigest()[:16]
+
 
 # ----------------------------------------------------------------------------- the loop
 
@@ -197,7 +204,7 @@ def train(model, tokenizer, task: Task, config: TrainConfig, *, out_dir: str | o
 
     start, records = 0, []
     if resume and (out / CHECKPOINT).exists():
-        start, records = load_checkpoint(out / CHECKPOINT, model, optimizer, config)
+        start, records = load_checkpoint(out / CHECKPOINT, model, optimizer, config, task=task)
     else:
         seed_everything(config.seed)
     if out is not None:
@@ -225,7 +232,7 @@ def train(model, tokenizer, task: Task, config: TrainConfig, *, out_dir: str | o
         bar.set_postfix(postfix)
         bar.update(1)
         if out is not None and (step == config.steps or (config.checkpoint_every and step % config.checkpoint_every == 0)):
-            save_checkpoint(out / CHECKPOINT, model, optimizer, config, step, records)
+            save_checkpoint(out / CHECKPOINT, model, optimizer, config, step, records, task=task)
     bar.close()
     return model, records
 
@@ -480,26 +487,32 @@ def _trainable_state(model) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items() if k in names}
 
 
-def save_checkpoint(path, model, optimizer, config: TrainConfig, step: int, records: list[dict]) -> None:
-    """Write weights (or adapter), optimizer, RNG states, step, config and records to
-    ``path`` atomically: a temporary file renamed over the old one, so a crash leaves
-    either the previous checkpoint or the new one, never half of one."""
+def save_checkpoint(path, model, optimizer, config: TrainConfig, step: int, records: list[dict], *,
+                    task: Task | None = None) -> None:
+    """Write weights (or adapter), optimizer, RNG states, step, config, records and the
+    task's fingerprint to ``path`` atomically: a temporary file renamed over the old one,
+    so a crash leaves either the previous checkpoint or the new one, never half of one."""
     path = Path(path)
     state = {"step": step, "config": dataclasses.asdict(config), "records": records,
+             "task": task.fingerprint() if task is not None else None,
              "model": _trainable_state(model), "optimizer": optimizer.state_dict(), "rng": _rng_state()}
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     torch.save(state, tmp)
     os.replace(tmp, path)
 
 
-def load_checkpoint(path, model, optimizer, config: TrainConfig) -> tuple[int, list[dict]]:
+def load_checkpoint(path, model, optimizer, config: TrainConfig, *, task: Task | None = None) -> tuple[int, list[dict]]:
     """Restore a checkpoint written by `save_checkpoint` into ``model`` and ``optimizer``
-    and the RNGs. Returns ``(step, records)``. Refuses a checkpoint of a different run."""
+    and the RNGs. Returns ``(step, records)``. Refuses a checkpoint of a different run:
+    another config, or (when both sides know it) another task."""
     state = torch.load(path, map_location="cpu", weights_only=True)
     saved, now = state["config"], dataclasses.asdict(config)
     changed = [k for k in now if k not in RESUMABLE_CHANGES and _jsonable(saved.get(k)) != _jsonable(now[k])]
     if changed:
         raise ValueError(f"{path} was written by a different run: {', '.join(f'{k}={saved.get(k)!r} (now {now[k]!r})' for k in changed)}")
+    if task is not None and state.get("task") and state["task"] != task.fingerprint():
+        raise ValueError(f"{path} was written by a run on other problems (task {state['task']}, now "
+                         f"{task.fingerprint()}); use another output folder")
     expected = set(_trainable_state(model))
     if set(state["model"]) != expected:
         raise ValueError(f"{path} holds weights {sorted(set(state['model']) ^ expected)[:5]}... that do not match the model's trainable weights")

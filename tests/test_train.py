@@ -5,6 +5,7 @@ Llama is taught the format (with random answer digits) in a few optimizer steps,
 sampled groups get mixed rewards and every part of the loop has something to do.
 """
 import copy
+import dataclasses
 import json
 import math
 import random
@@ -150,6 +151,16 @@ def test_resume_refuses_a_different_run(world, tmp_path):
     train(copy.deepcopy(model), tokenizer, task, config(steps=1), out_dir=tmp_path)
     with pytest.raises(ValueError, match="learning_rate"):
         train(copy.deepcopy(model), tokenizer, task, config(steps=2, learning_rate=5e-4), out_dir=tmp_path, resume=True)
+
+
+def test_resume_refuses_a_checkpoint_of_other_problems(world, tmp_path):
+    model, tokenizer, task = world
+    train(copy.deepcopy(model), tokenizer, task, config(steps=1), out_dir=tmp_path)
+    other = dataclasses.replace(task, train_problems=list(task.train_problems)[1:])
+    assert other.fingerprint() != task.fingerprint()
+    with pytest.raises(ValueError, match="other problems"):
+        train(copy.deepcopy(model), tokenizer, other, config(steps=2), out_dir=tmp_path, resume=True)
+    train(copy.deepcopy(model), tokenizer, task, config(steps=2), out_dir=tmp_path, resume=True)  # same task resumes
 
 
 def test_a_failed_save_keeps_the_previous_checkpoint(world, tmp_path, monkeypatch):
