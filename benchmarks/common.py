@@ -251,6 +251,16 @@ def synthetic_sequence(tokenizer, completion_length: int, *, prompt_length: int 
     return ids.to(device), slice(r0, r0 + R), slice(a0, a0 + len(answer_ids))
 
 
+def token_bounds(T: int, reasoning: slice, end: int) -> dict:
+    """What OAR-P could process, in tokens, for one sequence of ``T`` tokens whose P_final
+    reads ``x[:end]``: ``naive`` (R + 1 full passes), ``half_RT`` (the issue's "about half
+    of R times the sequence length") and ``ideal`` (the clean pass, then each perturbed
+    copy recomputing only its own position onwards)."""
+    R = reasoning.stop - reasoning.start
+    return {"naive": (R + 1) * T, "half_RT": R * end / 2,
+            "ideal": end + sum(end - t for t in range(reasoning.start, reasoning.stop))}
+
+
 def write_json(report: dict, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     report.setdefault("machine", {})["loadavg_end"] = loadavg()

@@ -149,9 +149,9 @@ def token_counts(input_ids, reasoning: slice, answer: slice, batched_tokens: int
     """Tokens through the model: measured (batched) and the analytic counts of the others."""
     T, end, A = input_ids.numel(), answer.stop - 1, answer.stop - answer.start
     R = reasoning.stop - reasoning.start
-    ideal = end + sum(end - t for t in range(reasoning.start, reasoning.stop))
-    return {"T": T, "R": R, "A": A, "end": end, "batched": batched_tokens, "naive": (R + 1) * T,
-            "captum": (R + 1) * (answer.start + A), "ideal_prefix_reuse": ideal, "half_RT": R * end / 2}
+    bounds = common.token_bounds(T, reasoning, end)
+    return {"T": T, "R": R, "A": A, "end": end, "batched": batched_tokens, "naive": bounds["naive"],
+            "captum": (R + 1) * (answer.start + A), "ideal_prefix_reuse": bounds["ideal"], "half_RT": bounds["half_RT"]}
 
 
 def measure_sequence(model, tokenizer, ids, reasoning, answer, *, implementations, warmup, repeats, batch_size,

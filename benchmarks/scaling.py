@@ -55,10 +55,10 @@ def measure_length(model, tokenizer, model_name: str, length: int, *, warmup: in
                               warmup=warmup, repeats=repeats, device=device, progress=progress)
     R = reasoning.stop - reasoning.start
     end = answer.start  # mode "last" reads x[:answer.start]
+    bounds = common.token_bounds(ids.numel(), reasoning, end)
     out = {"length": length, "T": ids.numel(), "R": R, "repeats": repeats,
            "oar_p_tokens": stats["forward_tokens"], "oar_p_passes": stats["forward_passes"],
-           "naive_tokens": (R + 1) * ids.numel(), "half_RT": R * end / 2,
-           "ideal_tokens": end + sum(end - t for t in range(reasoning.start, reasoning.stop)),
+           "naive_tokens": bounds["naive"], "half_RT": bounds["half_RT"], "ideal_tokens": bounds["ideal"],
            "loadavg": common.loadavg()}
     for k in calls:
         out[k] = {"time": common.spread([inner[0] for _, inner in runs[k]]),

@@ -62,7 +62,7 @@ def toy_task(*, eval_size: int | None = None, digits: int | tuple[int, int] | No
     from . import toy
 
     held_out = toy.load_eval_set()
-    lo, hi = toy._digit_range(TRAIN_POOL["digits"] if digits is None else digits)
+    lo, hi = toy.digit_range(TRAIN_POOL["digits"] if digits is None else digits)
     if (lo, hi) != TRAIN_POOL["digits"]:
         held_out = toy.make_problems(OTHER_EVAL["n"], seed=OTHER_EVAL["seed"], digits=(lo, hi), exclude=held_out)
         exclude = held_out + toy.load_eval_set()
@@ -152,9 +152,9 @@ def compare(
     if not 0 < target <= 1:
         raise ValueError(f"target must be an accuracy in (0, 1], got {target}")
     if digits is not None:
-        from .toy import _digit_range
+        from .toy import digit_range
 
-        digits = _digit_range(digits if isinstance(digits, int) else tuple(digits))  # raises ValueError
+        digits = digit_range(digits if isinstance(digits, int) else tuple(digits))  # raises ValueError
         digits = None if digits == TRAIN_POOL["digits"] else digits
     if seeds is not None:
         settings["seeds"] = tuple(seeds)

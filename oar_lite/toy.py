@@ -110,7 +110,7 @@ def build_tokenizer():
 
 # ----------------------------------------------------------------------------- problems
 
-def _digit_range(digits) -> tuple[int, int]:
+def digit_range(digits) -> tuple[int, int]:
     lo, hi = (digits, digits) if isinstance(digits, int) else tuple(digits)
     if not (isinstance(lo, int) and isinstance(hi, int)) or not 1 <= lo <= hi <= MAX_DIGITS:
         raise ValueError(f"digits must be an int or a (low, high) pair with 1 <= low <= high <= {MAX_DIGITS}, "
@@ -141,7 +141,7 @@ def make_problems(n: int, *, seed: int, digits: int | tuple[int, int] = (2, 4),
     """
     if not isinstance(n, int) or n < 0:
         raise ValueError(f"n must be a non-negative int, got {n!r}")
-    lo, hi = _digit_range(digits)
+    lo, hi = digit_range(digits)
     capacity = sum((9 * 10 ** (d - 1)) ** 2 for d in range(lo, hi + 1))
     skip = {p["prompt"] if isinstance(p, dict) else p for p in exclude}
     if n > capacity - len(skip):
