@@ -67,29 +67,33 @@ class Segments:
         )
 
 
-_NUMBER = r"-?\d[\d,]*(?:\.\d+)?"
+_NUMBER = r"[-\u2212]?\d[\d,]*(?:\.\d+)?"  # a Unicode minus (U+2212) is a minus too
 _A_EQUALS = re.compile(r"A=\s*(" + _NUMBER + ")")
-_HASH = re.compile(r"####[ \t]*([^\n]*\S)")
 _ANSWER_IS = re.compile(r"[Tt]he (?:final )?answer is\s*:?\s*")
 _ANSWER_IS_END = re.compile(r"\.(?=\s|$)|\n|$")
 _NUMBER_THEN_WORD = re.compile(r"(" + _NUMBER + r")\s+[A-Za-z]")
 
 
 def _last_boxed(text: str) -> AnswerMatch | None:
-    start = text.rfind("\\boxed{")
+    """The last ``\\boxed{...}`` with balanced braces and a non-blank inside; one pass over
+    the text (a stack of open braces gives every brace its closing partner)."""
+    opener = "\\boxed{"
+    if opener not in text:
+        return None
+    closing: dict[int, int] = {}
+    stack: list[int] = []
+    for j, ch in enumerate(text):
+        if ch == "{":
+            stack.append(j)
+        elif ch == "}" and stack:
+            closing[stack.pop()] = j
+    start = text.rfind(opener)
     while start != -1:
-        i = start + len("\\boxed{")
-        depth = 1
-        for j in range(i, len(text)):
-            if text[j] == "{":
-                depth += 1
-            elif text[j] == "}":
-                depth -= 1
-                if depth == 0:
-                    if text[i:j].strip():
-                        return AnswerMatch("boxed", start, i, j, text[i:j])
-                    break
-        start = text.rfind("\\boxed{", 0, start)
+        i = start + len(opener)
+        j = closing.get(i - 1)
+        if j is not None and text[i:j].strip():
+            return AnswerMatch("boxed", start, i, j, text[i:j])
+        start = text.rfind(opener, 0, start)
     return None
 
 
@@ -120,8 +124,29 @@ def _last_regex(pattern: re.Pattern, name: str, text: str) -> AnswerMatch | None
     if not matches:
         return None
     m = matches[-1]
-    answer = m.group(1).rstrip(".").rstrip() if name == "hash" else m.group(1)
-    return AnswerMatch(name, m.start(), m.start(1), m.start(1) + len(answer), answer)
+    return AnswerMatch(name, m.start(), m.start(1), m.end(1), m.group(1))
+
+
+def _last_hash(text: str) -> AnswerMatch | None:
+    """GSM8K's ``#### answer``: the last line holding ``####`` with text after it; the
+    answer is the rest of that line after its first ``####``, without a closing period.
+    Each line is looked at once (a regex with ``[^\\n]*\\S`` backtracks quadratically)."""
+    end = len(text)
+    while True:
+        last = text.rfind("####", 0, end)
+        if last == -1:
+            return None
+        line_start = text.rfind("\n", 0, last) + 1
+        line_end = text.find("\n", last)
+        line_end = len(text) if line_end == -1 else line_end
+        first = text.find("####", line_start, line_end)
+        begin = first + 4
+        while begin < line_end and text[begin] in " \t":
+            begin += 1
+        answer = text[begin:line_end].rstrip().rstrip(".").rstrip()
+        if answer:
+            return AnswerMatch("hash", first, begin, begin + len(answer), answer)
+        end = line_start
 
 
 def find_answer(text: str, formats: Sequence[str] = FORMATS) -> AnswerMatch | None:
@@ -133,7 +158,7 @@ def find_answer(text: str, formats: Sequence[str] = FORMATS) -> AnswerMatch | No
         elif name == "answer_is":
             found = _last_answer_is(text)
         elif name == "hash":
-            found = _last_regex(_HASH, "hash", text)
+            found = _last_hash(text)
         else:
             found = _last_regex(_A_EQUALS, "a_equals", text)
         if found is not None:
@@ -181,24 +206,42 @@ def segment_completion(
     return Segments(slice(0, marker_tok), slice(answer_first, answer_last + 1), match.answer, match.format)
 
 
+_OFFSET_WINDOW = 8
+"""Tokens of left context decoded with each token in `completion_offsets`."""
+
+
 def completion_offsets(tokenizer, completion_ids: Sequence[int]) -> tuple[str, list[tuple[int, int]]]:
     """Decode generated ids to text with the character span of every token.
 
-    Offsets come from decoding growing prefixes, so they are right for any tokenizer
-    (byte-level BPE included) and need no re-tokenisation of the text, which could
-    split it differently from what the model generated.
+    A token's span is what it adds to the decoded text of the ids before it (decoding
+    growing prefixes), so the spans are right for any tokenizer (byte-level BPE included)
+    and need no re-tokenisation of the text, which could split it differently from what
+    the model generated. The growth is measured on a window of `_OFFSET_WINDOW` tokens
+    before each token (linear time); if the window's lengths do not add up to the decoded
+    text, the spans are taken from whole prefixes instead (quadratic, exact).
 
     Returns:
         ``(text, offsets)`` with ``len(offsets) == len(completion_ids)``.
     """
     ids = [int(i) for i in completion_ids]
-    offsets, prev = [], 0
-    for k in range(1, len(ids) + 1):
-        cur = len(tokenizer.decode(ids[:k], skip_special_tokens=False, clean_up_tokenization_spaces=False))
-        cur = max(cur, prev)
+
+    def decode(part):
+        return tokenizer.decode(part, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    text = decode(ids)
+    offsets, prev, length = [], 0, 0
+    for k in range(len(ids)):
+        window = ids[max(0, k - _OFFSET_WINDOW):k]
+        length += len(decode(window + [ids[k]])) - (len(decode(window)) if window else 0)
+        cur = max(length, prev)
         offsets.append((prev, cur))
         prev = cur
-    text = tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    if ids and length != len(text):  # the windows missed some context: decode whole prefixes
+        offsets, prev = [], 0
+        for k in range(1, len(ids) + 1):
+            cur = max(len(decode(ids[:k])), prev)
+            offsets.append((prev, cur))
+            prev = cur
     return text, offsets
 
 
