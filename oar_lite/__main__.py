@@ -59,13 +59,33 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_flags(args: argparse.Namespace, names: dict[str, str]) -> None:
+    """Range-check the numeric flags with the ranges of the settings they set
+    (`oar_lite.train.NUMERIC_RANGES`, `oar_lite.compare.RUN_RANGES`); ValueError names the flag."""
+    from .checks import check_number
+    from .compare import RUN_RANGES
+    from .train import NUMERIC_RANGES
+
+    def flag(name: str) -> str:
+        return "--" + name.replace("_", "-")
+
+    for name, field in names.items():
+        check_number("", flag(name), getattr(args, name), **{**NUMERIC_RANGES[field], "optional": True})
+    check_number("", "--steps", args.steps, **{**NUMERIC_RANGES["steps"], "optional": True})
+    for seed in args.seeds or ():
+        check_number("", "--seeds", seed, **NUMERIC_RANGES["seed"])
+    for name in ("target", "jobs", "threads"):
+        check_number("", flag(name), getattr(args, name), **{**RUN_RANGES[name], "optional": True})
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m oar_lite`` and the ``oar-lite`` script."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
 
     from .compare import compare
 
@@ -75,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
              "prompts": "prompts_per_step", "group_size": "group_size", "iterations": "num_iterations", "beta": "beta",
              "noise_std": "noise_std", "eval_every": "eval_every", "eval_size": "eval_size"}
     overrides = {field: getattr(args, flag) for flag, field in names.items() if getattr(args, flag) is not None}
+    try:
+        check_flags(args, names)
+    except ValueError as err:
+        parser.error(str(err))  # exit status 2 with the usage line, no traceback
     if args.digits is not None and len(args.digits) not in (1, 2):
         raise ValueError(f"--digits takes one number or a low high pair, got {args.digits}")
     digits = None if args.digits is None else args.digits[0] if len(args.digits) == 1 else args.digits

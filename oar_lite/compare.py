@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from .checks import check_number
 from .train import CHECKPOINT, METRICS, PHASES, Task, TrainConfig, read_jsonl, train, write_jsonl
 
 DEFAULT_METHODS = ("uniform", "oar-g", "oar-p")
@@ -49,6 +50,15 @@ TRAIN_POOL = dict(n=4000, seed=12345, digits=(2, 4))
 # holds only 56 4-digit problems (too few to tell methods apart). Disjoint from the
 # shipped held-out set and from the training pool.
 OTHER_EVAL = dict(n=200, seed=54321)
+
+
+# Ranges of compare's own numeric settings (`oar_lite.checks.check_number`); the training
+# settings are checked by `TrainConfig`.
+RUN_RANGES: dict[str, dict] = {
+    "target": dict(low=0, high=1, low_open=True),
+    "jobs": dict(integer=True, low=1),
+    "threads": dict(integer=True, low=1, optional=True),
+}
 
 
 def toy_task(*, eval_size: int | None = None, digits: int | tuple[int, int] | None = None) -> Task:
@@ -144,13 +154,12 @@ def compare(
         raise ValueError(f"unknown profile {profile!r}; expected one of {sorted(PROFILES)}")
     if not methods:
         raise ValueError("methods is empty; expected e.g. ('uniform', 'oar-g', 'oar-p')")
-    if jobs < 1:
-        raise ValueError(f"jobs must be >= 1, got {jobs}")
+    check_number("compare", "jobs", jobs, **RUN_RANGES["jobs"])
+    check_number("compare", "threads", threads, **RUN_RANGES["threads"])
     settings = {**TRAINING, **PROFILES[profile], **(overrides or {})}
     profile_target = settings.pop("target")
     target = profile_target if target is None else target
-    if not 0 < target <= 1:
-        raise ValueError(f"target must be an accuracy in (0, 1], got {target}")
+    check_number("compare", "target", target, **RUN_RANGES["target"])
     if digits is not None:
         from .toy import digit_range
 

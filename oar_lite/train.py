@@ -51,6 +51,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .attribution import parse_method, token_weights
+from .checks import check_number
 from .grpo import LOSS_TYPES, SCALES, group_advantages, policy_loss, sequence_logprobs, token_advantages
 from .reward import math_reward
 from .rollout import sample_completions
@@ -111,29 +112,44 @@ class TrainConfig:
 
     def __post_init__(self):
         parse_method(self.method)  # raises ValueError for an unknown method or mode
-        positive = ("steps", "prompts_per_step", "group_size", "max_new_tokens", "num_iterations",
-                    "eval_batch_size", "attribution_batch_size", "lora_rank")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("eval_every", "checkpoint_every"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.group_size < 2:
-            raise ValueError(f"group_size must be >= 2 (a group needs a spread of rewards), got {self.group_size}")
-        if self.learning_rate <= 0 or self.temperature <= 0 or not 0 < self.top_p <= 1:
-            raise ValueError(f"expected learning_rate > 0, temperature > 0 and 0 < top_p <= 1, got "
-                             f"{self.learning_rate}, {self.temperature}, {self.top_p}")
-        if self.beta < 0 or self.clip_eps <= 0:
-            raise ValueError(f"expected beta >= 0 and clip_eps > 0, got {self.beta}, {self.clip_eps}")
+        for name, allowed in NUMERIC_RANGES.items():
+            check_number("TrainConfig", name, getattr(self, name), **allowed)
         if self.loss_type not in LOSS_TYPES:
             raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
         if self.advantage_scale not in SCALES:
             raise ValueError(f"advantage_scale must be one of {SCALES}, got {self.advantage_scale!r}")
-        if self.micro_batch_size is not None and self.micro_batch_size < 1:
-            raise ValueError(f"micro_batch_size must be >= 1 or None, got {self.micro_batch_size}")
-        if self.eval_size is not None and self.eval_size < 0:
-            raise ValueError(f"eval_size must be >= 0 or None, got {self.eval_size}")
+
+
+# The allowed range of every numeric TrainConfig field (`oar_lite.checks.check_number`).
+NUMERIC_RANGES: dict[str, dict] = {
+    "steps": dict(integer=True, low=1),
+    "prompts_per_step": dict(integer=True, low=1),
+    "group_size": dict(integer=True, low=2),            # a group needs a spread of rewards
+    "seed": dict(integer=True, low=0, high=2**63, high_open=True),
+    "max_new_tokens": dict(integer=True, low=1),
+    "temperature": dict(low=0, low_open=True),          # greedy (0) gives every row of a group the same text
+    "top_p": dict(low=0, high=1, low_open=True),
+    "learning_rate": dict(low=0, high=1, low_open=True),
+    "weight_decay": dict(low=0),
+    "max_grad_norm": dict(low=0, low_open=True),        # 0 would zero every gradient, < 0 flip it
+    "num_iterations": dict(integer=True, low=1),
+    "clip_eps": dict(low=0, high=1, low_open=True, high_open=True),
+    "clip_eps_high": dict(low=0, low_open=True, optional=True),
+    "beta": dict(low=0),
+    "micro_batch_size": dict(integer=True, low=1, optional=True),
+    "quantile": dict(low=0, high=1),
+    "boost": dict(low=0),
+    "floor": dict(low=0, high=1),
+    "noise_std": dict(low=0),
+    "attribution_batch_size": dict(integer=True, low=1),
+    "lora_rank": dict(integer=True, low=1),
+    "lora_alpha": dict(low=0, low_open=True),
+    "lora_dropout": dict(low=0, high=1, high_open=True),
+    "eval_every": dict(integer=True, low=0),
+    "eval_size": dict(integer=True, low=0, optional=True),
+    "eval_batch_size": dict(integer=True, low=1),
+    "checkpoint_every": dict(integer=True, low=0),
+}
 
 
 # Fields that may change between a run and its resumption (they do not change what is learned).

@@ -37,9 +37,11 @@ from trl import GRPOConfig, GRPOTrainer
 from trl.models import unwrap_model_for_generation
 
 from .attribution import SCORERS, parse_method, token_weights
+from .checks import check_number
 from .grpo import token_advantages
 from .reward import math_rewards
 from .segment import FORMATS, segment_completion_ids, segments_to_masks
+from .train import NUMERIC_RANGES
 
 DEFAULT_MODES = {"oar-p": "last", "oar-g": "answer_mean"}
 """P_final mode used when ``oar_mode`` is left unset (the paper's recommendations)."""
@@ -50,6 +52,17 @@ _LIGER_MESSAGE = (
     "where it replaces _compute_loss the token weights would be silently dropped). Set use_liger_kernel=False, "
     "or use oar_method='none' with trl.GRPOTrainer for plain GRPO with Liger."
 )
+
+
+# The allowed range of every numeric OAR field (`oar_lite.checks.check_number`); the same
+# ranges as `oar_lite.train.NUMERIC_RANGES` for the same settings.
+OAR_NUMERIC_RANGES: dict[str, dict] = {
+    "oar_quantile": NUMERIC_RANGES["quantile"],
+    "oar_boost": NUMERIC_RANGES["boost"],
+    "oar_floor": NUMERIC_RANGES["floor"],
+    "oar_noise_std": NUMERIC_RANGES["noise_std"],
+    "oar_batch_size": NUMERIC_RANGES["attribution_batch_size"],
+}
 
 
 @dataclass
@@ -118,16 +131,8 @@ class OARConfig(GRPOConfig):
                 parse_method(f"{self.oar_method}:{self.oar_mode}")
             except ValueError as err:
                 raise ValueError(f"oar_mode={self.oar_mode!r}: {err}") from None
-        if not 0.0 <= self.oar_quantile <= 1.0:
-            raise ValueError(f"oar_quantile must be in [0, 1], got {self.oar_quantile}")
-        if self.oar_boost < 0:
-            raise ValueError(f"oar_boost must be >= 0, got {self.oar_boost}")
-        if not 0.0 <= self.oar_floor <= 1.0:
-            raise ValueError(f"oar_floor must be in [0, 1], got {self.oar_floor}")
-        if self.oar_noise_std < 0:
-            raise ValueError(f"oar_noise_std must be >= 0, got {self.oar_noise_std}")
-        if isinstance(self.oar_batch_size, bool) or not isinstance(self.oar_batch_size, int) or self.oar_batch_size < 1:
-            raise ValueError(f"oar_batch_size must be an integer >= 1, got {self.oar_batch_size!r}")
+        for name, allowed in OAR_NUMERIC_RANGES.items():
+            check_number("OARConfig", name, getattr(self, name), **allowed)
         formats = self.oar_answer_formats
         if isinstance(formats, str):
             raise ValueError(f"oar_answer_formats must be a list of format names, got the string {formats!r}; "
