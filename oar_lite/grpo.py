@@ -60,11 +60,15 @@ def token_advantages(advantages: torch.Tensor, weights: torch.Tensor) -> torch.T
         weights: ``[B, T]`` token weights (1 outside reasoning; from `token_weights`).
 
     Returns:
-        ``[B, T]`` token advantages.
+        ``[B, T]`` token advantages, in the floating dtype of the two inputs (the default
+        float dtype when both are integer).
     """
     if advantages.dim() != 1 or weights.dim() != 2 or weights.shape[0] != advantages.shape[0]:
         raise ValueError(f"expected advantages [B] and weights [B, T], got {tuple(advantages.shape)} and {tuple(weights.shape)}")
-    return advantages[:, None].to(weights.dtype) * weights
+    # The floating dtype of the two (integer weights would truncate the product to integers).
+    dtype = torch.promote_types(advantages.dtype, weights.dtype)
+    dtype = dtype if dtype.is_floating_point else torch.get_default_dtype()
+    return advantages[:, None].to(dtype) * weights.to(dtype)
 
 
 def selective_log_softmax(logits: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
@@ -117,7 +121,8 @@ def policy_loss(
         logprobs: ``[B, T]`` log pi_theta of the completion tokens (with grad).
         old_logprobs: ``[B, T]`` log pi_old (the policy that sampled; no grad).
         advantages: ``[B]`` (plain GRPO) or ``[B, T]`` (token advantages, e.g. OAR).
-        completion_mask: ``[B, T]``, 1 on real completion tokens.
+        completion_mask: ``[B, T]``, 1 on real completion tokens (masked positions may hold
+            any log-prob, -inf included; they are ignored).
         ref_logprobs: ``[B, T]`` log pi_ref; required when ``beta > 0``.
         beta: KL coefficient (TRL's name).
         clip_eps, clip_eps_high: ratio clipped to ``[1 - clip_eps, 1 + clip_eps_high]``
@@ -138,11 +143,27 @@ def policy_loss(
         advantages = advantages[:, None]
     if advantages.shape[0] != logprobs.shape[0] or advantages.shape[1] not in (1, logprobs.shape[1]):
         raise ValueError(f"advantages must be [B] or [B, T] matching logprobs {tuple(logprobs.shape)}, got {tuple(advantages.shape)}")
+    if logprobs.shape[0] == 0:
+        raise ValueError("empty batch: logprobs has no rows (shape [0, T]); expected at least one completion")
     if beta > 0 and ref_logprobs is None:
         raise ValueError("beta > 0 needs ref_logprobs [B, T]")
+    if ref_logprobs is not None and ref_logprobs.shape != logprobs.shape:
+        raise ValueError(f"ref_logprobs must be [B, T] like logprobs {tuple(logprobs.shape)}, got {tuple(ref_logprobs.shape)}")
     eps_high = clip_eps if clip_eps_high is None else clip_eps_high
-    mask = completion_mask.to(logprobs.dtype)
+    real = completion_mask.bool()
+    mask = real.to(logprobs.dtype)
     advantages = advantages.to(logprobs.dtype)
+    # Padding may hold any log-prob (-inf included); it is replaced by 0 before any arithmetic,
+    # so it can neither turn the loss NaN nor send a NaN gradient back. On real tokens a
+    # non-finite log-prob is an error upstream (a sampled token has probability > 0).
+    for name, value in (("logprobs", logprobs), ("old_logprobs", old_logprobs), ("ref_logprobs", ref_logprobs)):
+        if value is not None and not bool(torch.isfinite(value[real]).all()):
+            raise ValueError(f"{name} is not finite (-inf or NaN) at {int((~torch.isfinite(value) & real).sum())} "
+                             "completion token(s); expected finite log-probs wherever completion_mask is 1")
+    logprobs = torch.where(real, logprobs, torch.zeros_like(logprobs))
+    old_logprobs = torch.where(real, old_logprobs, torch.zeros_like(old_logprobs))
+    if ref_logprobs is not None:
+        ref_logprobs = torch.where(real, ref_logprobs, torch.zeros_like(ref_logprobs))
 
     ratio = torch.exp(logprobs - old_logprobs)
     clipped = torch.clamp(ratio, 1 - clip_eps, 1 + eps_high)

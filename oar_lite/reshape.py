@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from .checks import check_number
+
 
 def bilevel_weights(
     scores: torch.Tensor,
@@ -33,25 +35,27 @@ def bilevel_weights(
         preserve_mass: rescale so the weights sum to R (the total advantage is kept).
 
     Returns:
-        ``[R]`` weights (float32, or the scores' floating dtype). Equal scores give all 1.
+        ``[R]`` weights in the scores' floating dtype (float32 for integer scores; bf16 and
+        fp16 are computed in float32). Equal scores give all 1.
     """
     if not torch.is_tensor(scores):
         scores = torch.as_tensor(scores, dtype=torch.float32)
     if scores.dim() != 1:
         raise ValueError(f"scores must be 1-D [R], got shape {tuple(scores.shape)}")
-    if not 0.0 <= quantile <= 1.0:
-        raise ValueError(f"quantile must be in [0, 1], got {quantile}")
-    if boost < 0:
-        raise ValueError(f"boost must be >= 0, got {boost}")
-    if not 0.0 <= floor <= 1.0:
-        raise ValueError(f"floor must be in [0, 1], got {floor}")
+    check_number("bilevel_weights", "quantile", quantile, low=0, high=1)
+    check_number("bilevel_weights", "boost", boost, low=0)
+    check_number("bilevel_weights", "floor", floor, low=0, high=1)
     if scores.numel() == 0:
         return scores.float()
     if not torch.isfinite(scores).all():
         raise ValueError("importance scores contain NaN or infinite values; expected finite scores >= 0")
     if (scores < 0).any():
         raise ValueError(f"importance scores must be >= 0, got min {scores.min().item():.3g}")
-    s = torch.log1p(scores.float() if not scores.is_floating_point() else scores)
+    # Half precision (bf16/fp16 scores) is computed in float32 (torch.quantile needs it) and
+    # returned in the scores' dtype.
+    out_dtype = scores.dtype if scores.is_floating_point() else torch.float32
+    work = scores if scores.dtype in (torch.float32, torch.float64) else scores.float()
+    s = torch.log1p(work)
     span = s.max() - s.min()
     n = (s - s.min()) / (span if span > 0 else torch.ones_like(span))
     tau = torch.quantile(n, quantile)
@@ -60,4 +64,4 @@ def bilevel_weights(
     w = torch.where(n < tau, suppressed, boosted)
     if preserve_mass:
         w = w * n.numel() / (w.sum() + 1e-8)
-    return w
+    return w.to(out_dtype)

@@ -12,6 +12,7 @@ from typing import Sequence
 
 import torch
 
+from .checks import check_number
 from .segment import FORMATS, Segments, segment_completion_ids, segments_to_masks
 
 
@@ -88,10 +89,11 @@ def sample_completions(
 
     Args:
         model, tokenizer: a causal LM and its tokenizer (needs a pad token).
-        prompts: prompt texts (already chat-formatted if the model needs it).
+        prompts: a list of prompt texts (already chat-formatted if the model needs it); a
+            single string is refused, not read as a list of one-character prompts.
         group_size: G completions per prompt.
         max_new_tokens: completion length cap.
-        temperature, top_p: sampling; ``temperature=0`` is greedy decoding.
+        temperature, top_p: sampling; ``temperature=0`` is greedy decoding; ``top_p`` in (0, 1].
         formats: answer formats for segmentation (`oar_lite.segment.FORMATS`).
         add_special_tokens: passed to the tokenizer (False for chat-templated text).
         seed: if given, ``torch.manual_seed(seed)`` first, for reproducible samples.
@@ -99,12 +101,15 @@ def sample_completions(
     Returns:
         `Rollouts` with ``len(prompts) * group_size`` rows.
     """
+    if isinstance(prompts, str):
+        raise ValueError(f"prompts must be a list of prompt strings, got one string {prompts[:50]!r}; "
+                         f"for one prompt pass [prompt]")
     if not prompts:
         raise ValueError("prompts is empty; expected at least one prompt")
-    if group_size < 1:
-        raise ValueError(f"group_size must be >= 1, got {group_size}")
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    check_number("sample_completions", "group_size", group_size, integer=True, low=1)
+    check_number("sample_completions", "max_new_tokens", max_new_tokens, integer=True, low=1)
+    check_number("sample_completions", "temperature", temperature, low=0)
+    check_number("sample_completions", "top_p", top_p, low=0, high=1, low_open=True)
     if tokenizer.pad_token_id is None:
         raise ValueError("the tokenizer has no pad token; set tokenizer.pad_token first")
     if seed is not None:

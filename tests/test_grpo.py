@@ -1,4 +1,6 @@
 """GRPO pieces: group advantages and the clipped surrogate, against hand computations."""
+import math
+
 import pytest
 import torch
 
@@ -104,3 +106,77 @@ def test_policy_loss_bad_input():
         policy_loss(x, x, torch.zeros(3), x)
     with pytest.raises(ValueError, match=r"\[B, T\]"):
         policy_loss(x, torch.zeros(2, 4), torch.zeros(2), x)
+
+
+# ----------------------------------------------------------------------------- edge cases (issue 15, item 5)
+
+def test_token_advantages_with_integer_weights_are_not_truncated():
+    adv = torch.tensor([0.5, -1.5])
+    weights = torch.tensor([[1, 2, 0], [1, 1, 3]])  # integer weights
+    out = token_advantages(adv, weights)
+    assert out.is_floating_point()
+    torch.testing.assert_close(out, torch.tensor([[0.5, 1.0, 0.0], [-1.5, -1.5, -4.5]]))
+    # float64 weights keep their precision; bf16 advantages with float32 weights compute in float32
+    assert token_advantages(adv, weights.double()).dtype == torch.float64
+    assert token_advantages(adv.bfloat16(), weights.float()).dtype == torch.float32
+
+
+def test_token_advantages_shape_mismatch_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"advantages \[B\] and weights \[B, T\]"):
+        token_advantages(torch.zeros(3), torch.ones(2, 4))
+    with pytest.raises(ValueError, match="advantages"):
+        token_advantages(torch.zeros(2, 1), torch.ones(2, 4))
+
+
+def _loss_inputs():
+    g = torch.Generator().manual_seed(0)
+    logprobs = -torch.rand(2, 4, generator=g, dtype=torch.float64) - 0.1
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
+    return logprobs, mask
+
+
+def test_policy_loss_ignores_minus_inf_at_masked_positions():
+    logprobs, mask = _loss_inputs()
+    adv = torch.tensor([1.0, -1.0], dtype=torch.float64)
+    expected, _ = policy_loss(logprobs, logprobs, adv, mask, ref_logprobs=logprobs, beta=0.1)
+    padded = logprobs.masked_fill(mask == 0, float("-inf")).requires_grad_(True)
+    old = logprobs.masked_fill(mask == 0, float("-inf"))
+    loss, metrics = policy_loss(padded, old, adv, mask, ref_logprobs=old, beta=0.1)
+    assert torch.isfinite(loss)
+    torch.testing.assert_close(loss, expected)
+    assert all(math.isfinite(v) for v in metrics.values())
+    loss.backward()
+    assert torch.isfinite(padded.grad).all()
+    assert (padded.grad[mask == 0] == 0).all()
+
+
+def test_policy_loss_refuses_minus_inf_at_real_tokens():
+    logprobs, mask = _loss_inputs()
+    bad = logprobs.clone()
+    bad[0, 0] = float("-inf")
+    with pytest.raises(ValueError, match="not finite"):
+        policy_loss(bad, logprobs, torch.ones(2), mask)
+    with pytest.raises(ValueError, match="not finite"):
+        policy_loss(logprobs, bad, torch.ones(2), mask)
+
+
+def test_policy_loss_empty_batch_is_a_clear_error():
+    empty = torch.zeros(0, 4)
+    with pytest.raises(ValueError, match="empty batch"):
+        policy_loss(empty, empty, torch.zeros(0), empty)
+
+
+def test_policy_loss_shape_mismatches_are_clear_errors():
+    logprobs, mask = _loss_inputs()
+    with pytest.raises(ValueError, match="ref_logprobs"):
+        policy_loss(logprobs, logprobs, torch.ones(2), mask, ref_logprobs=logprobs[:, :3], beta=0.1)
+    with pytest.raises(ValueError, match="advantages"):
+        policy_loss(logprobs, logprobs, torch.ones(3), mask)
+
+
+def test_group_advantages_edge_cases():
+    assert group_advantages(torch.zeros(0), 4).shape == (0,)
+    torch.testing.assert_close(group_advantages(torch.tensor([1, 0, 0, 0]), 4),  # integer rewards
+                               group_advantages(torch.tensor([1.0, 0, 0, 0]), 4))
+    with pytest.raises(ValueError, match="group_size"):
+        group_advantages(torch.zeros(4), 2.5)

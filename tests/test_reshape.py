@@ -101,3 +101,12 @@ def test_bad_parameters_raise(kwargs):
 
 def test_empty_scores_give_empty_weights():
     assert bilevel_weights(torch.tensor([])).numel() == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_scores(dtype):
+    scores = torch.tensor([0.0, 1.0, 3.0, 0.5, 2.0, 7.0])
+    reference = bilevel_weights(scores)
+    w = bilevel_weights(scores.to(dtype))
+    assert w.dtype == dtype
+    torch.testing.assert_close(w.float(), reference, rtol=2e-2, atol=2e-2)

@@ -67,3 +67,21 @@ def test_sequence_unpads_a_row_and_shifts_its_spans():
     with pytest.raises(ValueError, match="row"):
         ro.sequence(len(ro))
 
+
+
+def test_a_string_prompt_is_refused(model, chars):
+    with pytest.raises(ValueError, match="a list of prompt strings"):
+        sample_completions(model, chars, "12+5=", group_size=2, max_new_tokens=3)
+
+
+@pytest.mark.parametrize("top_p", [0.0, -0.5, 1.5, float("nan")])
+def test_bad_top_p_is_refused(model, chars, top_p):
+    with pytest.raises(ValueError, match="top_p"):
+        sample_completions(model, chars, ["12+5="], group_size=2, max_new_tokens=3, top_p=top_p)
+
+
+@pytest.mark.parametrize("setting", [dict(temperature=float("nan")), dict(temperature=float("inf")),
+                                     dict(group_size=0), dict(max_new_tokens=0)])
+def test_bad_sampling_settings_are_refused(model, chars, setting):
+    with pytest.raises(ValueError, match=next(iter(setting))):
+        sample_completions(model, chars, ["12+5="], **{"group_size": 2, "max_new_tokens": 3, **setting})
