@@ -29,9 +29,10 @@ Use::
 
 Every step appends one record to ``out_dir/metrics.jsonl``; a checkpoint
 (``out_dir/checkpoint.pt``: weights or LoRA adapter, optimizer, RNG states, step, records)
-is written atomically every ``checkpoint_every`` steps and at the end, and
+is written atomically every ``checkpoint_every`` steps (default 10) and at the end, and
 ``train(..., resume=True)`` continues from it with the same results as a run that never
-stopped.
+stopped. A fresh run (``resume=False``) refuses a folder that already holds a run unless
+``overwrite=True``.
 """
 from __future__ import annotations
 
@@ -107,7 +108,7 @@ class TrainConfig:
     eval_size: int | None = None         # first N held-out problems (None: all)
     eval_batch_size: int = 64
     # bookkeeping
-    checkpoint_every: int = 0            # 0: only at the end (needs out_dir)
+    checkpoint_every: int = 10           # also at the end (needs out_dir); 0: only at the end
     progress: bool = True                # tqdm bar
 
     def __post_init__(self):
@@ -180,16 +181,17 @@ class Task:
                 raise ValueError(f"each problem must be a dict with 'prompt' and 'answer', got {p!r}")
 
     def fingerprint(self) -> str:
-        """A short hash of the problems (prompts and answers, train and held-out): a
-        checkpoint records it, so a run is never resumed on other problems."""
-        problems = [[[p["prompt"], str(p["answer"])] for p in ps] for ps in (self.train_problems, self.eval_problems)]
+        """A short hash of the training problems (prompts and answers): a checkpoint records
+        it, so a run is never resumed on other problems. The held-out problems are left out:
+        how many are evaluated (``eval_size``) may change on resume, like ``eval_every``."""
+        problems = [[p["prompt"], str(p["answer"])] for p in self.train_problems]
         return hashlib.sha256(json.dumps(problems).encode()).hexdigest()[:16]
 
 
 # ----------------------------------------------------------------------------- the loop
 
 def train(model, tokenizer, task: Task, config: TrainConfig, *, out_dir: str | os.PathLike | None = None,
-          resume: bool = False):
+          resume: bool = False, overwrite: bool = False):
     """Train ``model`` with GRPO and the chosen credit assignment.
 
     Args:
@@ -201,6 +203,8 @@ def train(model, tokenizer, task: Task, config: TrainConfig, *, out_dir: str | o
         config: `TrainConfig`.
         out_dir: where ``metrics.jsonl`` and ``checkpoint.pt`` go (None: nothing written).
         resume: continue from ``out_dir/checkpoint.pt`` if it exists.
+        overwrite: with ``resume=False``, replace a run already in ``out_dir`` (its
+            metrics and checkpoint); without it such a folder is refused.
 
     Returns:
         ``(model, records)``: the trained model (the peft wrapper with LoRA) and the list
@@ -210,6 +214,16 @@ def train(model, tokenizer, task: Task, config: TrainConfig, *, out_dir: str | o
     out = Path(out_dir) if out_dir is not None else None
     if resume and out is None:
         raise ValueError("resume=True needs out_dir (where the checkpoint is)")
+    if out is not None and not resume:
+        held = [name for name in (METRICS, CHECKPOINT) if (out / name).exists()]
+        if held and not overwrite:
+            raise ValueError(f"{out} already holds a run ({', '.join(held)}); pass resume=True to continue it, "
+                             "overwrite=True to replace it, or another out_dir")
+        for name in held:
+            (out / name).unlink()
+    # Seeded before the adapter is made: the LoRA initialisation draws from torch's RNG, so
+    # the same seed gives the same adapter (a resumed run loads its adapter and RNG states).
+    seed_everything(config.seed)
     if config.lora:
         model = add_lora(model, config)
     reference = None
@@ -221,8 +235,6 @@ def train(model, tokenizer, task: Task, config: TrainConfig, *, out_dir: str | o
     start, records = 0, []
     if resume and (out / CHECKPOINT).exists():
         start, records = load_checkpoint(out / CHECKPOINT, model, optimizer, config, task=task)
-    else:
-        seed_everything(config.seed)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         write_jsonl(out / METRICS, records)  # a resumed run drops records past its checkpoint
@@ -521,7 +533,7 @@ def load_checkpoint(path, model, optimizer, config: TrainConfig, *, task: Task |
     """Restore a checkpoint written by `save_checkpoint` into ``model`` and ``optimizer``
     and the RNGs. Returns ``(step, records)``. Refuses a checkpoint of a different run:
     another config, or (when both sides know it) another task."""
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    state = _read_checkpoint(path)
     saved, now = state["config"], dataclasses.asdict(config)
     changed = [k for k in now if k not in RESUMABLE_CHANGES and _jsonable(saved.get(k)) != _jsonable(now[k])]
     if changed:
@@ -536,6 +548,25 @@ def load_checkpoint(path, model, optimizer, config: TrainConfig, *, task: Task |
     optimizer.load_state_dict(state["optimizer"])
     _set_rng_state(state["rng"])
     return int(state["step"]), list(state["records"])
+
+
+_CHECKPOINT_KEYS = ("step", "config", "records", "model", "optimizer", "rng")
+
+
+def _read_checkpoint(path) -> dict:
+    """``torch.load`` of a checkpoint, with an error that names the file and what to do
+    when it is not a whole checkpoint (truncated, overwritten, not one at all)."""
+    advice = ("delete it to start the run over (or restore it from a copy); the run's metrics.jsonl "
+              "is rewritten from the checkpoint on resume")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - torch raises EOFError, RuntimeError, UnpicklingError, ...
+        raise ValueError(f"{path} is not a readable checkpoint ({type(err).__name__}: {str(err)[:200]}); "
+                         f"{advice}") from err
+    missing = [k for k in _CHECKPOINT_KEYS if not isinstance(state, dict) or k not in state]
+    if missing:
+        raise ValueError(f"{path} is not an oar-lite checkpoint (missing {', '.join(missing)}); {advice}")
+    return state
 
 
 def _jsonable(x):
@@ -553,9 +584,20 @@ def write_jsonl(path, records: list[dict]) -> None:
 
 
 def read_jsonl(path) -> list[dict]:
-    """Records from a JSONL file."""
+    """Records from a JSONL file; a line that is not JSON (a run killed while writing it)
+    raises ValueError naming the file and the line."""
+    records = []
     with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path} line {number} is not JSON ({err.msg}): the file is damaged (a run killed "
+                                 "while writing?); resume the run to rewrite it from its checkpoint, or delete the "
+                                 "line") from None
+    return records
 
 
 class _Logger:

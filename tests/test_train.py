@@ -266,3 +266,82 @@ def test_same_seed_same_prompts_for_every_method():
     pool = problems(40, 0)
     assert pick_problems(pool, 4, seed=3, step=7) == pick_problems(pool, 4, seed=3, step=7)
     assert pick_problems(pool, 4, seed=3, step=7) != pick_problems(pool, 4, seed=3, step=8)
+
+
+# ----------------------------------------------------------------------------- no silent loss (issue 15)
+
+def test_checkpoints_are_on_by_default():
+    assert 1 <= TrainConfig().checkpoint_every <= TrainConfig().steps
+
+
+def test_a_killed_run_keeps_its_checkpoint(world, tmp_path, monkeypatch):
+    """With the default interval a run stopped after checkpoint_every steps resumes from there."""
+    import oar_lite.train as train_module
+
+    model, tokenizer, task = world
+    every = TrainConfig().checkpoint_every
+    cfg = config(steps=every + 1, eval_every=0, checkpoint_every=every)
+    assert cfg.checkpoint_every == TrainConfig().checkpoint_every
+    real_step = train_module.train_step
+
+    def dies_at_the_last_step(*args, **kwargs):
+        if args[5] == every + 1:
+            raise KeyboardInterrupt
+        return real_step(*args, **kwargs)
+
+    monkeypatch.setattr(train_module, "train_step", dies_at_the_last_step)
+    with pytest.raises(KeyboardInterrupt):
+        train(copy.deepcopy(model), tokenizer, task, cfg, out_dir=tmp_path)
+    state = torch.load(tmp_path / CHECKPOINT, weights_only=True)
+    assert state["step"] == every
+
+
+def test_a_fresh_run_refuses_a_folder_that_holds_a_run(world, tmp_path):
+    model, tokenizer, task = world
+    train(copy.deepcopy(model), tokenizer, task, config(steps=1), out_dir=tmp_path)
+    before = (tmp_path / METRICS).read_text()
+    with pytest.raises(ValueError, match=r"already holds a run.*resume=True.*overwrite=True"):
+        train(copy.deepcopy(model), tokenizer, task, config(steps=1), out_dir=tmp_path)
+    assert (tmp_path / METRICS).read_text() == before  # nothing truncated
+    _, records = train(copy.deepcopy(model), tokenizer, task, config(steps=1, learning_rate=5e-4), out_dir=tmp_path,
+                       overwrite=True)
+    assert read_jsonl(tmp_path / METRICS) == json.loads(json.dumps(records))
+
+
+@pytest.mark.parametrize("content", [b"", b"not a checkpoint at all", b"PK\x03\x04 truncated zip"])
+def test_a_corrupt_checkpoint_names_the_file(world, tmp_path, content):
+    model, tokenizer, task = world
+    (tmp_path / CHECKPOINT).write_bytes(content)
+    with pytest.raises(ValueError, match=rf"{CHECKPOINT}.*(delete|remove) it"):
+        train(copy.deepcopy(model), tokenizer, task, config(steps=1), out_dir=tmp_path, resume=True)
+
+
+def test_a_truncated_metrics_line_names_the_file(tmp_path):
+    path = tmp_path / METRICS
+    path.write_text('{"type": "train", "step": 1}\n{"type": "tra')
+    with pytest.raises(ValueError, match=rf"{METRICS} line 2"):
+        read_jsonl(path)
+
+
+def test_eval_size_may_change_on_resume(world, tmp_path):
+    model, tokenizer, task = world
+    train(copy.deepcopy(model), tokenizer, task, config(steps=1, eval_size=4), out_dir=tmp_path)
+    fewer = dataclasses.replace(task, eval_problems=list(task.eval_problems)[:4])
+    _, records = train(copy.deepcopy(model), tokenizer, fewer, config(steps=2, eval_size=2), out_dir=tmp_path,
+                       resume=True)
+    assert [r["eval_n"] for r in records if r["type"] == "eval"] == [4, 4, 2]  # steps 0 and 1, then 2
+
+
+def test_same_seed_same_lora_adapter_and_metrics(world):
+    model, tokenizer, task = world
+    task = Task(train_problems=task.train_problems)
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(1234 + len(runs))  # whatever the global RNG holds before the call
+        cfg = config(method="oar-g", lora=True, lora_rank=4, learning_rate=1e-2, steps=1)
+        from oar_lite.train import add_lora, seed_everything  # noqa: F401 - the adapter init is what is compared
+        peft_model, records = train(copy.deepcopy(model), tokenizer, task, cfg)
+        runs.append(({k: v.clone() for k, v in peft_model.state_dict().items() if "lora_" in k}, records))
+    (a, rec_a), (b, rec_b) = runs
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert without_times(rec_a) == without_times(rec_b)
