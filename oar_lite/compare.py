@@ -8,14 +8,20 @@ along the way. Everything lands in one folder::
                            and time per step by phase
     results/compare.md     final accuracy, steps and time to the target, time per step
     results/compare.jsonl  every metric record of every run (raw)
-    results/runs/<method>-seed<s>/{metrics.jsonl, checkpoint.pt}
+    results/runs/<method>-seed<s>/{metrics.jsonl, checkpoint.pt, run.json}
 
 Runs resume from their checkpoints, so an interrupted comparison picks up where it
-stopped; a finished run is read back, not trained again.
+stopped; a finished run is read back, not trained again. ``run.json`` holds each run's
+full settings (its `TrainConfig`, a hash of the model files, the digits): a run is reused
+only when they match, apart from bookkeeping (progress bars, checkpoint interval, eval
+batch size), more steps (the run continues), and, for a run that is not finished or gets
+more steps, how often and on how many problems it is evaluated. Anything else is refused
+with the differences named.
 """
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import platform
@@ -174,8 +180,9 @@ def compare(
     seeds = tuple(settings.pop("seeds"))
     if not seeds:
         raise ValueError("seeds is empty; expected at least one seed")
+    _refuse_duplicates("methods", [_slug(m) for m in methods], list(methods))
+    _refuse_duplicates("seeds", list(seeds), list(seeds))
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
 
     runs = []
     for method in methods:
@@ -183,6 +190,15 @@ def compare(
             config = run_config(method, seed, settings)  # validates method and settings up front
             runs.append({"config": dataclasses.asdict(config), "out": str(out / "runs" / f"{_slug(method)}-seed{seed}"),
                          "threads": threads, "model_dir": str(model_dir) if model_dir else None, "digits": digits})
+    # Every run folder is checked before any training, so a mismatch costs nothing.
+    model = _model_fingerprint(model_dir)
+    for job in runs:
+        job["settings"] = _run_settings(job["config"], model, digits)
+        _check_reuse(Path(job["out"]), job["settings"])
+    out.mkdir(parents=True, exist_ok=True)
+    for job in runs:
+        Path(job["out"]).mkdir(parents=True, exist_ok=True)
+        _write_json(Path(job["out"]) / RUN_SETTINGS, job.pop("settings"))
     # Runs finished by an earlier invocation are read back, not trained: the elapsed time
     # below then says nothing about the training, and compare.md says so.
     read_back = sum(_finished(Path(job["out"]), job["config"]["steps"]) for job in runs)
@@ -235,10 +251,94 @@ def _slug(method: str) -> str:
 
 
 def _finished(run_dir: Path, steps: int) -> bool:
-    """Whether ``run_dir`` already holds a run trained for ``steps`` steps."""
+    """Whether ``run_dir`` already holds a run trained for ``steps`` steps (a damaged
+    metrics file, from a run killed while writing it, counts as not finished: the run
+    resumes from its checkpoint and rewrites it)."""
     if not (run_dir / CHECKPOINT).exists() or not (run_dir / METRICS).exists():
         return False
-    return any(r.get("type") == "train" and r.get("step") == steps for r in read_jsonl(run_dir / METRICS))
+    try:
+        records = read_jsonl(run_dir / METRICS)
+    except ValueError:
+        return False
+    return any(r.get("type") == "train" and r.get("step") == steps for r in records)
+
+
+# ----------------------------------------------------------------------------- run settings and reuse
+
+RUN_SETTINGS = "run.json"
+# TrainConfig fields that never change what a run learns or records.
+_BOOKKEEPING = ("progress", "checkpoint_every", "eval_batch_size")
+# Fields that change only the evaluations from the point where they change.
+_EVALUATION = ("eval_every", "eval_size")
+
+
+def _refuse_duplicates(what: str, keys: list, given: list) -> None:
+    seen, dups = set(), []
+    for key, name in zip(keys, given):
+        if key in seen:
+            dups.append(name)
+        seen.add(key)
+    if dups:
+        raise ValueError(f"{what} {given} repeat {dups}: two runs would share one folder; give each once")
+
+
+def _model_fingerprint(model_dir) -> str | None:
+    """A hash of the toy model's files (config, weights, tokenizer): the same model copied
+    elsewhere has the same fingerprint, a retrained one another. None if the folder is
+    missing (loading it then raises its own error)."""
+    from . import toy
+
+    folder = Path(model_dir) if model_dir else toy.MODEL_DIR
+    files = [folder / name for name in ("config.json", "model.safetensors", "tokenizer.json")]
+    if not all(f.is_file() for f in files):
+        return None
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _run_settings(config: dict, model: str | None, digits) -> dict:
+    """What decides a run's results: its full `TrainConfig`, the model, the problems' digits."""
+    return {"config": json.loads(json.dumps(config)), "model": model,
+            "digits": list(digits) if digits else list(TRAIN_POOL["digits"])}
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+
+
+def _check_reuse(run_dir: Path, settings: dict) -> None:
+    """Refuse to reuse ``run_dir`` if it holds a run with other settings (see the module
+    docstring for what may differ); ValueError names each difference."""
+    held = [name for name in (CHECKPOINT, METRICS) if (run_dir / name).exists()]
+    path = run_dir / RUN_SETTINGS
+    if not held:
+        return
+    if not path.exists():
+        raise ValueError(f"{run_dir} holds a run ({', '.join(held)}) but no {RUN_SETTINGS} recording its settings "
+                         "(written by an older oar-lite?), so it cannot be told apart from another run; delete the "
+                         "folder to train it again, or use another --out")
+    try:
+        saved = json.loads(path.read_text())
+        saved_config = saved["config"]
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{path} is damaged ({err}); delete {run_dir} to train the run again, or use another --out") from None
+    new_config = settings["config"]
+    more_steps = new_config.get("steps", 0) > saved_config.get("steps", 0)
+    open_run = more_steps or not _finished(run_dir, saved_config.get("steps"))
+    diffs = [f"{key}={saved.get(key)!r} (now {settings[key]!r})" for key in ("model", "digits")
+             if saved.get(key) != settings[key]]
+    for key in sorted(set(saved_config) | set(new_config)):
+        old, new = saved_config.get(key), new_config.get(key)
+        if old == new or key in _BOOKKEEPING or (key == "steps" and more_steps) or (key in _EVALUATION and open_run):
+            continue
+        diffs.append(f"{key}={old!r} (now {new!r})")
+    if diffs:
+        raise ValueError(f"{run_dir} holds a run with other settings: {'; '.join(diffs)}. Its results would be "
+                         f"labelled with the new ones; use another --out, or delete {run_dir} to train it again")
 
 
 # ----------------------------------------------------------------------------- summary

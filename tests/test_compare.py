@@ -92,7 +92,7 @@ def test_toy_task_with_other_digits_keeps_held_out_problems_apart():
 def test_a_run_folder_refuses_other_digits(tmp_path):
     args = ["compare", "--tiny", "--jobs", "1", "--quiet", "--methods", "uniform", "--out", str(tmp_path)]
     assert main(args) == 0  # 2-4-digit problems
-    with pytest.raises(ValueError, match="other problems"):  # the checkpoint knows its task
+    with pytest.raises(ValueError, match=r"digits=\[2, 4\] \(now \[4, 4\]\)"):  # run.json knows the problems
         main(args + ["--digits", "4"])
     with pytest.raises(ValueError, match="digits"):
         main(args + ["--digits", "2", "3", "4"])
@@ -115,3 +115,61 @@ def test_save_figure_leaves_the_backend_and_pyplot_alone(tmp_path):
         assert matplotlib.get_backend() == "svg" and plt.get_fignums() == figures
     finally:
         plt.switch_backend(before)
+
+
+# ----------------------------------------------------------------------------- reuse only what matches (issue 15)
+
+TINY = ["compare", "--tiny", "--jobs", "1", "--quiet", "--methods", "uniform"]
+
+
+@pytest.mark.parametrize("flags, repeated", [(["--methods", "uniform", "oar-g", "uniform"], "uniform"),
+                                             (["--seeds", "0", "1", "0"], "0")])
+def test_duplicate_methods_or_seeds_are_refused(tmp_path, flags, repeated):
+    with pytest.raises(ValueError, match=rf"repeat \['?{repeated}'?\]"):
+        main(["compare", "--tiny", "--jobs", "1", "--quiet", "--out", str(tmp_path), *flags])
+    assert not (tmp_path / "runs").exists()  # refused before anything was written
+
+
+def test_a_run_is_reused_only_when_all_settings_match(tmp_path):
+    import shutil
+
+    from oar_lite import toy
+
+    out = tmp_path / "results"
+    run = out / "runs" / "uniform-seed0"
+    assert main(TINY + ["--out", str(out)]) == 0
+    saved = json.loads((run / "run.json").read_text())
+    assert saved["config"]["steps"] == 2 and saved["config"]["learning_rate"] == 1e-4 and saved["model"]
+    checkpoint = (run / "checkpoint.pt").read_bytes()
+
+    with pytest.raises(ValueError, match=r"steps=2 \(now 1\)"):  # a finished run is never cut short
+        main(TINY + ["--out", str(out), "--steps", "1"])
+    with pytest.raises(ValueError, match=r"learning_rate=0.0001 \(now 0.001\)"):
+        main(TINY + ["--out", str(out), "--lr", "1e-3"])
+    with pytest.raises(ValueError, match=r"eval_size=8 \(now 4\)"):  # a finished run keeps its evaluations
+        main(TINY + ["--out", str(out), "--eval-size", "4"])
+    other_model = tmp_path / "other-model"
+    shutil.copytree(toy.MODEL_DIR, other_model)
+    config = json.loads((other_model / "config.json").read_text())
+    config["rms_norm_eps"] = config.get("rms_norm_eps", 1e-6) * 2  # another model
+    (other_model / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=r"model="):
+        main(TINY + ["--out", str(out), "--model", str(other_model)])
+    assert (run / "checkpoint.pt").read_bytes() == checkpoint  # nothing was touched
+
+    same_model = tmp_path / "same-model"
+    shutil.copytree(toy.MODEL_DIR, same_model)  # the same files elsewhere: the same model
+    assert main(TINY + ["--out", str(out), "--model", str(same_model)]) == 0
+    assert (run / "checkpoint.pt").read_bytes() == checkpoint  # read back, not trained again
+    assert main(TINY + ["--out", str(out), "--steps", "3", "--eval-size", "4"]) == 0  # more steps: continues
+    records = read_jsonl(run / "metrics.jsonl")
+    assert [r["step"] for r in records if r["type"] == "train"] == [1, 2, 3]
+    assert [r["eval_n"] for r in records if r["type"] == "eval"] == [8, 8, 8, 4]
+
+
+def test_a_run_folder_without_its_settings_is_refused(tmp_path):
+    run = tmp_path / "runs" / "uniform-seed0"
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text('{"type": "train", "step": 1}\n')
+    with pytest.raises(ValueError, match="run.json"):
+        main(TINY + ["--out", str(tmp_path)])
