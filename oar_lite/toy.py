@@ -435,8 +435,15 @@ def load_model(path: str | Path | None = None, *, dtype: torch.dtype = torch.flo
     if not (path / "config.json").exists():
         raise ValueError(f"no toy model in {path} (expected config.json, model.safetensors and tokenizer files; "
                          "run scripts/pretrain_toy.py)")
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    model = LlamaForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype).eval()
+    from .models import check_finite_weights, damaged_model_error
+
+    fix = "restore the folder (reinstall oar-lite, or run scripts/pretrain_toy.py to write it again)"
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        model = LlamaForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype).eval()
+    except Exception as err:  # noqa: BLE001 - safetensors, json and tokenizers raise their own types
+        raise damaged_model_error(path, err, fix) from err
+    check_finite_weights(model, path / "model.safetensors", fix)
     return model, tokenizer
 
 

@@ -192,3 +192,66 @@ def test_default_dtype_follows_the_hardware(monkeypatch):
 def test_hub_loader_checks_the_name():
     with pytest.raises(ValueError, match="hub id"):
         load_hub_model("not-a-hub-id")
+
+
+# ----------------------------------------------------------------------------- damaged model files (issue 15)
+
+def _toy_copy(tmp_path):
+    import shutil
+
+    from oar_lite import toy
+
+    folder = tmp_path / "toy-model"
+    shutil.copytree(toy.MODEL_DIR, folder)
+    return folder
+
+
+def _nan_weights(folder):
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(folder / "model.safetensors")
+    name = sorted(weights)[0]
+    weights[name] = torch.full_like(weights[name], float("nan"))
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+
+
+def test_a_truncated_toy_model_names_the_folder(tmp_path):
+    from oar_lite import toy
+
+    folder = _toy_copy(tmp_path)
+    data = (folder / "model.safetensors").read_bytes()
+    (folder / "model.safetensors").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match=rf"{folder}.*damaged.*restore"):
+        toy.load_model(folder)
+
+
+def test_nan_weights_in_the_toy_model_name_the_file(tmp_path):
+    from oar_lite import toy
+
+    folder = _toy_copy(tmp_path)
+    _nan_weights(folder)
+    with pytest.raises(ValueError, match=rf"{folder / 'model.safetensors'} holds NaN"):
+        toy.load_model(folder)
+
+
+@needs_wheel
+@pytest.mark.parametrize("damage", ["nan", "truncate"])
+def test_a_tampered_smollm2_cache_names_the_file_and_the_fix(tmp_path, damage):
+    """A cache folder that passes the fingerprint check but holds damaged weights."""
+    from conftest import char_tokenizer, tiny_llama
+
+    cache = tmp_path / "cache"
+    folder = smollm2_cache_path(cache)
+    tiny_llama(dtype=torch.float32).save_pretrained(folder)
+    tokenizer = char_tokenizer()
+    tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    tokenizer.save_pretrained(folder)
+    (folder / "oar_lite_source.json").write_text(json.dumps(models._gguf_fingerprint(models.smollm2_gguf_path())))
+    load_smollm2(cache=cache)  # the intact stand-in loads
+    if damage == "nan":
+        _nan_weights(folder)
+    else:
+        data = (folder / "model.safetensors").read_bytes()
+        (folder / "model.safetensors").write_bytes(data[:100])
+    with pytest.raises(ValueError, match=r"refresh=True"):
+        load_smollm2(cache=cache)
