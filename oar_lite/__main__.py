@@ -32,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                        help="runs trained at the same time, one process each (default: 2)")
         p.add_argument("--threads", type=int, default=1, help="torch threads per run (default 1)")
-        p.add_argument("--model", default=None, help="toy model folder (default: the shipped data/toy-model)")
+        p.add_argument("--model", default=None, help="toy model folder (default: the shipped oar_lite/data/toy-model)")
         p.add_argument("--lr", type=float, default=None, help="learning rate")
         p.add_argument("--quantile", type=float, default=None, help="OAR suppression quantile q")
         p.add_argument("--boost", type=float, default=None, help="OAR boost (the paper's beta)")

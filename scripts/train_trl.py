@@ -41,7 +41,7 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="Any other OARConfig / GRPOConfig field is accepted as --<field_name> VALUE.")
     ap.add_argument("--model", default="toy",
-                    help="'toy' (data/toy-model), 'smollm2' (offline SmolLM2-135M-Instruct), or a hub id / local path")
+                    help="'toy' (oar_lite/data/toy-model), 'smollm2' (offline SmolLM2-135M-Instruct), or a hub id / local path")
     ap.add_argument("--dataset", default="toy", choices=DATASETS,
                     help="toy: the toy addition problems; words: the project's word problems; "
                          "gsm8k: openai/gsm8k through `datasets` (needs the hub)")
