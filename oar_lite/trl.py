@@ -73,7 +73,13 @@ def check_trl_version(version: str | None = None) -> str:
 check_trl_version()
 
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402  (after the version check, which names the range)
-from trl.models import unwrap_model_for_generation  # noqa: E402
+from trl.models import unwrap_model_for_generation as _trl_unwrap_model_for_generation  # noqa: E402
+
+if "gradient_checkpointing_kwargs" in inspect.signature(_trl_unwrap_model_for_generation).parameters:
+    unwrap_model_for_generation = _trl_unwrap_model_for_generation
+else:  # TRL < 1.16 has no such argument (and re-enables gradient checkpointing itself)
+    def unwrap_model_for_generation(model, accelerator, gradient_checkpointing_kwargs=None, **kwargs):
+        return _trl_unwrap_model_for_generation(model, accelerator, **kwargs)
 
 from .attribution import SCORERS, parse_method, token_weights  # noqa: E402
 from .grpo import token_advantages  # noqa: E402

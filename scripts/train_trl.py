@@ -147,6 +147,9 @@ def build_config(known, rest, formats, max_completion_length):
         save_strategy="steps",
         save_steps=max(1, min(50, known.steps)),
         report_to="none",
+        # Without a GPU, say so: `accelerate launch --multi_gpu --num_processes N` on CPUs then
+        # trains as N gloo processes (otherwise each process would train alone, unaware of the others).
+        use_cpu=not on_gpu and not torch.backends.mps.is_available(),
         bf16=on_gpu and torch.cuda.is_bf16_supported(),
         gradient_checkpointing=on_gpu and not toy,
         seed=0,
@@ -161,6 +164,7 @@ def build_config(known, rest, formats, max_completion_length):
 
 
 def main(argv=None):
+    """Train as the flags say; returns the `OARGRPOTrainer` (every process returns its own)."""
     known, rest = parse_args(argv)
     from oar_lite.trl import OARGRPOTrainer
 
@@ -192,6 +196,7 @@ def main(argv=None):
             print("last step:", json.dumps({k: round(v, 4) if isinstance(v, float) else v
                                             for k, v in logged[-1].items() if k in keep}))
         print(f"saved to {config.output_dir}")
+    return trainer
 
 
 if __name__ == "__main__":
