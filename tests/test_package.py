@@ -63,3 +63,57 @@ def test_data_is_package_data():
     package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     assert "data/**/*" in package_data["oar_lite"]
     assert not (ROOT / "data").exists(), "data/ moved to oar_lite/data: one copy only"
+
+
+def _sync_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sync_setup_cell", ROOT / "scripts" / "sync_setup_cell.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_notebook_setup_cell_is_the_template():
+    """`python scripts/sync_setup_cell.py` writes notebooks/setup_cell.py into every notebook."""
+    sync = _sync_module()
+    notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    assert notebooks
+    stale = sync.sync(notebooks, sync.template_source(), check=True)
+    assert not stale, f"setup cells differ from notebooks/setup_cell.py; run scripts/sync_setup_cell.py: {stale}"
+
+
+def test_sync_rewrites_only_the_setup_cell(tmp_path):
+    import json
+
+    sync = _sync_module()
+    notebook = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": ["# title"]},
+                          {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": 1,
+                           "source": ["import sys"]},
+                          {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": 2, "source": ["x = 1"]}],
+                "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "07_new.ipynb"
+    path.write_text(json.dumps(notebook, indent=1) + "\n")
+    assert sync.sync([path], "print('setup')\nx = 2", check=True) == [path]
+    assert json.loads(path.read_text()) == notebook  # --check changes nothing
+    sync.sync([path], "print('setup')\nx = 2")
+    cells = json.loads(path.read_text())["cells"]
+    assert cells[1]["source"] == ["print('setup')\n", "x = 2"]
+    assert cells[0] == notebook["cells"][0] and cells[2] == notebook["cells"][2]
+    assert sync.sync([path], "print('setup')\nx = 2", check=True) == []
+
+
+def test_colab_extra_admits_the_tested_versions():
+    """The ranges the Colab cell installs contain the versions constraints.txt pins."""
+    from packaging.requirements import Requirement
+
+    pins = dict(line.split("==") for line in (ROOT / "constraints.txt").read_text().splitlines()
+                if "==" in line and not line.startswith("#"))
+    pins = {name.lower(): version for name, version in pins.items()}
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["colab"]
+    for requirement in map(Requirement, extra):
+        assert requirement.specifier.contains(pins[requirement.name.lower()]), (requirement, pins[requirement.name])
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    for requirement in map(Requirement, deps):
+        if requirement.name.lower() in pins:
+            assert requirement.specifier.contains(pins[requirement.name.lower()]), requirement
