@@ -193,15 +193,26 @@ def compare(
         # Costliest runs first (OAR-P, then OAR-G), so the workers finish at about the same time.
         cost = {"oar-p": 0, "oar-g": 1}
         order = sorted(range(len(runs)), key=lambda i: cost.get(runs[i]["config"]["method"].partition(":")[0], 2))
+        from .progress import MethodBars
+
         results = [None] * len(runs)
-        with mp.get_context("spawn").Pool(min(jobs, len(runs))) as pool:
-            for i, records in zip(order, pool.imap(_run_one, [runs[i] for i in order])):
+        bars = MethodBars([(job["config"]["method"], job["out"], job["config"]["steps"]) for job in runs],
+                          disable=not progress)
+        with mp.get_context("spawn").Pool(min(jobs, len(runs))) as pool, bars:
+            finished = pool.imap(_run_one, [runs[i] for i in order])
+            for i in order:
+                while True:
+                    try:
+                        records = finished.next(timeout=1.0)
+                        break
+                    except mp.TimeoutError:
+                        bars.poll()
                 job = runs[i]
                 results[i] = records
-                if progress:
-                    final = [r for r in records if r["type"] == "eval"]
-                    acc = f"{final[-1]['eval_accuracy']:.3f}" if final else "n/a"
-                    print(f"done {job['config']['method']} seed {job['config']['seed']}: held-out accuracy {acc}", flush=True)
+                final = [r for r in records if r["type"] == "eval"]
+                acc = f"{final[-1]['eval_accuracy']:.3f}" if final else "n/a"
+                bars.finish(i, f"done {job['config']['method']} seed {job['config']['seed']}: held-out accuracy {acc}"
+                            if progress else None)
     elapsed = time.perf_counter() - t0
 
     records = [r for rs in results for r in rs]
