@@ -90,6 +90,10 @@ def test_demo_runs_from_the_wheel(installed):
     _ok(_run([python, "-m", "pip", "show", "oar-lite"], cwd=work))
     proc = _ok(_run([python, "-m", "oar_lite", "demo", "--tiny", "--out", work / "demo"], cwd=work))
     assert "| GRPO (uniform) |" in proc.stdout and "| OAR-G |" in proc.stdout
+    # quiet: the results fit one screen, stderr holds the progress bars and nothing of the libraries
+    assert len(proc.stdout.splitlines()) <= 50, proc.stdout
+    assert "Loading weights" not in proc.stderr and "Warning" not in proc.stderr, proc.stderr[-3000:]
+    assert "uniform" in proc.stderr and "oar-g" in proc.stderr  # one bar per method
     assert (work / "demo" / "compare.md").exists() and (work / "demo" / "compare.png").exists()
 
 
