@@ -76,7 +76,9 @@ def quiet_libraries() -> None:
 
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' tqdm follows huggingface_hub's switch
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning,ignore::DeprecationWarning")
+    # (and multiprocessing's note at exit about a semaphore of the worker pool it cleans up itself)
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning,ignore::DeprecationWarning,"
+                                            "ignore:resource_tracker:UserWarning")
     libraries = rf"({'|'.join(LIBRARIES)})(\.|$)"
     for category in (FutureWarning, DeprecationWarning, UserWarning):
         warnings.filterwarnings("ignore", category=category, module=libraries)
