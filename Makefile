@@ -11,7 +11,7 @@ export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export MPLBACKEND := Agg
 
-.PHONY: venv demo test test-fast test-notebooks lab bench clean
+.PHONY: venv demo test test-fast test-notebooks test-wheel test-trl-oldest lab bench clean
 
 venv: $(STAMP)
 
@@ -38,6 +38,19 @@ test-notebooks: $(STAMP)
 	  $(PY) -m pytest -q --nbval-lax --nbval-sanitize-with notebooks/sanitize.cfg \
 	    --nbval-cell-timeout=900 -p no:cacheprovider notebooks; \
 	else echo "no notebooks yet"; fi
+
+# The wheel in a fresh venv outside the repository: demo, the Colab cell, notebook 06 (a few minutes).
+test-wheel: $(STAMP)
+	$(PY) -m pytest -q -s -p no:cacheprovider tests_install
+
+# The TRL tests against the oldest TRL that oar_lite.trl supports (TRL_SUPPORTED's lower bound),
+# installed alone into a temporary folder put first on the path, over the tested stack.
+TRL_OLDEST := 1.6.0
+test-trl-oldest: $(STAMP)
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(PY) -m pip install -q --no-deps --target "$$tmp" "trl==$(TRL_OLDEST)" && \
+	PYTHONPATH="$$tmp" $(PY) -c "import trl; assert trl.__version__ == '$(TRL_OLDEST)', trl.__version__; print('trl', trl.__version__, trl.__file__)" && \
+	PYTHONPATH="$$tmp" $(PY) -m pytest -q -p no:cacheprovider tests/test_trl.py tests/test_package.py
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks

@@ -32,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                        help="runs trained at the same time, one process each (default: 2)")
         p.add_argument("--threads", type=int, default=1, help="torch threads per run (default 1)")
-        p.add_argument("--model", default=None, help="toy model folder (default: the shipped data/toy-model)")
+        p.add_argument("--model", default=None, help="toy model folder (default: the shipped oar_lite/data/toy-model)")
         p.add_argument("--lr", type=float, default=None, help="learning rate")
         p.add_argument("--quantile", type=float, default=None, help="OAR suppression quantile q")
         p.add_argument("--boost", type=float, default=None, help="OAR boost (the paper's beta)")
@@ -49,6 +49,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--eval-size", type=int, default=None,
                        help="held-out problems evaluated (default all 200; --quick: 100)")
         p.add_argument("--quiet", action="store_true", help="no progress bars")
+        p.add_argument("--verbose", action="store_true",
+                       help="show the libraries' warnings, logs and weight-loading bars (hidden by default)")
         p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # test size
 
     compare = sub.add_parser("compare", help="train GRPO, OAR-G and OAR-P on the toy task and compare them")
@@ -56,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--quick", action="store_true", help="one seed, fewer steps: about 1 minute on 2 idle cores")
     demo = sub.add_parser("demo", help="the quick comparison, then its table")
     common(demo)
+    demo.add_argument("--quick", action="store_true", help="accepted for symmetry with compare: the demo is always quick")
     return parser
 
 
@@ -78,6 +81,28 @@ def check_flags(args: argparse.Namespace, names: dict[str, str]) -> None:
         check_number("", flag(name), getattr(args, name), **{**RUN_RANGES[name], "optional": True})
 
 
+LIBRARIES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "huggingface_hub", "tokenizers")
+"""Libraries whose warnings the command line hides unless ``--verbose``."""
+
+
+def quiet_libraries() -> None:
+    """Hide what a user of the command line cannot act on: the libraries' FutureWarnings and
+    DeprecationWarnings (API changes inside them), their UserWarnings, transformers' info
+    logs and its per-model "Loading weights" bars. Set in the environment as well, so that
+    the worker processes `oar_lite.compare` spawns start quiet too. oar_lite's own warnings
+    stay visible. Called by `main` unless ``--verbose``; the library itself filters nothing."""
+    import warnings
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' tqdm follows huggingface_hub's switch
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    # (and multiprocessing's note at exit about a semaphore of the worker pool it cleans up itself)
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning,ignore::DeprecationWarning,"
+                                            "ignore:resource_tracker:UserWarning")
+    libraries = rf"({'|'.join(LIBRARIES)})(\.|$)"
+    for category in (FutureWarning, DeprecationWarning, UserWarning):
+        warnings.filterwarnings("ignore", category=category, module=libraries)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m oar_lite`` and the ``oar-lite`` script."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -86,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = _parser()
     args = parser.parse_args(argv)
+    if not args.verbose:
+        quiet_libraries()
 
     from .compare import compare
 

@@ -52,7 +52,7 @@ TRAINING = dict(learning_rate=1e-4, max_new_tokens=66, temperature=1.0, num_iter
                 quantile=0.25, boost=1.0, floor=0.1, noise_std=1e-3)
 DEFAULT_TARGET = 0.85
 TRAIN_POOL = dict(n=4000, seed=12345, digits=(2, 4))
-# Held-out problems for other digit ranges (--digits): fresh ones, since data/toy_eval.jsonl
+# Held-out problems for other digit ranges (--digits): fresh ones, since oar_lite/data/toy_eval.jsonl
 # holds only 56 4-digit problems (too few to tell methods apart). Disjoint from the
 # shipped held-out set and from the training pool.
 OTHER_EVAL = dict(n=200, seed=54321)
@@ -73,7 +73,7 @@ def toy_task(*, eval_size: int | None = None, digits: int | tuple[int, int] | No
 
     With ``digits`` (an int or an inclusive ``(low, high)`` range) other than the default
     2-4, both training and held-out problems have that many digits; the held-out ones are
-    200 fresh problems (``OTHER_EVAL``), none of them in ``data/toy_eval.jsonl``.
+    200 fresh problems (``OTHER_EVAL``), none of them in ``oar_lite/data/toy_eval.jsonl``.
     """
     from . import toy
 
@@ -146,7 +146,7 @@ def compare(
         jobs: runs trained at the same time (separate processes); 1 trains in this process.
         threads: torch threads per run (1 suits the toy model: its matrices are too small
             for two threads to pay off). None leaves torch's setting alone.
-        model_dir: a toy model folder other than the shipped ``data/toy-model``.
+        model_dir: a toy model folder other than the shipped ``oar_lite/data/toy-model``.
         overrides: `TrainConfig` fields to change (``{"learning_rate": 1e-3, "boost": 2.0}``).
         digits: train and evaluate on problems with this many digits (an int or an inclusive
             ``[low, high]`` pair; default the toy world's 2-4; see `toy_task`).
@@ -218,15 +218,26 @@ def compare(
         # Costliest runs first (OAR-P, then OAR-G), so the workers finish at about the same time.
         cost = {"oar-p": 0, "oar-g": 1}
         order = sorted(range(len(runs)), key=lambda i: cost.get(runs[i]["config"]["method"].partition(":")[0], 2))
+        from .progress import MethodBars
+
         results = [None] * len(runs)
-        with mp.get_context("spawn").Pool(min(jobs, len(runs))) as pool:
-            for i, records in zip(order, pool.imap(_run_one, [runs[i] for i in order])):
+        bars = MethodBars([(job["config"]["method"], job["out"], job["config"]["steps"]) for job in runs],
+                          disable=not progress)
+        with mp.get_context("spawn").Pool(min(jobs, len(runs))) as pool, bars:
+            finished = pool.imap(_run_one, [runs[i] for i in order])
+            for i in order:
+                while True:
+                    try:
+                        records = finished.next(timeout=1.0)
+                        break
+                    except mp.TimeoutError:
+                        bars.poll()
                 job = runs[i]
                 results[i] = records
-                if progress:
-                    final = [r for r in records if r["type"] == "eval"]
-                    acc = f"{final[-1]['eval_accuracy']:.3f}" if final else "n/a"
-                    print(f"done {job['config']['method']} seed {job['config']['seed']}: held-out accuracy {acc}", flush=True)
+                final = [r for r in records if r["type"] == "eval"]
+                acc = f"{final[-1]['eval_accuracy']:.3f}" if final else "n/a"
+                bars.finish(i, f"done {job['config']['method']} seed {job['config']['seed']}: held-out accuracy {acc}"
+                            if progress else None)
     elapsed = time.perf_counter() - t0
 
     records = [r for rs in results for r in rs]
@@ -236,7 +247,7 @@ def compare(
                            "jobs": jobs, "threads": threads, "profile": profile, "elapsed_s": elapsed,
                            "runs": len(runs), "read_back": read_back,
                            "digits": list(digits) if digits else list(TRAIN_POOL["digits"]),
-                           "model_dir": str(model_dir) if model_dir else "data/toy-model",
+                           "model_dir": str(model_dir) if model_dir else "oar_lite/data/toy-model",
                            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform(terse=True)}"}
     summary["command"] = command
     with open(out / "compare.json", "w") as f:

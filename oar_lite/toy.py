@@ -43,11 +43,11 @@ The tokenizer (`build_tokenizer`) is a real ``PreTrainedTokenizerFast``: one tok
 digit, symbol and space, one per whole word, plus ``<pad> <s> </s> <unk>``; decoding
 concatenates tokens, so offsets are exact. The model is a ``LlamaForCausalLM``
 (`model_config`), pre-trained by ``scripts/pretrain_toy.py`` and shipped with its
-tokenizer in ``data/toy-model`` (`load_model`); the held-out problems are in
-``data/toy_eval.jsonl`` (`load_eval_set`), and never appear in pre-training.
+tokenizer in ``oar_lite/data/toy-model`` (`load_model`); the held-out problems are in
+``oar_lite/data/toy_eval.jsonl`` (`load_eval_set`), and never appear in pre-training.
 
 The shipped model (0.86M parameters, 600 steps of batch 32, 10% noisy result digits;
-``data/toy-model/pretrain_metrics.json``) leaves GRPO room on the 200 held-out problems:
+``oar_lite/data/toy-model/pretrain_metrics.json``) leaves GRPO room on the 200 held-out problems:
 greedy accuracy 58.5% (2 digits 77.5%, 3 digits 64.4%, 4 digits 26.8%), 99% parseable;
 at temperature 1 with groups of 8, accuracy 28.6% and mixed rewards on 69.5% of prompts.
 Completions are 33-36 tokens on average. ``scripts/pretrain_toy.py`` says how it was tuned.
@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import json
 import random
+from importlib import resources
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,11 +67,14 @@ import torch
 from .reward import math_reward
 from .segment import completion_offsets, segment_completion_ids
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+DATA_DIR = Path(str(resources.files(__package__) / "data"))
+"""The package's data folder (``oar_lite/data``: the toy model and the held-out set). It is
+package data, so an editable install, a wheel and an sdist all read the same files; a
+wheel is installed unzipped, so the folder is a real directory that `transformers` can load."""
 MODEL_DIR = DATA_DIR / "toy-model"
 EVAL_PATH = DATA_DIR / "toy_eval.jsonl"
 EVAL_SEED = 20260107
-"""Seed of the held-out set in ``data/toy_eval.jsonl`` (written by scripts/pretrain_toy.py)."""
+"""Seed of the held-out set in ``oar_lite/data/toy_eval.jsonl`` (written by scripts/pretrain_toy.py)."""
 
 FORMATS = ("a_equals",)
 """The answer format of the toy world, for `oar_lite.segment` and `oar_lite.reward`."""
@@ -423,7 +427,7 @@ def load_model(path: str | Path | None = None, *, dtype: torch.dtype = torch.flo
     """The shipped toy model and its tokenizer, offline: ``(model, tokenizer)``.
 
     Args:
-        path: a directory saved by ``save_pretrained`` (default ``data/toy-model``).
+        path: a directory saved by ``save_pretrained`` (default ``oar_lite/data/toy-model``).
         dtype: parameter dtype.
 
     Returns:
@@ -448,7 +452,7 @@ def load_model(path: str | Path | None = None, *, dtype: torch.dtype = torch.flo
 
 
 def load_eval_set(path: str | Path | None = None, n: int | None = None) -> list[dict]:
-    """The held-out problems (``data/toy_eval.jsonl``), optionally only the first ``n``."""
+    """The held-out problems (``oar_lite/data/toy_eval.jsonl``), optionally only the first ``n``."""
     path = Path(path) if path is not None else EVAL_PATH
     if not path.exists():
         raise ValueError(f"no evaluation set at {path}; run scripts/pretrain_toy.py to write it")

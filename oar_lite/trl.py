@@ -33,15 +33,60 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import torch
-from trl import GRPOConfig, GRPOTrainer
-from trl.models import unwrap_model_for_generation
 
-from .attribution import SCORERS, parse_method, token_weights
-from .checks import check_number
-from .grpo import token_advantages
-from .reward import math_rewards
-from .segment import FORMATS, segment_completion_ids, segments_to_masks
-from .train import NUMERIC_RANGES
+TRL_SUPPORTED = ">=1.6,<1.17"
+"""The TRL releases `OARGRPOTrainer` is made for (``pyproject.toml`` declares the same range;
+a test checks that they agree). TRL has no hook for per-token advantages (huggingface/trl#4525:
+override ``_generate_and_score_completions``, as here), so this module relies on internals that
+change between releases: the keys of that method's output, ``_compute_loss`` taking ``[B, C]``
+advantages, ``_metrics`` and ``_dist`` (TRL's ``DistributedBackend``, new in 1.6). The oldest
+release is tested by ``make test-trl-oldest``, the newest by ``make test`` (constraints.txt)."""
+
+
+def check_trl_version(version: str | None = None) -> str:
+    """Raise ImportError unless TRL ``version`` (default: the installed one) is in
+    `TRL_SUPPORTED`; returns the version. ``OAR_LITE_ANY_TRL=1`` turns the error into a
+    warning, to try a release that is not supported yet."""
+    import os
+    import warnings
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed_version
+
+    from packaging.specifiers import SpecifierSet
+
+    if version is None:
+        try:
+            version = installed_version("trl")
+        except PackageNotFoundError:
+            raise ImportError(f"oar_lite.trl needs TRL: pip install 'trl{TRL_SUPPORTED}'") from None
+    if SpecifierSet(TRL_SUPPORTED).contains(version, prereleases=True):
+        return version
+    message = (f"oar_lite.trl supports trl{TRL_SUPPORTED}, but trl {version} is installed: OARGRPOTrainer overrides "
+               f"TRL internals that change between releases. Install a supported one with "
+               f"pip install 'trl{TRL_SUPPORTED}' (or set OAR_LITE_ANY_TRL=1 to try this one anyway)")
+    if os.environ.get("OAR_LITE_ANY_TRL") == "1":
+        warnings.warn(message, stacklevel=2)
+        return version
+    raise ImportError(message)
+
+
+check_trl_version()
+
+from trl import GRPOConfig, GRPOTrainer  # noqa: E402  (after the version check, which names the range)
+from trl.models import unwrap_model_for_generation as _trl_unwrap_model_for_generation  # noqa: E402
+
+if "gradient_checkpointing_kwargs" in inspect.signature(_trl_unwrap_model_for_generation).parameters:
+    unwrap_model_for_generation = _trl_unwrap_model_for_generation
+else:  # TRL < 1.16 has no such argument (and re-enables gradient checkpointing itself)
+    def unwrap_model_for_generation(model, accelerator, gradient_checkpointing_kwargs=None, **kwargs):
+        return _trl_unwrap_model_for_generation(model, accelerator, **kwargs)
+
+from .attribution import SCORERS, parse_method, token_weights  # noqa: E402
+from .checks import check_number  # noqa: E402
+from .grpo import token_advantages  # noqa: E402
+from .reward import math_rewards  # noqa: E402
+from .segment import FORMATS, segment_completion_ids, segments_to_masks  # noqa: E402
+from .train import NUMERIC_RANGES  # noqa: E402
 
 DEFAULT_MODES = {"oar-p": "last", "oar-g": "answer_mean"}
 """P_final mode used when ``oar_mode`` is left unset (the paper's recommendations)."""

@@ -2,9 +2,9 @@
 
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python scripts/pretrain_toy.py
 
-Writes the held-out problems to ``data/toy_eval.jsonl`` (seeded, so always the same),
+Writes the held-out problems to ``oar_lite/data/toy_eval.jsonl`` (seeded, so always the same),
 trains a ~1M-parameter Llama (`oar_lite.toy.model_config`) on fresh problems that avoid
-the held-out prompts, saves model + tokenizer to ``data/toy-model`` and measures what
+the held-out prompts, saves model + tokenizer to ``oar_lite/data/toy-model`` and measures what
 GRPO needs: greedy accuracy on the held-out set and, at temperature 1 with groups of 8,
 the share of prompts with mixed rewards. Deterministic for a seed and a thread count
 (``--threads``, default 2; float reductions depend on it).
@@ -22,7 +22,7 @@ held-out prompts from ``--eval-every 100``):
   the answer to be a copy of the written results. Greedy accuracy at steps 100..700:
   0, 2, 11, 20, 55, 56, 73%; OAR-P's AUC grows with it (0.63 at step 400, 0.80 at 600
   on 20-30 completions) as the copy mechanism forms. 600 steps is the shipped model.
-  Its numbers are in ``data/toy-model/pretrain_metrics.json``.
+  Its numbers are in ``oar_lite/data/toy-model/pretrain_metrics.json``.
 """
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def main(argv=None):
     ap.add_argument("--noise", type=float, default=0.1, help="probability of a wrong (copied) result digit per step")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--eval-n", type=int, default=200, help="held-out problems written to data/toy_eval.jsonl")
+    ap.add_argument("--eval-n", type=int, default=200, help="held-out problems written to oar_lite/data/toy_eval.jsonl")
     ap.add_argument("--eval-every", type=int, default=0, help="greedy accuracy on 64 held-out prompts every N steps")
     ap.add_argument("--save-every", action="store_true", help="also save a checkpoint at every --eval-every")
     ap.add_argument("--skip-measure", action="store_true", help="skip the final held-out measurements")

@@ -41,7 +41,7 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="Any other OARConfig / GRPOConfig field is accepted as --<field_name> VALUE.")
     ap.add_argument("--model", default="toy",
-                    help="'toy' (data/toy-model), 'smollm2' (offline SmolLM2-135M-Instruct), or a hub id / local path")
+                    help="'toy' (oar_lite/data/toy-model), 'smollm2' (offline SmolLM2-135M-Instruct), or a hub id / local path")
     ap.add_argument("--dataset", default="toy", choices=DATASETS,
                     help="toy: the toy addition problems; words: the project's word problems; "
                          "gsm8k: openai/gsm8k through `datasets` (needs the hub)")
@@ -147,6 +147,9 @@ def build_config(known, rest, formats, max_completion_length):
         save_strategy="steps",
         save_steps=max(1, min(50, known.steps)),
         report_to="none",
+        # Without a GPU, say so: `accelerate launch --multi_gpu --num_processes N` on CPUs then
+        # trains as N gloo processes (otherwise each process would train alone, unaware of the others).
+        use_cpu=not on_gpu and not torch.backends.mps.is_available(),
         bf16=on_gpu and torch.cuda.is_bf16_supported(),
         gradient_checkpointing=on_gpu and not toy,
         seed=0,
@@ -161,6 +164,7 @@ def build_config(known, rest, formats, max_completion_length):
 
 
 def main(argv=None):
+    """Train as the flags say; returns the `OARGRPOTrainer` (every process returns its own)."""
     known, rest = parse_args(argv)
     from oar_lite.trl import OARGRPOTrainer
 
@@ -192,6 +196,7 @@ def main(argv=None):
             print("last step:", json.dumps({k: round(v, 4) if isinstance(v, float) else v
                                             for k, v in logged[-1].items() if k in keep}))
         print(f"saved to {config.output_dir}")
+    return trainer
 
 
 if __name__ == "__main__":

@@ -9,10 +9,11 @@ import torch
 from conftest import PAD, char_tokenizer, tiny_llama
 
 from benchmarks import common, learning, oar_g_rows, oar_p_implementations, run_all, scaling, step_cost
+from oar_lite import toy
 from oar_lite.attribution import perturbation_scores
 
-toy_model = pytest.mark.skipif(not (common.Path(__file__).resolve().parent.parent / "data/toy-model").exists(),
-                               reason="the shipped toy model (data/toy-model) is missing")
+toy_model = pytest.mark.skipif(not (toy.MODEL_DIR / "config.json").exists(),
+                               reason=f"the shipped toy model ({toy.MODEL_DIR}) is missing")
 
 
 # ------------------------------------------------------------------ the pieces

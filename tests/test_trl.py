@@ -20,6 +20,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 from trl import GRPOConfig, GRPOTrainer
 
+from oar_lite import toy
 from oar_lite.attribution import token_weights
 from oar_lite.grpo import group_advantages
 from oar_lite.reward import math_reward
@@ -267,14 +268,10 @@ def test_config_defaults_and_modes():
 
 # ----------------------------------------------------------------------------- the shipped toy model
 
-TOY_MODEL = os.path.join(os.path.dirname(__file__), os.pardir, "data", "toy-model", "config.json")
-
-
-@pytest.mark.skipif(not os.path.exists(TOY_MODEL), reason="data/toy-model not built yet")
+@pytest.mark.skipif(not (toy.MODEL_DIR / "config.json").exists(), reason="the toy model is not built yet")
 def test_toy_model_two_lora_steps_with_real_generation(tmp_path):
     from peft import LoraConfig
 
-    from oar_lite import toy
 
     model, tokenizer = toy.load_model()
     problems = toy.make_problems(4, seed=0, digits=4)  # long enough that groups disagree

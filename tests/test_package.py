@@ -1,0 +1,164 @@
+"""The package as users install it: declared TRL range enforced at import, data found
+through the package. (The wheel itself is built and installed by `make test-wheel`.)"""
+import re
+import sys
+import tomllib
+import warnings
+from pathlib import Path
+
+import pytest
+
+from oar_lite import toy
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _requirement(name: str) -> str:
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    (spec,) = [d for d in deps if re.match(rf"{name}\b", d)]
+    return spec[len(name):]
+
+
+def test_trl_range_in_pyproject_is_the_one_enforced():
+    from oar_lite.trl import TRL_SUPPORTED
+
+    assert _requirement("trl") == TRL_SUPPORTED
+
+
+def test_unsupported_trl_gets_an_error_naming_the_supported_range(monkeypatch):
+    from oar_lite.trl import TRL_SUPPORTED, check_trl_version
+
+    monkeypatch.delenv("OAR_LITE_ANY_TRL", raising=False)
+    for bad in ("1.5.1", "1.17.0", "2.0.0", "0.29.1"):
+        with pytest.raises(ImportError, match=re.escape(f"supports trl{TRL_SUPPORTED}, but trl {bad} is installed")):
+            check_trl_version(bad)
+    for good in ("1.6.0", "1.16.0", "1.16.1"):
+        assert check_trl_version(good) == good
+
+
+def test_any_trl_override_warns_instead(monkeypatch):
+    from oar_lite.trl import check_trl_version
+
+    monkeypatch.setenv("OAR_LITE_ANY_TRL", "1")
+    with pytest.warns(UserWarning, match="supports trl"):
+        assert check_trl_version("1.17.0") == "1.17.0"
+
+
+def test_installed_trl_is_supported():
+    from importlib.metadata import version
+
+    from oar_lite.trl import check_trl_version
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert check_trl_version() == version("trl")
+
+
+def test_data_is_package_data():
+    """The toy model and held-out set live inside the package (so wheels carry them) and
+    `pyproject.toml` ships the whole folder."""
+    package = Path(sys.modules["oar_lite"].__file__).parent
+    assert toy.DATA_DIR == package / "data"
+    assert (toy.MODEL_DIR / "model.safetensors").is_file() and toy.EVAL_PATH.is_file()
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert "data/**/*" in package_data["oar_lite"]
+    assert not (ROOT / "data").exists(), "data/ moved to oar_lite/data: one copy only"
+
+
+def _sync_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sync_setup_cell", ROOT / "scripts" / "sync_setup_cell.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_notebook_setup_cell_is_the_template():
+    """`python scripts/sync_setup_cell.py` writes notebooks/setup_cell.py into every notebook."""
+    sync = _sync_module()
+    notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    assert notebooks
+    stale = sync.sync(notebooks, sync.template_source(), check=True)
+    assert not stale, f"setup cells differ from notebooks/setup_cell.py; run scripts/sync_setup_cell.py: {stale}"
+
+
+def test_sync_rewrites_only_the_setup_cell(tmp_path):
+    import json
+
+    sync = _sync_module()
+    notebook = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": ["# title"]},
+                          {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": 1,
+                           "source": ["import sys"]},
+                          {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": 2, "source": ["x = 1"]}],
+                "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "07_new.ipynb"
+    path.write_text(json.dumps(notebook, indent=1) + "\n")
+    assert sync.sync([path], "print('setup')\nx = 2", check=True) == [path]
+    assert json.loads(path.read_text()) == notebook  # --check changes nothing
+    sync.sync([path], "print('setup')\nx = 2")
+    cells = json.loads(path.read_text())["cells"]
+    assert cells[1]["source"] == ["print('setup')\n", "x = 2"]
+    assert cells[0] == notebook["cells"][0] and cells[2] == notebook["cells"][2]
+    assert sync.sync([path], "print('setup')\nx = 2", check=True) == []
+
+
+def test_colab_extra_admits_the_tested_versions():
+    """The ranges the Colab cell installs contain the versions constraints.txt pins."""
+    from packaging.requirements import Requirement
+
+    pins = dict(line.split("==") for line in (ROOT / "constraints.txt").read_text().splitlines()
+                if "==" in line and not line.startswith("#"))
+    pins = {name.lower(): version for name, version in pins.items()}
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["colab"]
+    for requirement in map(Requirement, extra):
+        assert requirement.specifier.contains(pins[requirement.name.lower()]), (requirement, pins[requirement.name])
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    for requirement in map(Requirement, deps):
+        if requirement.name.lower() in pins:
+            assert requirement.specifier.contains(pins[requirement.name.lower()]), requirement
+
+
+def test_oldest_trl_tested_is_the_supported_lower_bound():
+    from oar_lite.trl import TRL_SUPPORTED
+
+    oldest = re.search(r"^TRL_OLDEST := (\S+)$", (ROOT / "Makefile").read_text(), re.M).group(1)
+    lower = re.search(r">=([\d.]+)", TRL_SUPPORTED).group(1)
+    assert oldest.split(".")[:2] == lower.split(".")[:2], (oldest, TRL_SUPPORTED)
+
+
+QUIET_PROBE = """
+import sys, warnings
+if sys.argv[1] == "quiet":
+    from oar_lite.__main__ import quiet_libraries
+    quiet_libraries()
+from oar_lite import toy
+toy.load_model()
+warnings.warn_explicit("library-api-change", FutureWarning, "lib.py", 1, module="transformers.modeling_utils")
+warnings.warn_explicit("library-user-warning", UserWarning, "lib.py", 1, module="torch.utils.data")
+warnings.warn_explicit("oar-lite-own-warning", UserWarning, "own.py", 1, module="oar_lite.compare")
+"""
+
+
+@pytest.mark.parametrize("mode", ["quiet", "verbose"])
+def test_cli_hides_library_noise_unless_verbose(mode, tmp_path):
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("HF_HUB_DISABLE_PROGRESS_BARS", "TRANSFORMERS_VERBOSITY", "PYTHONWARNINGS")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-c", QUIET_PROBE, mode], env=env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "oar-lite-own-warning" in proc.stderr  # ours always show
+    noise = ("Loading weights" in proc.stderr, "library-api-change" in proc.stderr, "library-user-warning" in proc.stderr)
+    assert noise == ((False,) * 3 if mode == "quiet" else (True,) * 3), proc.stderr[-3000:]
+
+
+def test_verbose_flag_reaches_main():
+    from oar_lite.__main__ import _parser
+
+    assert _parser().parse_args(["demo", "--verbose"]).verbose
+    assert not _parser().parse_args(["compare", "--quick"]).verbose
+    assert _parser().parse_args(["demo", "--quick"]).command == "demo"

@@ -1,0 +1,106 @@
+"""The package as a user installs it (``make test-wheel``, run by .ci/run after ``make test``).
+
+Builds the wheel from the package's own files, makes a fresh virtual environment in a
+temporary folder, installs torch==2.13.0 (CPU) and then the wheel the way the notebooks'
+Colab cell does (notebooks/setup_cell.py with ``OAR_LITE_SOURCE`` pointing at the wheel,
+under constraints.txt), and from a working directory outside the repository runs the
+smallest real comparison and notebook 06 under nbval. No editable install; the
+repository is never on the path.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = "06_lora_grpo_on_gpu.ipynb"  # toy model, TRL + peft from the wheel, about a minute on CPU
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "TOKENIZERS_PARALLELISM": "false", "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1"}
+
+
+def _env(**extra):
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "OAR_LITE_SOURCE")}
+    return {**env, **OFFLINE, **extra}
+
+
+def _run(cmd, cwd, **env):
+    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=_env(**env), capture_output=True, text=True)
+    return proc
+
+
+def _ok(proc):
+    assert proc.returncode == 0, f"{proc.args}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-5000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """``(python of the fresh venv, a working directory outside the repository, the wheel)``."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    source = tmp / "source"  # only what the wheel is built from: no build/ left over from earlier builds
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(ROOT / "oar_lite", source / "oar_lite", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    _ok(_run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", tmp / "dist",
+              source], cwd=tmp))
+    (wheel,) = (tmp / "dist").glob("oar_lite-*.whl")
+    print(f"wheel: {wheel.name}, {wheel.stat().st_size / 2**20:.2f} MiB")
+
+    venv = tmp / "venv"
+    _ok(_run([sys.executable, "-m", "venv", venv], cwd=tmp))
+    python = venv / "bin" / "python"
+    _ok(_run([python, "-m", "pip", "install", "-q", "torch==2.13.0"], cwd=tmp))
+    work = tmp / "work"
+    work.mkdir()
+    return python, work, wheel
+
+
+def test_wheel_carries_the_data(installed):
+    _, _, wheel = installed
+    names = zipfile.ZipFile(wheel).namelist()
+    shipped = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "oar_lite" / "data").rglob("*") if p.is_file())
+    assert shipped and all(name in names for name in shipped), sorted(set(shipped) - set(names))
+
+
+def test_colab_cell_installs_the_wheel_or_says_what_to_do(installed):
+    python, work, wheel = installed
+    cell = ROOT / "notebooks" / "setup_cell.py"
+    # a source pip cannot install: the cell stops and says what to do
+    failed = _run([python, cell], cwd=work, OAR_LITE_SOURCE=f"file://{work / 'no-such-oar_lite.whl'}",
+                  PIP_CONSTRAINT=str(ROOT / "constraints.txt"))
+    assert failed.returncode != 0 and "Installing failed" in failed.stderr and "What to do" in failed.stderr
+    # the wheel, through the same code a Colab user runs, under the tested versions
+    _ok(_run([python, cell], cwd=work, OAR_LITE_SOURCE=f"file://{wheel}", PIP_CONSTRAINT=str(ROOT / "constraints.txt")))
+    where = _ok(_run([python, "-c", "import oar_lite, trl; print(oar_lite.__file__); print(trl.__version__)"], cwd=work))
+    package_file, trl_version = where.stdout.split()
+    assert package_file.startswith(str(python.parent.parent)) and str(ROOT) not in package_file
+    assert trl_version == next(line.split("==")[1] for line in (ROOT / "constraints.txt").read_text().splitlines()
+                               if line.startswith("trl=="))
+    # without OAR_LITE_SOURCE (a local kernel) the cell installs nothing and checks the import
+    _ok(_run([python, cell], cwd=work))
+
+
+def test_demo_runs_from_the_wheel(installed):
+    python, work, _ = installed
+    _ok(_run([python, "-m", "pip", "show", "oar-lite"], cwd=work))
+    proc = _ok(_run([python, "-m", "oar_lite", "demo", "--tiny", "--out", work / "demo"], cwd=work))
+    assert "| GRPO (uniform) |" in proc.stdout and "| OAR-G |" in proc.stdout
+    # quiet: the results fit one screen, stderr holds the progress bars and nothing of the libraries
+    assert len(proc.stdout.splitlines()) <= 50, proc.stdout
+    assert "Loading weights" not in proc.stderr and "Warning" not in proc.stderr, proc.stderr[-3000:]
+    assert "uniform" in proc.stderr and "oar-g" in proc.stderr  # one bar per method
+    assert (work / "demo" / "compare.md").exists() and (work / "demo" / "compare.png").exists()
+
+
+def test_notebook_runs_from_the_wheel(installed):
+    python, work, _ = installed
+    _ok(_run([python, "-m", "pip", "install", "-q", "-c", ROOT / "constraints.txt", "nbval", "ipykernel"], cwd=work))
+    for name in (NOTEBOOK, "sanitize.cfg"):
+        shutil.copy(ROOT / "notebooks" / name, work / name)
+    _ok(_run([python, "-m", "pytest", "-q", "--nbval-lax", "--nbval-sanitize-with", "sanitize.cfg",
+              "--nbval-cell-timeout=900", "-p", "no:cacheprovider", NOTEBOOK], cwd=work))
