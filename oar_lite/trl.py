@@ -109,6 +109,22 @@ OAR_NUMERIC_RANGES: dict[str, dict] = {
     "oar_batch_size": NUMERIC_RANGES["attribution_batch_size"],
 }
 
+# TRL's own numeric fields that the loss depends on, checked the same way before TRL's
+# checks (which let NaN and infinities through). ``max_grad_norm`` keeps Hugging Face's
+# meaning: 0 turns clipping off.
+TRL_NUMERIC_RANGES: dict[str, dict] = {
+    "learning_rate": NUMERIC_RANGES["learning_rate"],
+    "weight_decay": NUMERIC_RANGES["weight_decay"],
+    "max_grad_norm": dict(low=0),
+    "temperature": NUMERIC_RANGES["temperature"],
+    "top_p": NUMERIC_RANGES["top_p"],
+    "beta": NUMERIC_RANGES["beta"],
+    "epsilon": NUMERIC_RANGES["clip_eps"],
+    "epsilon_high": NUMERIC_RANGES["clip_eps_high"],
+    "num_iterations": NUMERIC_RANGES["num_iterations"],
+    "num_generations": dict(integer=True, low=2, optional=True),
+}
+
 
 @dataclass
 class OARConfig(GRPOConfig):
@@ -176,8 +192,9 @@ class OARConfig(GRPOConfig):
                 parse_method(f"{self.oar_method}:{self.oar_mode}")
             except ValueError as err:
                 raise ValueError(f"oar_mode={self.oar_mode!r}: {err}") from None
-        for name, allowed in OAR_NUMERIC_RANGES.items():
-            check_number("OARConfig", name, getattr(self, name), **allowed)
+        for name, allowed in {**OAR_NUMERIC_RANGES, **TRL_NUMERIC_RANGES}.items():
+            if hasattr(self, name):  # TRL versions differ in their fields
+                check_number("OARConfig", name, getattr(self, name), **allowed)
         formats = self.oar_answer_formats
         if isinstance(formats, str):
             raise ValueError(f"oar_answer_formats must be a list of format names, got the string {formats!r}; "

@@ -63,6 +63,7 @@ CASES = [
     ("A=41", "42", 0.0),
     ("A=" + MINUS + "5", "-5", 1.0),
     ("A=1,000", "1000", 1.0),
+    ("A=-5", MINUS + "5", 1.0),  # a Unicode minus in the reference too
     # no answer
     ("I do not know", "5", 0.0),
     ("", "5", 0.0),

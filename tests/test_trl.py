@@ -321,3 +321,18 @@ def test_gsm8k_example_keeps_the_final_number_and_asks_with_shots():
     assert row["prompt"][-1]["content"].startswith("Tom has 1,200 apples") and INSTRUCTION in row["prompt"][-1]["content"]
     with pytest.raises(ValueError, match="#### <number>"):
         gsm8k_example({"question": "q", "answer": "no marker"})
+
+
+def test_same_seed_same_lora_adapter(tmp_path):
+    """The adapter is made inside TRL's __init__; the seed is set before it (issue 15)."""
+    from peft import LoraConfig
+
+    adapters = []
+    for noise in (1, 2):
+        model = tiny_model()
+        torch.manual_seed(noise)  # whatever the global RNG holds before the trainer is built
+        lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0)
+        trainer = build(OARGRPOTrainer, config(tmp_path=tmp_path / str(noise), oar_method="oar-g"), model=model,
+                        peft_config=lora)
+        adapters.append({k: v for k, v in snapshot(trainer).items() if "lora_A" in k})
+    assert adapters[0] and all(torch.equal(adapters[0][k], adapters[1][k]) for k in adapters[0])

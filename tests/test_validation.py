@@ -178,3 +178,11 @@ def test_cli_lr_property(value):
         raise AssertionError("main neither refused the flag nor reached compare")
     finally:
         oar_lite.compare.compare = original
+
+
+@pytest.mark.parametrize("field", ["learning_rate", "beta", "epsilon", "temperature", "top_p", "max_grad_norm",
+                                   "weight_decay"])
+@pytest.mark.parametrize("value", [math.nan, math.inf, -1.0])
+def test_oar_config_refuses_bad_trl_fields(field, value):
+    with pytest.raises(ValueError, match=rf"OARConfig\.{field}="):
+        oar_config(**{field: value})
