@@ -49,8 +49,8 @@ TRL_OLDEST := 1.6.0
 test-trl-oldest: $(STAMP)
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	$(PY) -m pip install -q --no-deps --target "$$tmp" "trl==$(TRL_OLDEST)" && \
-	PYTHONPATH="$$tmp" $(PY) -c "import trl; assert trl.__version__ == '$(TRL_OLDEST)', trl.__version__; print('trl', trl.__version__, trl.__file__)" && \
-	PYTHONPATH="$$tmp" $(PY) -m pytest -q -p no:cacheprovider tests/test_trl.py tests/test_package.py
+	PYTHONPATH="$$tmp$${PYTHONPATH:+:$$PYTHONPATH}" $(PY) -c "import trl; assert trl.__version__ == '$(TRL_OLDEST)', trl.__version__; print('trl', trl.__version__, trl.__file__)" && \
+	PYTHONPATH="$$tmp$${PYTHONPATH:+:$$PYTHONPATH}" $(PY) -m pytest -q -p no:cacheprovider tests/test_trl.py tests/test_package.py
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks

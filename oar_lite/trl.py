@@ -77,7 +77,7 @@ from trl.models import unwrap_model_for_generation as _trl_unwrap_model_for_gene
 
 if "gradient_checkpointing_kwargs" in inspect.signature(_trl_unwrap_model_for_generation).parameters:
     unwrap_model_for_generation = _trl_unwrap_model_for_generation
-else:  # TRL < 1.16 has no such argument (and re-enables gradient checkpointing itself)
+else:  # TRL < 1.16 takes no such argument: it re-enables gradient checkpointing with default kwargs
     def unwrap_model_for_generation(model, accelerator, gradient_checkpointing_kwargs=None, **kwargs):
         return _trl_unwrap_model_for_generation(model, accelerator, **kwargs)
 
