@@ -178,3 +178,31 @@ def test_batch_gradients_at_the_shipped_model():
         assert shares["oracle"]["share"] > shares["uniform"]["share"]
     with pytest.raises(ValueError, match="weighting"):
         gq.batch_gradients(model, tok, problems, {"uniform": 3}, batches=2)
+
+
+# ------------------------------------------------------------------ steps to target, intervals, recovered fraction
+
+def _records(method, seed, accs, every=2):
+    return [{"type": "eval", "method": method, "seed": seed, "step": k * every, "eval_accuracy": a}
+            for k, a in enumerate(accs)]
+
+
+def test_learning_table_speedup_recovered_fraction_and_censoring():
+    from oar_lite import regime
+    recs = []
+    for s in range(5):
+        recs += _records("uniform", s, [0.5, 0.6, 0.7, 0.7, 0.8 if s % 2 else 0.79, 0.8])      # step 8 or 10
+        recs += _records("oracle", s, [0.5, 0.7, 0.8, 0.8, 0.8, 0.8])                         # step 4
+        recs += _records("half", s, [0.5, 0.6, 0.7, 0.8, 0.8, 0.8])                           # step 6
+        recs += _records("never", s, [0.5, 0.5, 0.5, 0.5, 0.5, 0.5])                          # censored at 12
+    t = regime.learning_table(recs, target=0.8, methods=["uniform", "oracle", "half", "never"], n_boot=500)
+    m = t["methods"]
+    assert m["oracle"]["steps"] == [4.0] * 5 and m["uniform"]["steps"] == [10.0, 8.0, 10.0, 8.0, 10.0]
+    assert m["oracle"]["speedup"] == pytest.approx(9.2 / 4)
+    assert m["oracle"]["speedup_ci"][0] > 1.5
+    assert not regime.intervals_overlap(m["oracle"]["ci"], m["uniform"]["ci"])
+    assert m["half"]["recovered"] == pytest.approx((9.2 - 6) / (9.2 - 4))
+    assert m["never"]["censored"] == 5 and m["never"]["steps"] == [12.0] * 5 and m["never"]["recovered"] < 0
+    assert m["uniform"]["recovered"] is None and m["oracle"]["recovered"] is None
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        regime.learning_table(_records("uniform", 0, [0.5]), target=0.8)
