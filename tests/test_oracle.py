@@ -206,3 +206,15 @@ def test_learning_table_speedup_recovered_fraction_and_censoring():
     assert m["uniform"]["recovered"] is None and m["oracle"]["recovered"] is None
     with pytest.raises(ValueError, match="at least 2 seeds"):
         regime.learning_table(_records("uniform", 0, [0.5]), target=0.8)
+
+
+def test_compare_cli_trains_a_control(tmp_path):
+    from oar_lite.__main__ import main
+    assert main(["compare", "--tiny", "--methods", "uniform", "inverted:oracle", "--out", str(tmp_path),
+                 "--quiet", "--jobs", "1"]) == 0
+    from oar_lite.train import read_jsonl
+    records = [r for r in read_jsonl(tmp_path / "compare.jsonl") if r["type"] == "train"]
+    assert {r["method"] for r in records} == {"uniform", "inverted:oracle"}
+    assert (tmp_path / "runs" / "inverted-oracle-seed0" / "checkpoint.pt").exists()
+    from oar_lite import compare
+    assert compare.PROFILES["credit"]["boost"] == 9.0 and len(compare.PROFILES["credit"]["seeds"]) >= 5
