@@ -59,7 +59,8 @@ def main(argv=None) -> dict:
     t0 = time.time()
     summary = cmp.compare(args.methods, args.seeds, steps=args.steps, out=out, profile=args.profile,
                           target=args.target, jobs=args.jobs, model_dir=args.model, overrides=overrides,
-                          digits=args.digits, progress=False, command=command)
+                          digits=args.digits[0] if args.digits and len(args.digits) == 1 else args.digits,
+                          progress=False, command=command)
     records = cmp.load_records(out)
     table = regime.learning_table(records, target=summary["target"], methods=args.methods)
     entry = {"name": args.name, "note": args.note, "command": command, "settings": summary["settings"],
@@ -85,5 +86,29 @@ def render(entry: dict) -> str:
     return "\n".join(lines)
 
 
+def render_regimes(data: dict) -> str:
+    """The table of regimes tried (GRPO against the oracle in each), for RESULTS.md."""
+    from oar_lite.regime import intervals_overlap
+
+    lines = ["| regime | what changes | P x G, steps | target | seeds | GRPO steps (95% CI) | oracle steps (95% CI) "
+             "| speed-up (95% CI) | intervals |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, e in data.items():
+        t, s = e["table"], e["settings"]
+        g, o = t["methods"]["uniform"], t["methods"].get("oracle")
+        if o is None:
+            continue
+        lines.append(f"| {name} | {e['note']} | {s['prompts_per_step']}x{s['group_size']}, {s['steps']} | {t['target']:g} "
+                     f"| {len(t['seeds'])} | {g['mean']:.1f} ({g['ci'][0]:.1f}-{g['ci'][1]:.1f}) | {o['mean']:.1f} "
+                     f"({o['ci'][0]:.1f}-{o['ci'][1]:.1f}) | {o['speedup']:.2f}x ({o['speedup_ci'][0]:.2f}-"
+                     f"{o['speedup_ci'][1]:.2f}) | {'overlap' if intervals_overlap(g['ci'], o['ci']) else 'disjoint'} |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--render"]:  # print the tables of the JSON, e.g. for RESULTS.md
+        data = json.loads(OUT.read_text())
+        print(render_regimes(data))
+        for entry in data.values():
+            print("\n" + render(entry))
+    else:
+        main()
