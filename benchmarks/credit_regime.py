@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -55,7 +56,7 @@ def main(argv=None) -> dict:
         field, _, value = item.partition("=")
         overrides[field] = json.loads(value)
     out = args.out or f"results/credit-{args.name}"
-    command = "python -m benchmarks.credit_regime " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m benchmarks.credit_regime " + shlex.join(argv if argv is not None else sys.argv[1:])
     t0 = time.time()
     summary = cmp.compare(args.methods, args.seeds, steps=args.steps, out=out, profile=args.profile,
                           target=args.target, jobs=args.jobs, model_dir=args.model, overrides=overrides,

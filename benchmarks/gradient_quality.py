@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
+import sys
 import time
 from pathlib import Path
 
@@ -98,6 +100,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--model", default=None, help="toy model folder (default: the shipped one)")
+    ap.add_argument("--boost", type=float, default=None,
+                    help="reshaping boost for every weighting (default: bilevel's 1, the oracle rows their own)")
     ap.add_argument("--json", type=Path, default=OUT)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -107,10 +111,12 @@ def main(argv=None) -> dict:
     t0 = time.process_time()
     grads, info = gq.batch_gradients(model, tok, problems, WEIGHTINGS, batches=args.batches, prompts=args.prompts,
                                      group_size=args.group_size, seed=args.seed,
+                                     reshape=None if args.boost is None else {"boost": args.boost},
                                      on_batch=lambda b, i: print(f"batch {b + 1}/{args.batches}", flush=True))
     report = {
         "settings": {"batches": args.batches, "prompts": args.prompts, "group_size": args.group_size,
                      "digits": list(args.digits), "seed": args.seed, "model": args.model or "shipped",
+                     "boost": args.boost,
                      "weightings": {k: list(v) if isinstance(v, tuple) else v for k, v in WEIGHTINGS.items()}},
         "stats": gq.gradient_stats(grads),
         "blame": oracle.blame_shares(info["rows"], info["weights"]),
@@ -118,7 +124,7 @@ def main(argv=None) -> dict:
         "mixed": sum(info["mixed"]) / len(info["mixed"]),
         "cpu_s": time.process_time() - t0,
         "machine": {**info_machine, "loadavg_end": common.loadavg()},
-        "command": "python -m benchmarks.gradient_quality " + " ".join(argv if argv is not None else __import__("sys").argv[1:]),
+        "command": "python -m benchmarks.gradient_quality " + shlex.join(argv if argv is not None else sys.argv[1:]),
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     common.write_json(report, args.json)

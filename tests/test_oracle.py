@@ -218,3 +218,11 @@ def test_compare_cli_trains_a_control(tmp_path):
     assert (tmp_path / "runs" / "inverted-oracle-seed0" / "checkpoint.pt").exists()
     from oar_lite import compare
     assert compare.PROFILES["credit"]["boost"] == 9.0 and len(compare.PROFILES["credit"]["seeds"]) >= 5
+
+
+def test_gradient_quality_benchmark_writes_its_report(tmp_path):
+    from benchmarks import gradient_quality as bench
+    report = bench.main(["--batches", "2", "--prompts", "2", "--group-size", "2", "--json", str(tmp_path / "gq.json")])
+    assert set(report["stats"]) == set(bench.WEIGHTINGS) and (tmp_path / "gq.png").exists()
+    assert set(report["blame"]) == set(bench.WEIGHTINGS) | {"_tokens"}
+    assert report["command"].endswith("--json " + str(tmp_path / "gq.json"))
