@@ -63,7 +63,8 @@ def main(argv=None) -> dict:
                           digits=args.digits[0] if args.digits and len(args.digits) == 1 else args.digits,
                           progress=False, command=command)
     records = cmp.load_records(out)
-    table = regime.learning_table(records, target=summary["target"], methods=args.methods)
+    table = regime.learning_table(records, target=summary["target"], methods=args.methods,
+                                  max_step=summary["settings"]["steps"])
     entry = {"name": args.name, "note": args.note, "command": command, "settings": summary["settings"],
              "table": table, "wall_s": time.time() - t0}
     data = json.loads(args.json.read_text()) if args.json.exists() else {}

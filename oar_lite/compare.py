@@ -41,7 +41,7 @@ PROFILES: dict[str, dict] = {
     # small batches (the noise credit acts on is largest), sharp credit (boost 9: a top-scored token
     # weighs ten times a bottom one, "0.1 elsewhere" for the oracle's binary scores), 5 seeds,
     # evaluations every 2 steps so that steps to the target are resolved.
-    "credit": dict(seeds=(0, 1, 2, 3, 4), steps=30, prompts_per_step=2, group_size=4, eval_every=2, eval_size=100,
+    "credit": dict(seeds=(0, 1, 2, 3, 4), steps=16, prompts_per_step=2, group_size=4, eval_every=2, eval_size=100,
                    target=0.75, boost=9.0),
 }
 # Training settings shared by every profile (a TrainConfig field each; flags can change them).

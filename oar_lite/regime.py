@@ -50,7 +50,8 @@ def bootstrap_interval(stat, samples: np.ndarray, *, n: int = 10_000, seed: int 
 
 
 def learning_table(records: Sequence[dict], *, target: float, methods: Sequence[str] | None = None,
-                   reference: str = "uniform", oracle: str = "oracle", n_boot: int = 10_000) -> dict:
+                   reference: str = "uniform", oracle: str = "oracle", max_step: int | None = None,
+                   n_boot: int = 10_000) -> dict:
     """Steps to ``target`` per method over seeds, with intervals, speed-up and recovered fraction.
 
     Args:
@@ -59,6 +60,9 @@ def learning_table(records: Sequence[dict], *, target: float, methods: Sequence[
         target: the held-out accuracy to reach.
         methods: which methods, in order (default: all in the records).
         reference: GRPO's method name; oracle: the oracle's.
+        max_step: the step budget: evaluations after it are ignored (a run trained longer
+            is read as if it had stopped there), and runs that miss the target are
+            censored at ``max_step + eval_every``. Default: each run's own last step.
 
     Returns:
         ``{"target", "seeds", "methods": {method: {"steps": [per seed], "reached", "censored",
@@ -67,6 +71,8 @@ def learning_table(records: Sequence[dict], *, target: float, methods: Sequence[
     """
     from .plots import by_method_and_seed
 
+    if max_step is not None:
+        records = [r for r in records if r.get("type") != "eval" or r["step"] <= max_step]
     evals = by_method_and_seed(records, "eval")
     if reference not in evals:
         raise ValueError(f"the records hold no {reference!r} runs to compare with; got {sorted(evals)}")

@@ -226,3 +226,14 @@ def test_gradient_quality_benchmark_writes_its_report(tmp_path):
     assert set(report["stats"]) == set(bench.WEIGHTINGS) and (tmp_path / "gq.png").exists()
     assert set(report["blame"]) == set(bench.WEIGHTINGS) | {"_tokens"}
     assert report["command"].endswith("--json " + str(tmp_path / "gq.json"))
+
+
+def test_learning_table_reads_longer_runs_at_the_budget():
+    from oar_lite import regime
+    recs = []
+    for s in range(3):
+        recs += _records("uniform", s, [0.5, 0.6, 0.7, 0.8])  # reaches 0.8 at step 6
+        recs += _records("oracle", s, [0.5, 0.8, 0.8, 0.8])   # step 2
+    t = regime.learning_table(recs, target=0.8, max_step=4, n_boot=200)
+    assert t["methods"]["uniform"]["steps"] == [6.0] * 3 and t["methods"]["uniform"]["censored"] == 3
+    assert t["methods"]["oracle"]["steps"] == [2.0] * 3
