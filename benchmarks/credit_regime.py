@@ -65,8 +65,11 @@ def main(argv=None) -> dict:
     records = cmp.load_records(out)
     table = regime.learning_table(records, target=summary["target"], methods=args.methods,
                                   max_step=summary["settings"]["steps"])
+    # The same runs read at a target 0.05 lower and higher: does the verdict hang on the target chosen?
+    others = {f"{t:g}": regime.learning_table(records, target=t, methods=args.methods, max_step=summary["settings"]["steps"])
+              for t in (round(summary["target"] - 0.05, 4), round(summary["target"] + 0.05, 4)) if 0 < t <= 1}
     entry = {"name": args.name, "note": args.note, "command": command, "settings": summary["settings"],
-             "table": table, "wall_s": time.time() - t0}
+             "table": table, "other_targets": others, "wall_s": time.time() - t0}
     data = json.loads(args.json.read_text()) if args.json.exists() else {}
     data[args.name] = entry
     args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -85,6 +88,11 @@ def render(entry: dict) -> str:
         lines.append(f"| {m} | {e['mean']:.1f} ({e['ci'][0]:.1f}-{e['ci'][1]:.1f}) | {e['reached']}/{len(t['seeds'])} "
                      f"| {e['speedup']:.2f}x ({e['speedup_ci'][0]:.2f}-{e['speedup_ci'][1]:.2f}) | {rec} "
                      f"| {e['final_accuracy']:.3f} |")
+    for target, other in entry.get("other_targets", {}).items():
+        lines.append("")
+        lines.append(f"At target {target}: " + "; ".join(
+            f"{m} {e['mean']:.1f} ({e['ci'][0]:.1f}-{e['ci'][1]:.1f}, {e['censored']} censored)"
+            for m, e in other["methods"].items()))
     return "\n".join(lines)
 
 
