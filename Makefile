@@ -11,7 +11,7 @@ export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export MPLBACKEND := Agg
 
-.PHONY: venv demo test test-fast test-notebooks test-wheel test-trl-oldest lab bench clean
+.PHONY: venv demo test test-fast test-notebooks test-wheel test-trl-oldest lab bench bench-credit clean
 
 venv: $(STAMP)
 
@@ -57,6 +57,16 @@ lab: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run_all
+
+# Issue 13 (notebook 07): gradient quality at 8 x 8, then the credit regime's learning table
+# (30 runs of the "credit" profile; most of an hour on 2 idle cores).
+bench-credit: $(STAMP)
+	$(PY) -m benchmarks.gradient_quality --batches 16 --prompts 8 --group-size 8
+	$(PY) -m benchmarks.gradient_quality --batches 40 --prompts 2 --group-size 4 --digits 2 4 --boost 9 \
+	  --json docs/when_credit_matters/gradient_quality_regime.json
+	$(PY) -m benchmarks.credit_regime --name 'small batch (credit profile)' --profile credit --out results/credit \
+	  --methods uniform oracle inverted:oracle shuffled:oracle oar-p:answer_mean oar-g:answer_mean --jobs 2 \
+	  --note '2-4 digits, shipped model, 2 prompts x 4, boost 9 for every method, 16 steps, 5 seeds'
 
 clean:
 	rm -rf $(VENV) results .pytest_cache

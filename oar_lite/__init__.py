@@ -15,6 +15,10 @@ The algorithm contract is OAR-SPEC (Li et al. 2026, arXiv 2601.07408):
 - `toy`: the addition world with known pivotal tokens and its shipped model
   (`toy.make_problems`, `toy.load_model`, `toy.token_labels`); `credit_benchmark` scores
   attribution methods against its labels (`oar_lite.credit`).
+- `oracle`: the toy world's ground-truth credit (scorers ``"oracle"``, ``"oracle-pivotal"``)
+  and the controls ``"inverted:<method>"`` / ``"shuffled:<method>"``; `gradient_quality`:
+  cosine, bias and SNR of each weighting's batch gradient; `regime`: steps to a target
+  over seeds with bootstrap intervals and the recovered fraction (notebook 07).
 """
 from .attribution import (
     MODES,
@@ -48,6 +52,7 @@ from .segment import (
     segments_to_masks,
 )
 from . import toy
+from . import gradient_quality, oracle, regime
 from .credit import credit_benchmark, precision_at_k, results_table, roc_auc
 
 __version__ = "0.1.0"

@@ -51,6 +51,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--quiet", action="store_true", help="no progress bars")
         p.add_argument("--verbose", action="store_true",
                        help="show the libraries' warnings, logs and weight-loading bars (hidden by default)")
+        p.add_argument("--profile", default="default", choices=("default", "quick", "credit"),
+                       help="budget and batch settings (oar_lite.compare.PROFILES); 'credit': the regime of notebook 07")
         p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # test size
 
     compare = sub.add_parser("compare", help="train GRPO, OAR-G and OAR-P on the toy task and compare them")
@@ -117,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     from .compare import compare
 
     quick = args.command == "demo" or getattr(args, "quick", False)
-    profile = "tiny" if args.tiny else "quick" if quick else "default"
+    profile = "tiny" if args.tiny else "quick" if quick else args.profile
     names = {"lr": "learning_rate", "quantile": "quantile", "boost": "boost", "floor": "floor",
              "prompts": "prompts_per_step", "group_size": "group_size", "iterations": "num_iterations", "beta": "beta",
              "noise_std": "noise_std", "eval_every": "eval_every", "eval_size": "eval_size"}

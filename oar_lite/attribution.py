@@ -7,7 +7,10 @@ Every scorer shares one calling convention (as Captum's attribution methods do):
 with ``input_ids: [T]`` one unpadded sequence (prompt + completion), ``reasoning`` and
 ``answer`` half-open `slice`s into it, and R = reasoning length. A larger score means the
 token moves the final answer more. The scorers are registered by name in `SCORERS`
-(``"oar-p"``, ``"oar-g"``, ``"entropy"``, ``"random"``); ``"uniform"`` is plain GRPO.
+(``"oar-p"``, ``"oar-g"``, ``"entropy"``, ``"random"``, and the toy world's ground truth
+``"oracle"`` and ``"oracle-pivotal"`` from `oar_lite.oracle`); ``"uniform"`` is plain GRPO.
+Any method name can carry control prefixes, ``"inverted:<method>"`` (ranking reversed) and
+``"shuffled:<method>"`` (scores permuted within the row), e.g. ``"inverted:oar-p:answer_mean"``.
 `token_weights` is the batched entry point the trainers call.
 
 P_final, the outcome the scores are grounded in (section 3):
@@ -26,6 +29,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from .oracle import CONTROLS, apply_controls, oracle_scores, pivotal_oracle_scores, split_controls
 from .reshape import bilevel_weights
 
 MODES = ("last", "answer_mean", "answer_joint")
@@ -346,8 +350,10 @@ SCORERS: dict[str, Scorer] = {
     "entropy": entropy_scores,
     "oar-p": perturbation_scores,
     "oar-g": gradient_scores,
+    "oracle": oracle_scores,
+    "oracle-pivotal": pivotal_oracle_scores,
 }
-"""Scorers by method name. Add one with `register_scorer`."""
+"""Scorers by method name (the oracles need toy-world sequences). Add one with `register_scorer`."""
 
 
 def register_scorer(name: str, scorer: Scorer) -> None:
@@ -355,14 +361,21 @@ def register_scorer(name: str, scorer: Scorer) -> None:
     to `token_scores` and `token_weights` as ``method=name``."""
     if ":" in name:
         raise ValueError(f"scorer names cannot contain ':' (it separates the P_final mode), got {name!r}")
+    if name in CONTROLS:
+        raise ValueError(f"{name!r} is a control prefix ({', '.join(CONTROLS)}), not a scorer name")
     SCORERS[name] = scorer
 
 
 def parse_method(method: str) -> tuple[str, str | None]:
-    """``"oar-p:answer_joint"`` -> ``("oar-p", "answer_joint")``; ``"oar-g"`` -> ``("oar-g", None)``."""
+    """``"oar-p:answer_joint"`` -> ``("oar-p", "answer_joint")``; ``"oar-g"`` -> ``("oar-g", None)``.
+
+    Control prefixes are validated and dropped: ``"inverted:oar-p:last"`` -> ``("oar-p",
+    "last")`` (`oar_lite.oracle.split_controls` returns them)."""
+    _, method = split_controls(method)
     name, _, mode = method.partition(":")
     if name not in SCORERS:
-        raise ValueError(f"unknown method {name!r}; expected one of {sorted(SCORERS)} (optionally ':<mode>')")
+        raise ValueError(f"unknown method {name!r}; expected one of {sorted(SCORERS)} (optionally ':<mode>', "
+                         f"optionally behind a control prefix {' or '.join(c + ':' for c in CONTROLS)})")
     if mode:
         if "mode" not in inspect.signature(SCORERS[name]).parameters:
             raise ValueError(f"method {name!r} takes no P_final mode, got {method!r}")
@@ -374,15 +387,18 @@ def token_scores(method: str, model, input_ids: torch.Tensor, reasoning: slice, 
     """Scores ``[R]`` of one sequence with the named method.
 
     ``options`` go to the scorer; those it does not take (``pad_token_id`` for OAR-G,
-    say) are dropped, so one call site can serve every method.
+    say) are dropped, so one call site can serve every method. Control prefixes
+    (``"inverted:"``, ``"shuffled:"``) transform the scores of the method behind them.
     """
+    controls, _ = split_controls(method)
     name, mode = parse_method(method)
     scorer = SCORERS[name]
     params = inspect.signature(scorer).parameters
     kwargs = {k: v for k, v in options.items() if k in params and v is not None}
     if mode is not None:
         kwargs["mode"] = mode
-    return scorer(model, input_ids, reasoning, answer, **kwargs)
+    scores = scorer(model, input_ids, reasoning, answer, **kwargs)
+    return apply_controls(controls, scores, input_ids, options) if controls else scores
 
 
 def mask_to_span(mask: torch.Tensor, what: str = "mask") -> slice | None:
@@ -424,8 +440,9 @@ def token_weights(
         reasoning_mask: ``[B, T]`` bool, the reasoning tokens (contiguous per row).
         answer_mask: ``[B, T]`` bool, the answer tokens; an all-False row means "no
             parseable answer" and gets all weights 1.
-        method: ``"uniform"``, ``"random"``, ``"entropy"``, ``"oar-p"``, ``"oar-g"`` or any
-            registered scorer, optionally with a P_final mode (``"oar-p:answer_joint"``).
+        method: ``"uniform"``, ``"random"``, ``"entropy"``, ``"oar-p"``, ``"oar-g"``, ``"oracle"``
+            or any registered scorer, optionally with a P_final mode (``"oar-p:answer_joint"``)
+            and control prefixes (``"shuffled:oracle"``).
         quantile, boost, floor, preserve_mass: the reshaping (`bilevel_weights`).
         return_scores: also return the list of raw ``[R_i]`` scores (``None`` for rows
             without an answer).

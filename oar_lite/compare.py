@@ -45,6 +45,12 @@ PROFILES: dict[str, dict] = {
     "quick": dict(seeds=(0,), steps=10, prompts_per_step=8, group_size=8, eval_every=5, eval_size=100, target=0.7),
     "tiny": dict(seeds=(0,), steps=2, prompts_per_step=2, group_size=4, eval_every=1, eval_size=8, target=0.85,
                  checkpoint_every=1),
+    # "credit": the regime of benchmarks/credit_regime.py (notebook 07, RESULTS.md "When credit matters"):
+    # small batches (the noise credit acts on is largest), sharp credit (boost 9: a top-scored token
+    # weighs ten times a bottom one, "0.1 elsewhere" for the oracle's binary scores), 5 seeds,
+    # evaluations every 2 steps so that steps to the target are resolved.
+    "credit": dict(seeds=(0, 1, 2, 3, 4), steps=16, prompts_per_step=2, group_size=4, eval_every=2, eval_size=100,
+                   target=0.75, boost=9.0),
 }
 # Training settings shared by every profile (a TrainConfig field each; flags can change them).
 # learning_rate: 1e-4 lifts the shipped model's greedy accuracy from 0.59 to about 0.85 in
@@ -141,7 +147,7 @@ def compare(
         seeds: seeds (default: the profile's). Seed s gives every method the same prompts.
         steps: training steps per run (default: the profile's).
         out: output folder.
-        profile: ``"default"``, ``"quick"`` or ``"tiny"`` (`PROFILES`).
+        profile: ``"default"``, ``"quick"``, ``"tiny"`` or ``"credit"`` (`PROFILES`).
         target: held-out accuracy whose first crossing counts as "reached" (default: the
             profile's, 0.85 for "default", 0.7 for "quick").
         jobs: runs trained at the same time (separate processes); 1 trains in this process.

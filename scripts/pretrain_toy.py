@@ -49,7 +49,8 @@ def make_batches(args, exclude: set[str]):
         prompt = toy.make_prompt(a, b)
         if prompt in exclude:
             continue
-        pairs.append((prompt, toy.chain_of_thought(a, b, rng=rng, filler_rate=args.filler_rate, noise=args.noise)))
+        pairs.append((prompt, toy.chain_of_thought(a, b, rng=rng, filler_rate=args.filler_rate,
+                                                         max_fillers=args.max_fillers, noise=args.noise)))
     return [pairs[i : i + args.batch_size] for i in range(0, len(pairs), args.batch_size)]
 
 
@@ -87,6 +88,7 @@ def main(argv=None):
     ap.add_argument("--weight-decay", type=float, default=0.01)
     ap.add_argument("--digits", type=int, nargs=2, default=(2, 4), metavar=("LOW", "HIGH"))
     ap.add_argument("--filler-rate", type=float, default=0.3)
+    ap.add_argument("--max-fillers", type=int, default=2, help="most filler words per gap")
     ap.add_argument("--noise", type=float, default=0.1, help="probability of a wrong (copied) result digit per step")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)

@@ -1,0 +1,124 @@
+"""When does credit pay? Train GRPO, the oracle, its controls and OAR in one regime of the
+toy world with `oar_lite.compare`, then measure steps to a target accuracy over seeds
+(`oar_lite.regime.learning_table`: bootstrap intervals, paired speed-up, the recovered
+fraction of the oracle's gain). Numbers go to benchmarks/RESULTS.md, "When credit matters".
+
+Each invocation adds (or replaces) one named entry in
+``docs/when_credit_matters/regimes.json``, which notebook 07 reads: screens (GRPO against
+the oracle only) and the full table alike, with their settings and command.
+
+Run (offline, from the repository root), e.g. the full table of the ``credit`` profile::
+
+    PYTHONHASHSEED=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python -m benchmarks.credit_regime \\
+        --name small-batch --profile credit --out results/credit \\
+        --methods uniform oracle inverted:oracle shuffled:oracle oar-p:answer_mean oar-g:answer_mean
+
+and a screen of another setting::
+
+    ... -m benchmarks.credit_regime --name digits4 --profile credit --digits 4 --methods uniform oracle
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+OUT = Path("docs/when_credit_matters/regimes.json")
+
+
+def main(argv=None) -> dict:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from oar_lite import compare as cmp, regime
+
+    ap = argparse.ArgumentParser(description="Steps to target of GRPO, the oracle, controls and OAR in one regime")
+    ap.add_argument("--name", required=True, help="the regime's entry in the JSON")
+    ap.add_argument("--profile", default="credit", choices=sorted(cmp.PROFILES))
+    ap.add_argument("--methods", nargs="+", default=["uniform", "oracle"])
+    ap.add_argument("--seeds", nargs="+", type=int, default=None)
+    ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--target", type=float, default=None)
+    ap.add_argument("--digits", type=int, nargs="+", default=None)
+    ap.add_argument("--model", default=None, help="toy model folder (default: the shipped one)")
+    ap.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE",
+                    help="TrainConfig overrides, e.g. prompts_per_step=4 boost=9")
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--out", default=None, help="compare folder (default: results/credit-<name>)")
+    ap.add_argument("--json", type=Path, default=OUT)
+    ap.add_argument("--note", default="", help="what this regime changes, in words")
+    args = ap.parse_args(argv)
+    overrides = {}
+    for item in args.set:
+        field, _, value = item.partition("=")
+        overrides[field] = json.loads(value)
+    out = args.out or f"results/credit-{args.name}"
+    command = "python -m benchmarks.credit_regime " + shlex.join(argv if argv is not None else sys.argv[1:])
+    t0 = time.time()
+    summary = cmp.compare(args.methods, args.seeds, steps=args.steps, out=out, profile=args.profile,
+                          target=args.target, jobs=args.jobs, model_dir=args.model, overrides=overrides,
+                          digits=args.digits[0] if args.digits and len(args.digits) == 1 else args.digits,
+                          progress=False, command=command)
+    records = cmp.load_records(out)
+    table = regime.learning_table(records, target=summary["target"], methods=args.methods,
+                                  max_step=summary["settings"]["steps"])
+    # The same runs read at a target 0.05 lower and higher: does the verdict hang on the target chosen?
+    others = {f"{t:g}": regime.learning_table(records, target=t, methods=args.methods, max_step=summary["settings"]["steps"])
+              for t in (round(summary["target"] - 0.05, 4), round(summary["target"] + 0.05, 4)) if 0 < t <= 1}
+    entry = {"name": args.name, "note": args.note, "command": command, "settings": summary["settings"],
+             "table": table, "other_targets": others, "wall_s": time.time() - t0}
+    data = json.loads(args.json.read_text()) if args.json.exists() else {}
+    data[args.name] = entry
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    print(render(entry))
+    return entry
+
+
+def render(entry: dict) -> str:
+    t = entry["table"]
+    lines = [f"{entry['name']}: target {t['target']:g}, seeds {t['seeds']}", "",
+             "| method | steps to target (mean, 95% CI) | reached | speed-up vs GRPO (95% CI) | recovered (95% CI) | final acc. |",
+             "|---|---|---|---|---|---|"]
+    for m, e in t["methods"].items():
+        rec = "-" if e["recovered"] is None else f"{e['recovered']:.2f} ({e['recovered_ci'][0]:.2f} to {e['recovered_ci'][1]:.2f})"
+        lines.append(f"| {m} | {e['mean']:.1f} ({e['ci'][0]:.1f}-{e['ci'][1]:.1f}) | {e['reached']}/{len(t['seeds'])} "
+                     f"| {e['speedup']:.2f}x ({e['speedup_ci'][0]:.2f}-{e['speedup_ci'][1]:.2f}) | {rec} "
+                     f"| {e['final_accuracy']:.3f} |")
+    for target, other in entry.get("other_targets", {}).items():
+        lines.append("")
+        lines.append(f"At target {target}: " + "; ".join(
+            f"{m} {e['mean']:.1f} ({e['ci'][0]:.1f}-{e['ci'][1]:.1f}, {e['censored']} censored)"
+            for m, e in other["methods"].items()))
+    return "\n".join(lines)
+
+
+def render_regimes(data: dict) -> str:
+    """The table of regimes tried (GRPO against the oracle in each), for RESULTS.md."""
+    from oar_lite.regime import intervals_overlap
+
+    lines = ["| regime | what changes | P x G, steps | target | seeds | GRPO steps (95% CI) | oracle steps (95% CI) "
+             "| speed-up (95% CI) | intervals |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, e in data.items():
+        t, s = e["table"], e["settings"]
+        g, o = t["methods"]["uniform"], t["methods"].get("oracle")
+        if o is None:
+            continue
+        lines.append(f"| {name} | {e['note']} | {s['prompts_per_step']}x{s['group_size']}, {s['steps']} | {t['target']:g} "
+                     f"| {len(t['seeds'])} | {g['mean']:.1f} ({g['ci'][0]:.1f}-{g['ci'][1]:.1f}) | {o['mean']:.1f} "
+                     f"({o['ci'][0]:.1f}-{o['ci'][1]:.1f}) | {o['speedup']:.2f}x ({o['speedup_ci'][0]:.2f}-"
+                     f"{o['speedup_ci'][1]:.2f}) | {'overlap' if intervals_overlap(g['ci'], o['ci']) else 'disjoint'} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--render"]:  # print the tables of the JSON, e.g. for RESULTS.md
+        data = json.loads(OUT.read_text())
+        print(render_regimes(data))
+        for entry in data.values():
+            print("\n" + render(entry))
+    else:
+        main()

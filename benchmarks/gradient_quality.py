@@ -1,0 +1,137 @@
+"""Gradient quality at the shipped toy model: how well one batch's policy gradient points
+at the true one under each credit weighting, and how much of a wrong completion's
+advantage lands on its wrong tokens ("influence vs blame"). Numbers go to
+benchmarks/RESULTS.md, "When credit matters".
+
+`oar_lite.gradient_quality.batch_gradients` draws N independent batches of P prompts x G
+completions (temperature 1) from fresh 3-4-digit problems (none held out), differentiates
+sum_i sum_t A_i w_t log pi / B under every weighting on the same rollouts, and
+`gradient_stats` compares them with the mean uniform gradient (split-half);
+`oar_lite.oracle.blame_shares` measures the blame share of each weighting.
+
+Run (offline, from the repository root; about 6 CPU-minutes for 60 batches of 8 x 8)::
+
+    PYTHONHASHSEED=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python -m benchmarks.gradient_quality \\
+        --batches 60 --prompts 8 --group-size 8
+
+Writes ``docs/when_credit_matters/gradient_quality.json`` (the notebook reads it) and a
+figure next to it.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from benchmarks import common
+
+# Weightings of the same rollouts. The oracle's binary scores become weights 1 + boost
+# on its tokens against 1 elsewhere (before the mass is rescaled): boost 9 is "0.1 elsewhere".
+WEIGHTINGS = {
+    "uniform": "uniform",
+    "oracle": "oracle",
+    "oracle (0.1 elsewhere)": ("oracle", {"boost": 9.0}),
+    "oracle (only wrong tokens)": ("oracle", {"boost": 1e6}),
+    "shuffled oracle (0.1 elsewhere)": ("shuffled:oracle", {"boost": 9.0}),
+    "inverted oracle (0.1 elsewhere)": ("inverted:oracle", {"boost": 9.0}),
+    "oracle-pivotal (0.1 elsewhere)": ("oracle-pivotal", {"boost": 9.0}),
+    "OAR-P answer_mean": "oar-p:answer_mean",
+    "OAR-G answer_mean": "oar-g:answer_mean",
+    "entropy": "entropy",
+}
+OUT = Path("docs/when_credit_matters/gradient_quality.json")
+
+
+def render(report: dict) -> str:
+    s = report["settings"]
+    lines = [f"{s['batches']} batches of {s['prompts']} prompts x {s['group_size']} completions, "
+             f"{s['digits'][0]}-{s['digits'][1]}-digit problems, mean reward {report['mean_reward']:.3f}, "
+             f"{report['cpu_s']:.0f} CPU s; {common.machine_line(report['machine'])}", "",
+             "| weighting | mean cosine to the true gradient | bias cosine | SNR | SNR vs uniform | step scale | blame share |",
+             "|---|---|---|---|---|---|---|"]
+    base = report["stats"]["uniform"]["snr"]
+    for label, st in report["stats"].items():
+        share = report["blame"][label]["share"]
+        lines.append(f"| {label} | {st['cosine']:.3f} | {st['bias_cosine']:.3f} | {st['snr']:.3f} | "
+                     f"{(st['snr'] / base - 1) if base else float('nan'):+.0%} | {st['scale']:.2f} | {share:.3f} |")
+    lines += ["", f"Blame share over {report['blame']['uniform']['n']} wrong completions with a wrong reasoning token "
+              f"(uniform credit gives the share of wrong tokens, {report['blame']['_tokens']['share']:.3f})."]
+    return "\n".join(lines)
+
+
+def save_figure(report: dict, path: Path) -> Path:
+    from matplotlib.figure import Figure
+
+    labels = list(report["stats"])
+    fig = Figure(figsize=(11, 4))
+    axes = fig.subplots(1, 3)
+    for ax, key, title in ((axes[0], "cosine", "mean cosine to the true gradient"), (axes[1], "snr", "SNR across batches")):
+        vals = [report["stats"][k][key] for k in labels]
+        ax.barh(labels, vals, color=["tab:gray" if k == "uniform" else "tab:blue" for k in labels])
+        ax.axvline(report["stats"]["uniform"][key], color="k", lw=0.8, ls="--")
+        ax.set_title(title)
+        ax.invert_yaxis()
+    axes[1].set_yticklabels([])
+    vals = [report["blame"][k]["share"] for k in labels]
+    axes[2].barh(labels, vals, color="tab:red")
+    axes[2].set_title("share of a wrong answer's advantage\non its wrong tokens")
+    axes[2].set_yticklabels([])
+    axes[2].invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return path
+
+
+def main(argv=None) -> dict:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from oar_lite import gradient_quality as gq, oracle, toy
+
+    ap = argparse.ArgumentParser(description="Gradient quality and blame share per credit weighting (toy world)")
+    ap.add_argument("--batches", type=int, default=60)
+    ap.add_argument("--prompts", type=int, default=8)
+    ap.add_argument("--group-size", type=int, default=8)
+    ap.add_argument("--digits", type=int, nargs=2, default=(3, 4))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--model", default=None, help="toy model folder (default: the shipped one)")
+    ap.add_argument("--boost", type=float, default=None,
+                    help="reshaping boost for every weighting (default: bilevel's 1, the oracle rows their own)")
+    ap.add_argument("--json", type=Path, default=OUT)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    model, tok = toy.load_model(args.model)
+    problems = toy.make_problems(2000, seed=777, digits=tuple(args.digits), exclude=toy.load_eval_set())
+    info_machine = common.machine()
+    t0 = time.process_time()
+    grads, info = gq.batch_gradients(model, tok, problems, WEIGHTINGS, batches=args.batches, prompts=args.prompts,
+                                     group_size=args.group_size, seed=args.seed,
+                                     reshape=None if args.boost is None else {"boost": args.boost},
+                                     on_batch=lambda b, i: print(f"batch {b + 1}/{args.batches}", flush=True))
+    report = {
+        "settings": {"batches": args.batches, "prompts": args.prompts, "group_size": args.group_size,
+                     "digits": list(args.digits), "seed": args.seed, "model": args.model or "shipped",
+                     "boost": args.boost,
+                     "weightings": {k: list(v) if isinstance(v, tuple) else v for k, v in WEIGHTINGS.items()}},
+        "stats": gq.gradient_stats(grads),
+        "blame": oracle.blame_shares(info["rows"], info["weights"]),
+        "mean_reward": sum(info["rewards"]) / len(info["rewards"]),
+        "mixed": sum(info["mixed"]) / len(info["mixed"]),
+        "cpu_s": time.process_time() - t0,
+        "machine": {**info_machine, "loadavg_end": common.loadavg()},
+        "command": "python -m benchmarks.gradient_quality " + shlex.join(argv if argv is not None else sys.argv[1:]),
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    common.write_json(report, args.json)
+    save_figure(report, args.json.with_suffix(".png"))
+    print(render(report))
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,231 @@
+"""Ground-truth credit in the toy world, and the controls any credit must beat.
+
+The toy world (`oar_lite.toy`) knows what every token of a chain should have been, so it
+can say which tokens of a *wrong* completion are to blame. Two oracle scorers, with the
+calling convention of `oar_lite.attribution` (``scorer(model, input_ids [T], reasoning,
+answer, **options) -> [R]``; the model is not used):
+
+- ``"oracle"`` (`oracle_scores`): blame. On a wrong completion, 1 on the tokens that are
+  *locally* wrong (`locally_wrong`), 0 elsewhere; on a right one (or one the oracle
+  cannot read), all 1, i.e. plain GRPO.
+- ``"oracle-pivotal"`` (`pivotal_oracle_scores`): influence by construction. On a wrong
+  completion, 1 on the `toy.PIVOTAL` tokens (the result digits the answer is copied
+  from), 0 elsewhere, whether they are wrong or not; right completions all 1.
+
+Scores go through `oar_lite.reshape.bilevel_weights` like every other method. Binary
+scores fall on both sides of the threshold, so a blamed token gets ``1 + boost`` times the
+weight of the others before the mass is rescaled: ``boost=9`` is "0.1 elsewhere".
+
+Controls (`apply_controls`), prefixes of any method name, nestable:
+
+- ``"inverted:<method>"``: the method's ranking reversed (the normalised scores ``n``
+  that `bilevel_weights` sees become ``1 - n``): the most important token becomes the
+  least. Misplaced credit: it should learn worse than GRPO.
+- ``"shuffled:<method>"``: the method's scores permuted within the row (so its weights
+  are too: `bilevel_weights` treats every token alike), seeded by the ``generator``
+  option or else by the row's own tokens. The same amount of reshaping with the
+  information removed: it should learn like GRPO, or worse.
+
+So ``"inverted:oar-p:answer_mean"`` is OAR-P's ``answer_mean`` ranking reversed.
+"""
+from __future__ import annotations
+
+import functools
+import re
+import zlib
+
+import torch
+
+from . import toy
+from .segment import completion_offsets
+
+CONTROLS = ("inverted", "shuffled")
+"""Method-name prefixes that turn any scorer into a control."""
+
+_PROMPT = re.compile(r"(\d+)\+(\d+):\s*$")
+
+
+@functools.lru_cache(maxsize=1)
+def _toy_tokenizer():
+    return toy.build_tokenizer()
+
+
+# ----------------------------------------------------------------------------- the toy world's truth
+
+def locally_wrong(chain: toy.Chain, a: int, b: int) -> list[int]:
+    """Character positions of ``chain`` (a parsed completion of ``a + b``) that are wrong
+    given what was written before them.
+
+    Step i (``x+y+c=kd``, rightmost column first) is checked against column i of the
+    problem: ``x`` and ``y`` must copy the operands' digits (0 past the last digit), ``c``
+    the carry the previous step *wrote* (0 for the first), and ``k`` and ``d`` must be
+    what the step's *written* ``x + y + c`` gives. So an error is blamed where it is
+    made, not where it propagates: a miscopied operand is wrong, the sum computed
+    correctly from it is not. A step beyond the problem's last column is wrong in all
+    its digits. A missing step, or an answer that miscopies a right chain, leaves no
+    wrong reasoning character: the list is empty.
+    """
+    xs, ys = str(a)[::-1], str(b)[::-1]
+    columns = max(len(xs), len(ys))
+    wrong, carry = [], 0
+    for i, s in enumerate(chain.steps):
+        p = s.start
+        if i >= columns:
+            wrong += [p, p + 2, p + 4, p + 6, p + 7]
+            continue
+        x, y = int(xs[i]) if i < len(xs) else 0, int(ys[i]) if i < len(ys) else 0
+        total = s.a + s.b + s.carry_in
+        for ok, pos in ((s.a == x, p), (s.b == y, p + 2), (s.carry_in == carry, p + 4),
+                        (s.carry_out == total // 10, p + 6), (s.digit == total % 10, p + 7)):
+            if not ok:
+                wrong.append(pos)
+        carry = s.carry_out
+    return wrong
+
+
+def read_sequence(input_ids: torch.Tensor, reasoning: slice, answer: slice, tokenizer=None):
+    """Decode one toy sequence laid out for the scorers.
+
+    Returns:
+        ``(a, b, chain, offsets)``: the operands from the prompt, the parsed completion
+        (`toy.parse_chain` of reasoning + marker + answer) and each reasoning token's
+        character span in it; ``chain`` is ``None`` when the text does not parse.
+
+    Raises:
+        ValueError: the prompt is not a toy prompt such as ``"473+258:"``.
+    """
+    tokenizer = tokenizer or _toy_tokenizer()
+    ids = [int(i) for i in input_ids]
+    prompt = tokenizer.decode(ids[: reasoning.start], skip_special_tokens=True)
+    match = _PROMPT.search(prompt)
+    if match is None:
+        raise ValueError(f"the oracle needs a toy prompt such as '473+258:' before the reasoning, got {prompt!r} "
+                         "(pass tokenizer= if the sequence was not encoded with the toy tokenizer)")
+    text, offsets = completion_offsets(tokenizer, ids[reasoning.start : answer.stop])
+    return int(match.group(1)), int(match.group(2)), toy.parse_chain(text), offsets[: reasoning.stop - reasoning.start]
+
+
+def _mark(offsets, positions) -> torch.Tensor:
+    positions = set(positions)
+    return torch.tensor([float(any(c in positions for c in range(s, e))) for s, e in offsets])
+
+
+def wrong_tokens(input_ids: torch.Tensor, reasoning: slice, answer: slice, tokenizer=None) -> torch.Tensor | None:
+    """``[R]`` bool, the reasoning tokens of a *wrong* completion that hold a `locally_wrong`
+    character; ``None`` when the completion is right or cannot be parsed (nothing to
+    blame). A wrong completion with no wrong reasoning token gives all False."""
+    a, b, chain, offsets = read_sequence(input_ids, reasoning, answer, tokenizer)
+    if chain is None or chain.answer.lstrip("0") == str(a + b):
+        return None
+    return _mark(offsets, locally_wrong(chain, a, b)).bool()
+
+
+def oracle_scores(model, input_ids: torch.Tensor, reasoning: slice, answer: slice, *, tokenizer=None) -> torch.Tensor:
+    """Blame (``"oracle"``): ``[R]``, on a wrong completion 1 on its `wrong_tokens` and 0
+    elsewhere; all 1 (plain GRPO) on a right completion, an unparseable one, or a wrong
+    one with no wrong reasoning token. ``model`` is not used."""
+    wrong = wrong_tokens(input_ids, reasoning, answer, tokenizer)
+    R = reasoning.stop - reasoning.start
+    return wrong.float() if wrong is not None and wrong.any() else torch.ones(R)
+
+
+def pivotal_oracle_scores(model, input_ids: torch.Tensor, reasoning: slice, answer: slice, *,
+                          tokenizer=None) -> torch.Tensor:
+    """Influence by construction (``"oracle-pivotal"``): ``[R]``, on a wrong completion 1 on
+    the `toy.PIVOTAL` tokens (right or wrong), 0 elsewhere; all 1 on a right or
+    unparseable completion. ``model`` is not used."""
+    a, b, chain, offsets = read_sequence(input_ids, reasoning, answer, tokenizer)
+    R = reasoning.stop - reasoning.start
+    if chain is None or chain.answer.lstrip("0") == str(a + b):
+        return torch.ones(R)
+    scores = _mark(offsets, [i for i, label in enumerate(chain.labels) if label == toy.PIVOTAL])
+    return scores if scores.any() else torch.ones(R)
+
+
+# ----------------------------------------------------------------------------- controls
+
+def split_controls(method: str) -> tuple[tuple[str, ...], str]:
+    """``"inverted:shuffled:oar-p:last"`` -> ``(("inverted", "shuffled"), "oar-p:last")``."""
+    if not isinstance(method, str):
+        raise ValueError(f"method must be a str such as 'oar-g' or 'inverted:oracle', got {method!r}")
+    controls = []
+    head, sep, rest = method.partition(":")
+    while sep and head in CONTROLS:
+        controls.append(head)
+        method = rest
+        head, sep, rest = method.partition(":")
+    if method in CONTROLS:
+        raise ValueError(f"{method!r} is a control, not a method: write e.g. '{method}:oracle'")
+    return tuple(controls), method
+
+
+def inverted(scores: torch.Tensor) -> torch.Tensor:
+    """The ranking reversed: ``log1p`` of the result is ``log1p(max) + log1p(min) - log1p(s)``,
+    so `bilevel_weights`' normalised scores become ``1 - n``. ``[R] -> [R]``, >= 0."""
+    s = torch.log1p(scores.double())
+    return torch.expm1(s.max() + s.min() - s).clamp(min=0).to(scores.dtype if scores.is_floating_point() else torch.float32)
+
+
+def shuffled(scores: torch.Tensor, input_ids: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """The scores permuted within the row: by ``generator`` if given, else by a generator
+    seeded from the row's tokens (the same row always gets the same permutation)."""
+    if generator is None:
+        seed = zlib.crc32(input_ids.detach().cpu().to(torch.int64).numpy().tobytes())
+        generator = torch.Generator().manual_seed(seed)
+    return scores[torch.randperm(scores.numel(), generator=generator).to(scores.device)]
+
+
+def apply_controls(controls, scores: torch.Tensor, input_ids: torch.Tensor, options: dict) -> torch.Tensor:
+    """Apply the controls of `split_controls` to one row's scores, innermost first."""
+    for control in reversed(controls):
+        if control == "inverted":
+            scores = inverted(scores)
+        else:
+            scores = shuffled(scores, input_ids, options.get("generator"))
+    return scores
+
+
+# ----------------------------------------------------------------------------- influence vs blame
+
+def blame_share(weights: torch.Tensor, wrong: torch.Tensor) -> float:
+    """Share of a wrong completion's advantage mass that lands on its erroneous tokens:
+    ``sum(w[wrong]) / sum(w)`` over its reasoning tokens (``weights``, ``wrong``: ``[R]``).
+    Uniform weights give the share of wrong tokens, ``wrong.mean()``."""
+    if weights.shape != wrong.shape or weights.dim() != 1:
+        raise ValueError(f"weights and wrong must both be [R], got {tuple(weights.shape)} and {tuple(wrong.shape)}")
+    total = float(weights.sum())
+    return float(weights[wrong.bool()].sum()) / total if total > 0 else 0.0
+
+
+def blame_shares(rows: list[dict], weights: dict[str, list[torch.Tensor]], tokenizer=None) -> dict[str, dict]:
+    """`blame_share` per weighting, averaged over the wrong completions that have a
+    wrong reasoning token.
+
+    Args:
+        rows: one dict per scored completion with ``prompt``, ``completion_ids`` and
+            ``reasoning`` and ``answer`` (``(start, stop)`` in completion tokens), as
+            `oar_lite.gradient_quality.batch_gradients` records them.
+        weights: ``{label: [R_i] reasoning weights per row}``, aligned with ``rows``.
+
+    Returns:
+        ``{label: {"share": mean share, "n": completions}}``, plus ``"wrong_token_share"``
+        under the key ``"_tokens"`` (the share of reasoning tokens that are wrong, what
+        uniform credit gives).
+    """
+    tokenizer = tokenizer or _toy_tokenizer()
+    masks = []
+    for row in rows:
+        prompt_ids = tokenizer(row["prompt"])["input_ids"]
+        ids = torch.tensor(prompt_ids + list(row["completion_ids"]))
+        (start, stop), (a_start, a_stop) = ((p + len(prompt_ids) for p in row[k]) for k in ("reasoning", "answer"))
+        wrong = wrong_tokens(ids, slice(start, stop), slice(a_start, a_stop), tokenizer)
+        masks.append(wrong if wrong is not None and wrong.any() else None)
+    out = {}
+    for label, ws in weights.items():
+        if len(ws) != len(rows):
+            raise ValueError(f"{label!r}: {len(ws)} weight rows for {len(rows)} rows")
+        shares = [blame_share(w.float(), m) for w, m in zip(ws, masks) if m is not None]
+        out[label] = {"share": sum(shares) / len(shares) if shares else float("nan"), "n": len(shares)}
+    tokens = [float(m.float().mean()) for m in masks if m is not None]
+    out["_tokens"] = {"share": sum(tokens) / len(tokens) if tokens else float("nan"), "n": len(tokens)}
+    return out
