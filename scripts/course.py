@@ -94,14 +94,15 @@ def questions(nb) -> list[dict]:
     return found
 
 
-def student(out: Path = BUILD / "course") -> None:
+def student(out: Path = BUILD / "course", paths: list[Path] | None = None) -> None:
     """Student notebooks (solutions replaced by ``...``, tests kept as ``grader.check`` cells)
-    in ``out/student`` (with ``tests/``), otter's autograder zips in ``out/autograder``."""
+    in ``out/student`` (with ``tests/``), otter's autograder zips in ``out/autograder``; of
+    every notebook of the series, or of ``paths``."""
     student_dir, autograder_dir = out / "student", out / "autograder"
     for folder in (student_dir, autograder_dir):
         shutil.rmtree(folder, ignore_errors=True)
         (folder / "tests").mkdir(parents=True) if folder is student_dir else folder.mkdir(parents=True)
-    for path in notebooks():
+    for path in paths or notebooks():
         nb = nbformat.read(path, as_version=4)
         if not questions(nb):
             print(f"{path.name}: no graded questions, skipped")
@@ -208,10 +209,9 @@ def grade(submissions: Path, out: Path = BUILD / "course") -> Path:
         subprocess.run([sys.executable, "-m", "otter", "run", "-a", str(zip_path), "-o", str(result_dir),
                         "--no-logo", str(submission)], check=True, env=_environment())
         results = json.loads((result_dir / "results.json").read_text())
-        for name, test in sorted(results["test_file_results"] if isinstance(results.get("test_file_results"), dict)
-                                 else {t["name"]: t for t in results.get("test_file_results", [])}.items()):
-            rows.append([str(submission), name, test.get("score", test.get("grade", 0) * test.get("possible", 1)),
-                         test.get("possible", 1)])
+        for test in results["tests"]:                  # otter's Gradescope-format results
+            if test.get("score") is not None and test.get("max_score") is not None:
+                rows.append([str(submission), test["name"], test["score"], test["max_score"]])
     table = grades_dir / "grades.csv"
     with table.open("w", newline="") as f:
         csv.writer(f).writerows([["submission", "question", "score", "possible"], *rows])
@@ -242,8 +242,9 @@ def runtime(nb) -> int | None:
 
 def _site_links(text: str) -> str:
     """Repository-relative links of the notebooks, rewritten for the site's pages."""
-    return re.sub(r"\]\((?!https?:|#|mailto:)([^)\s]+?)\.(?:md|ipynb)(#[^)]*)?\)",
+    text = re.sub(r"\]\((?!https?:|#|mailto:)([^)\s]+?)\.(?:md|ipynb)(#[^)]*)?\)",
                   lambda m: f"]({m.group(1)}.html{m.group(2) or ''})", text)
+    return re.sub(r"\]\(((?:\.\./)*)README\.html", r"](\1project.html", text)
 
 
 def index_page(paths: list[Path]) -> str:
@@ -272,14 +273,18 @@ def site(out: Path = BUILD / "site") -> None:
     docs = src / "docs"
     (docs / "notebooks").mkdir(parents=True)
     paths = notebooks()
-    (docs / "index.md").write_text(_site_links(index_page(paths)).replace("](notebooks/", "](notebooks/"))
+    (docs / "index.md").write_text(index_page(paths))
     for path in paths:
         nb = nbformat.read(path, as_version=4)
         nb.cells = [c for c in nb.cells if c.cell_type != "raw"]   # otter's markup is not for readers
         for cell in nb.cells:
             if cell.cell_type == "markdown":
                 cell.source = _site_links(cell.source)
+            for output in cell.get("outputs", []):     # markdown rendered by code (e.g. 00's map)
+                if "text/markdown" in output.get("data", {}):
+                    output["data"]["text/markdown"] = _site_links(output["data"]["text/markdown"])
         nbformat.write(nb, docs / "notebooks" / path.name)
+    shutil.copy(ROOT / "README.md", docs / "project.md")   # mkdocs reserves README.md for the index
     for extra in ["docs/trl.md", "benchmarks/RESULTS.md", "docs/compare.png", "docs/scaling.png"]:
         if (ROOT / extra).exists():
             (docs / extra).parent.mkdir(parents=True, exist_ok=True)
@@ -320,7 +325,8 @@ def check_site(out: Path = BUILD / "site") -> None:
             parsed = urlparse(link)
             if parsed.scheme or link.startswith(("#", "//", "data:", "mailto:")):
                 continue
-            target = (page.parent / unquote(parsed.path)).resolve()
+            path = unquote(parsed.path)
+            target = (out / path.lstrip("/") if path.startswith("/") else page.parent / path).resolve()
             if parsed.path and not target.exists():
                 broken.append(f"{page.relative_to(out)} -> {link}")
     assert not missing_pages, f"notebooks without a page: {missing_pages}"
