@@ -47,10 +47,12 @@ bench: $(STAMP)
 
 # ---- the course (scripts/course.py) ----
 # Re-execute the series in place, one notebook at a time (after a merge, before committing outputs).
+# Without MPLBACKEND=Agg (exported above for the tests): the kernel's inline backend must draw the
+# figures into the outputs.
 notebooks: $(STAMP)
 	@for nb in notebooks/[0-9][0-9]_*.ipynb; do \
 	  echo "executing $$nb"; \
-	  $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
+	  env -u MPLBACKEND $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
 	    --ExecutePreprocessor.timeout=1800 "$$nb" || exit 1; \
 	done
 
