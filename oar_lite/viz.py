@@ -3,6 +3,10 @@ curve, and a live reshaping widget. Every notebook draws with these, so a pictur
 OAR-P in notebook 02 and of OAR-G in notebook 03 look alike and can be compared.
 
 - `token_heatmap_html(tokens, values)`: coloured tokens for Jupyter (``IPython.display.HTML``).
+- `token_heatmap_figure(tokens, values)`: the same coloured text as a static matplotlib figure
+  (wrapped lines, readable labels), which survives on GitHub, nbviewer and the course site;
+  `show_token_heatmap` displays both, the HTML and the figure under it.
+- `readable_figures()`: matplotlib defaults for the series (dpi >= 110, larger labels).
 - `plot_token_heatmap(ax, tokens, rows)`: the same as a matplotlib image (it survives on
   a repository page and in a PDF), one row per method, optional ground-truth row.
 - `plot_token_advantages(ax, tokens, values)`: signed per-token values (advantages
@@ -91,6 +95,102 @@ def token_heatmap_html(
     return f"{head}<div style='font-family:monospace;line-height:1.9'>{''.join(spans)}</div>"
 
 
+FIGURE_DPI = 120
+"""The dpi every figure of the series is drawn at (matplotlib-inline's default is 72, too small
+for token labels)."""
+
+
+def readable_figures(dpi: int = FIGURE_DPI) -> None:
+    """Set matplotlib's defaults for the series: ``dpi`` for shown and saved figures, and
+    labels large enough to read tokens."""
+    import matplotlib as mpl
+
+    if dpi < 110:
+        raise ValueError(f"dpi must be at least 110 for readable token labels, got {dpi}")
+    mpl.rcParams.update({"figure.dpi": dpi, "savefig.dpi": dpi, "font.size": 9,
+                         "xtick.labelsize": 8, "ytick.labelsize": 8})
+
+
+def _display_token(tok: str) -> str:
+    return tok.replace(" ", "\u2423").replace("\n", "\u23ce")
+
+
+def token_heatmap_figure(
+    tokens: Sequence[str],
+    values,
+    *,
+    labels: Sequence[int] | None = None,
+    vmax: float | None = None,
+    title: str | None = None,
+    color: str = "214, 39, 40",
+    width: int = 90,
+    fontsize: float = 9,
+):
+    """A static matplotlib twin of `token_heatmap_html`: the tokens as text, wrapped at
+    ``width`` characters, each on a box shaded by its value.
+
+    Args:
+        tokens: n token strings (spaces drawn as ``\u2423``, line breaks as ``\u23ce``).
+        values: ``[n]`` non-negative values; NaN tokens are drawn without a box.
+        labels: optional ``[n]`` ints; tokens with label > 0 are drawn bold and underlined.
+        vmax, color, title: as in `token_heatmap_html`.
+        width: characters per line before wrapping.
+
+    Returns:
+        The ``matplotlib.figure.Figure`` (one text artist per token, in order).
+    """
+    import matplotlib.pyplot as plt
+
+    values = _as_array(values)
+    if len(tokens) != len(values):
+        raise ValueError(f"{len(tokens)} tokens but {len(values)} values; expected one value per token")
+    if labels is not None and len(labels) != len(tokens):
+        raise ValueError(f"{len(tokens)} tokens but {len(labels)} labels")
+    if width < 10:
+        raise ValueError(f"width must be at least 10 characters, got {width}")
+    shade = _normalise(np.nan_to_num(values, nan=0.0), vmax)
+    rgb = tuple(int(c) / 255 for c in color.split(","))
+    texts = [_display_token(t) or "\u2205" for t in tokens]
+    places, line, col = [], 0, 0
+    for text in texts:
+        if col + len(text) > width and col > 0:
+            line, col = line + 1, 0
+        places.append((line, col))
+        col += len(text) + 0.4
+    lines = line + 1
+    char_w, line_h = fontsize * 0.6 / 72, fontsize * 2.0 / 72      # inches
+    fig = plt.figure(figsize=(max(4.0, (width + 2) * char_w), lines * line_h + (0.35 if title else 0.1) + 0.1))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(-1, width + 1)
+    ax.set_ylim(lines + (0.6 if title else 0.1), -0.6)
+    ax.axis("off")
+    if title:
+        ax.text(-0.5, -0.1, title, fontsize=fontsize, fontweight="bold", va="bottom")
+    for i, (text, (row, x)) in enumerate(zip(texts, places)):
+        marked = labels is not None and labels[i] > 0
+        box = None
+        if np.isfinite(values[i]):
+            box = dict(boxstyle="square,pad=0.15", facecolor=(*rgb, float(shade[i])), edgecolor="none")
+        ax.text(x, row + 0.5, text, fontsize=fontsize, fontfamily="monospace", va="center", ha="left",
+                fontweight="bold" if marked else "normal", bbox=box)
+        if marked:
+            ax.plot([x, x + len(text)], [row + 0.85, row + 0.85], color="#222", lw=1.2)
+    return fig
+
+
+def show_token_heatmap(tokens: Sequence[str], values, **kwargs) -> None:
+    """Display the HTML heatmap (live in Jupyter) and its static figure under it (for
+    GitHub, nbviewer and the course site). Keyword arguments go to both."""
+    import matplotlib.pyplot as plt
+    from IPython.display import HTML, display
+
+    html_kwargs = {k: v for k, v in kwargs.items() if k not in ("width", "fontsize")}
+    display(HTML(token_heatmap_html(tokens, values, **html_kwargs)))
+    fig = token_heatmap_figure(tokens, values, **kwargs)
+    display(fig)
+    plt.close(fig)
+
+
 def plot_token_heatmap(
     ax,
     tokens: Sequence[str],
@@ -127,7 +227,7 @@ def plot_token_heatmap(
     image = ax.imshow(np.ma.masked_invalid(np.array(grid)), aspect="auto", cmap=cmap, vmin=0,
                       vmax=1 if normalise else None, interpolation="nearest")
     ax.set_yticks(range(len(rows)), list(rows))
-    ax.set_xticks(range(n), [t.replace(" ", "\u2423") for t in tokens[:n]], fontsize=7, rotation=90,
+    ax.set_xticks(range(n), [_display_token(t) for t in tokens[:n]], fontsize=9, rotation=90,
                   fontfamily="monospace")
     ax.tick_params(length=0)
     return image

@@ -61,3 +61,33 @@ def test_token_advantages_grid_is_signed_shared_and_ragged():
     with pytest.raises(ValueError, match="row 1"):
         plot_token_advantages(ax, [list("ab"), list("cd")], [[1, 2], [1]])
     plt.close(fig)
+
+
+def test_static_token_heatmap_wraps_shades_and_marks():
+    from oar_lite.viz import token_heatmap_figure
+
+    tokens = ["ab", " ", "<c>", "\n", "dd"] * 8
+    values = [0.0, 2.0, float("nan"), 1.0, 4.0] * 8
+    fig = token_heatmap_figure(tokens, values, labels=[1, 0, 0, 0, 0] * 8, vmax=4.0, title="t", width=20)
+    ax = fig.axes[0]
+    texts = [t for t in ax.texts if t.get_text() != "t"]
+    assert [t.get_text() for t in texts[:5]] == ["ab", "\u2423", "<c>", "\u23ce", "dd"]
+    assert texts[2].get_bbox_patch() is None                       # NaN: not scored, no box
+    assert texts[4].get_bbox_patch().get_facecolor()[3] == 1.0      # 4.0 at vmax 4: full colour
+    assert texts[1].get_bbox_patch().get_facecolor()[3] == 0.5
+    assert texts[0].get_fontweight() == "bold" and len(ax.lines) == 8   # marked: bold + underline
+    rows = {round(t.get_position()[1], 3) for t in texts}
+    assert len(rows) > 1                                             # 40 tokens wrapped at 20 characters
+    assert all(t.get_position()[0] + len(t.get_text()) <= 20 + 1 for t in texts)
+    with pytest.raises(ValueError, match="one value per token"):
+        token_heatmap_figure(["a"], [1.0, 2.0])
+    plt.close(fig)
+
+
+def test_readable_figures_sets_dpi_and_refuses_small():
+    from oar_lite.viz import readable_figures
+
+    readable_figures()
+    assert matplotlib.rcParams["figure.dpi"] >= 110 and matplotlib.rcParams["savefig.dpi"] >= 110
+    with pytest.raises(ValueError, match="at least 110"):
+        readable_figures(72)
