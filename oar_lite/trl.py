@@ -84,6 +84,7 @@ else:  # TRL < 1.16 takes no such argument: it re-enables gradient checkpointing
 from .attribution import SCORERS, parse_method, token_weights  # noqa: E402
 from .checks import check_number  # noqa: E402
 from .grpo import token_advantages  # noqa: E402
+from .oracle import CONTROLS, split_controls  # noqa: E402
 from .reward import math_rewards  # noqa: E402
 from .segment import FORMATS, segment_completion_ids, segments_to_masks  # noqa: E402
 from .train import NUMERIC_RANGES  # noqa: E402
@@ -178,18 +179,24 @@ class OARConfig(GRPOConfig):
 
     def _check_oar_fields(self) -> None:
         methods = ("none", *SCORERS)
-        if not isinstance(self.oar_method, str) or self.oar_method not in methods:
-            hint = " (give the P_final mode in oar_mode)" if isinstance(self.oar_method, str) and ":" in self.oar_method else ""
-            raise ValueError(f"oar_method={self.oar_method!r} is unknown{hint}; expected one of {methods}")
-        takes_mode = self.oar_method != "none" and "mode" in inspect.signature(SCORERS[self.oar_method]).parameters
+        # Controls ("inverted:", "shuffled:") wrap any scorer: check the scorer they wrap.
+        try:
+            controls, base = split_controls(self.oar_method) if isinstance(self.oar_method, str) else ((), self.oar_method)
+        except ValueError as err:
+            raise ValueError(f"oar_method={self.oar_method!r}: {err}") from None
+        if not isinstance(base, str) or base not in methods or (controls and base == "none"):
+            hint = " (give the P_final mode in oar_mode)" if isinstance(base, str) and ":" in base else ""
+            raise ValueError(f"oar_method={self.oar_method!r} is unknown{hint}; expected one of {methods}, "
+                             f"optionally behind the controls {CONTROLS} (e.g. 'inverted:oracle')")
+        takes_mode = base != "none" and "mode" in inspect.signature(SCORERS[base]).parameters
         if self.oar_mode is None:
-            self.oar_mode = DEFAULT_MODES.get(self.oar_method)
+            self.oar_mode = DEFAULT_MODES.get(base)
         elif not takes_mode:
             raise ValueError(f"oar_mode={self.oar_mode!r} was given but oar_method={self.oar_method!r} has no "
                              "P_final mode; leave oar_mode unset")
         else:
             try:
-                parse_method(f"{self.oar_method}:{self.oar_mode}")
+                parse_method(f"{base}:{self.oar_mode}")
             except ValueError as err:
                 raise ValueError(f"oar_mode={self.oar_mode!r}: {err}") from None
         for name, allowed in {**OAR_NUMERIC_RANGES, **TRL_NUMERIC_RANGES}.items():

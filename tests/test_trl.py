@@ -257,6 +257,12 @@ def test_config_defaults_and_modes():
     assert config(oar_method="oar-g").oar_method_spec == "oar-g:answer_mean"
     assert config(oar_method="oar-g", oar_mode="answer_joint").oar_method_spec == "oar-g:answer_joint"
     assert config(oar_method="entropy").oar_method_spec == "entropy"
+    # the controls of issue 13 wrap any scorer, in the trainer as in token_weights
+    assert config(oar_method="inverted:oar-g").oar_method_spec == "inverted:oar-g:answer_mean"
+    assert config(oar_method="shuffled:oracle").oar_method_spec == "shuffled:oracle"
+    for bad in ("inverted", "inverted:none", "inverted:oar-x"):
+        with pytest.raises(ValueError, match="oar_method"):
+            config(oar_method=bad)
     with pytest.raises(ValueError, match="no P_final mode"):
         config(oar_method="entropy", oar_mode="last")
     args = config()
