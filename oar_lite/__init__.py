@@ -22,6 +22,7 @@ from .attribution import (
     entropy_scores,
     final_outcome,
     gradient_scores,
+    gradient_scores_batch,
     mask_to_span,
     parse_method,
     perturbation_scores,

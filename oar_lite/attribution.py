@@ -309,6 +309,118 @@ def gradient_scores(
     return saliency.detach().float()
 
 
+def gradient_scores_batch(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    reasoning: list[slice],
+    answer: list[slice],
+    *,
+    mode: str = "answer_mean",
+    noise_std: float = 1e-3,
+    generator: torch.Generator | None = None,
+    reuse_prefix: bool = True,
+) -> list[torch.Tensor]:
+    """OAR-G for every row of a padded batch at once: the scores `gradient_scores` gives
+    each row alone, from one clean forward pass and one forward + backward pass.
+
+    The rows keep their padding (left, right, or both); position ids come from the
+    attention mask, so a row sees the positions it has alone. With ``reuse_prefix`` the
+    columns before the first reasoning token of every row (the prompts) run once, without
+    grad, for each distinct prefix (a group's rows share one prompt), and both the clean
+    and the noisy pass continue from that KV cache: the gradient never needs the prompt's
+    embeddings, and the prompt's keys and values do not depend on the reasoning.
+
+    Equal to the per-row scores *up to floating-point rounding*, not exactly: a padded
+    batch, the masked padding columns and a cached prefix change the shapes of the matrix
+    products, hence the order in which their sums are taken. The rounding is relative to
+    the model's precision, and the KL modes amplify it, since their objective is of second
+    order in the noise. Tested at ``rtol=1e-6`` in float64 and at ``1e-3`` of a row's
+    largest score in float32 (tests/test_attribution.py).
+
+    The noise is drawn row by row in order from ``generator``, as the per-row loop of
+    `token_weights` drew it, so both paths see the same noise. The parameters' ``.grad``,
+    ``requires_grad`` and each module's train/eval mode are left as they were.
+
+    Args:
+        model: a causal LM accepting ``inputs_embeds``, ``position_ids``, a KV cache and
+            ``logits_to_keep``.
+        input_ids, attention_mask: ``[B, T]``, padded; one contiguous run of 1s per row.
+        reasoning, answer: per row, half-open spans into the *padded* row.
+        mode, noise_std, generator: as `gradient_scores`.
+        reuse_prefix: compute the shared prompt columns once, without grad.
+
+    Returns:
+        B float32 tensors ``[R_i]``, >= 0.
+    """
+    _check_mode(mode)
+    if noise_std < 0:
+        raise ValueError(f"noise_std must be >= 0, got {noise_std}")
+    if input_ids.dim() != 2 or attention_mask.shape != input_ids.shape:
+        raise ValueError(f"input_ids and attention_mask must both be [B, T], got {tuple(input_ids.shape)} and "
+                         f"{tuple(attention_mask.shape)}")
+    B = input_ids.shape[0]
+    if not (len(reasoning) == len(answer) == B):
+        raise ValueError(f"expected one reasoning and one answer span per row ({B}), got {len(reasoning)} and {len(answer)}")
+    if B == 0:
+        return []
+    for i in range(B):
+        valid = mask_to_span(attention_mask[i].bool(), f"attention_mask row {i}")
+        if valid is None:
+            raise ValueError(f"row {i} has no attended tokens")
+        _check_sequence(input_ids[i, valid], slice(reasoning[i].start - valid.start, reasoning[i].stop - valid.start),
+                        slice(answer[i].start - valid.start, answer[i].stop - valid.start))
+    spans = [_outcome_span(a, mode) for a in answer]  # (end, keep) per row, in padded columns
+    T = max(end for end, _ in spans)
+    prefix = min(r.start for r in reasoning) if reuse_prefix else 0
+    ids, attn = input_ids[:, :T], attention_mask[:, :T].long()
+    position_ids = (attn.cumsum(-1) - 1).clamp(min=0)
+    # The LM head only at the positions some row's P_final reads, as columns of the input after the prefix.
+    wanted = sorted({p for end, keep in spans for p in range(end - keep, end)})
+    keep_idx = torch.tensor([p - prefix for p in wanted], device=ids.device)
+    column = {p: i for i, p in enumerate(wanted)}
+    rows_cols = [[column[p] for p in range(end - keep, end)] for end, keep in spans]
+
+    def outcomes(logits: torch.Tensor) -> list[torch.Tensor]:  # [B, len(wanted), V] -> per row P_final
+        return [_outcome(logits[i : i + 1, cols], input_ids[i, answer[i]], mode) for i, cols in enumerate(rows_cols)]
+
+    def forward(cache, **inputs):
+        kwargs = {_cache_kwarg(model): cache, "use_cache": True} if cache is not None else {"use_cache": False}
+        return model(attention_mask=attn, position_ids=position_ids[:, prefix:], logits_to_keep=keep_idx,
+                     **inputs, **kwargs).logits
+
+    with eval_mode(model):
+        with torch.no_grad():
+            cache = None
+            if prefix > 0:
+                # One pass per distinct prefix (rows of a group share their prompt), then one cache row per row.
+                heads, row_of = torch.unique(torch.cat([ids[:, :prefix], attn[:, :prefix]], dim=1), dim=0,
+                                             return_inverse=True)
+                out = model(input_ids=heads[:, :prefix], attention_mask=heads[:, prefix:],
+                            position_ids=(heads[:, prefix:].cumsum(-1) - 1).clamp(min=0), use_cache=True,
+                            logits_to_keep=1)
+                cache = _output_cache(out)
+                cache.batch_select_indices(row_of.to(ids.device))
+            clean = outcomes(forward(copy.deepcopy(cache), input_ids=ids[:, prefix:]))  # the pass appends to its cache
+            embeds = model.get_input_embeddings()(ids[:, prefix:]).detach()
+            noisy = embeds.clone()
+            noise_device = generator.device if generator is not None else embeds.device
+            for i, r in enumerate(reasoning):
+                noise = torch.randn((r.stop - r.start, embeds.shape[-1]), generator=generator, device=noise_device,
+                                    dtype=torch.float32)
+                noisy[i, r.start - prefix : r.stop - prefix] += (noise_std * noise).to(embeds.device, embeds.dtype)
+        noisy.requires_grad_(True)
+        with torch.enable_grad():
+            changed = outcomes(forward(cache, inputs_embeds=noisy))
+            objective = sum(_divergence(c, o, mode).sum() for c, o in zip(clean, changed))
+            (grad,) = torch.autograd.grad(objective, noisy)
+    scores = []
+    for i, r in enumerate(reasoning):
+        cols = slice(r.start - prefix, r.stop - prefix)
+        scores.append((_upcast(grad[i, cols]) * _upcast(embeds[i, cols])).sum(-1).abs().detach().float())
+    return scores
+
+
 # ----------------------------------------------------------------------------- baselines
 
 def entropy_scores(model, input_ids: torch.Tensor, reasoning: slice, answer: slice) -> torch.Tensor:
@@ -414,7 +526,10 @@ def token_weights(
     """Batched entry point for training: token weights for every sequence of a batch.
 
     Each row is scored on its own (padding stripped, so left- or right-padded rows get
-    exactly the scores they would get alone), its reasoning scores go through
+    exactly the scores they would get alone), except for OAR-G (``"oar-g"``, any mode),
+    whose scored rows all run in one padded pass (`gradient_scores_batch`: the per-row
+    scores up to floating-point rounding, the noise drawn row by row from ``generator``
+    as the per-row loop would). Each row's reasoning scores go through
     `bilevel_weights`, and the weights are placed on the reasoning positions.
 
     Args:
@@ -442,21 +557,37 @@ def token_weights(
         if m.shape != input_ids.shape:
             raise ValueError(f"{name} must have the shape of input_ids {tuple(input_ids.shape)}, got {tuple(m.shape)}")
     weights = torch.ones(input_ids.shape, dtype=torch.float32, device=input_ids.device)
-    all_scores: list[torch.Tensor | None] = []
+    spans: dict[int, tuple[slice, slice, slice]] = {}  # row -> (attended, reasoning, answer), padded columns
     for row in range(input_ids.shape[0]):
         valid = mask_to_span(attention_mask[row].bool(), "attention_mask row")
         answer = mask_to_span(answer_mask[row].bool(), "answer_mask row")
         reasoning = mask_to_span(reasoning_mask[row].bool(), "reasoning_mask row")
         if answer is None or reasoning is None or valid is None:
-            all_scores.append(None)
             continue
         if reasoning.start < valid.start or answer.stop > valid.stop:
             raise ValueError(f"row {row}: reasoning/answer reach outside the attended tokens")
-        off = valid.start
-        ids = input_ids[row, valid]
-        scores = token_scores(method, model, ids, slice(reasoning.start - off, reasoning.stop - off),
-                              slice(answer.start - off, answer.stop - off), **options)
+        spans[row] = (valid, reasoning, answer)
+    name, mode = parse_method(method)
+    if SCORERS[name] is gradient_scores and spans:
+        # OAR-G: every scored row in one padded forward + backward (same scores, up to rounding).
+        rows = list(spans)
+        batched = gradient_scores_batch(
+            model, input_ids[rows], attention_mask[rows], [spans[r][1] for r in rows], [spans[r][2] for r in rows],
+            mode=mode or inspect.signature(gradient_scores).parameters["mode"].default,
+            **{k: v for k, v in options.items() if k in ("noise_std", "generator") and v is not None})
+        row_scores = dict(zip(rows, batched))
+    else:
+        row_scores = {}
+        for row, (valid, reasoning, answer) in spans.items():
+            off = valid.start
+            row_scores[row] = token_scores(method, model, input_ids[row, valid],
+                                           slice(reasoning.start - off, reasoning.stop - off),
+                                           slice(answer.start - off, answer.stop - off), **options)
+    all_scores: list[torch.Tensor | None] = []
+    for row in range(input_ids.shape[0]):
+        scores = row_scores.get(row)
         all_scores.append(scores)
-        weights[row, reasoning] = bilevel_weights(scores, quantile=quantile, boost=boost, floor=floor,
-                                                  preserve_mass=preserve_mass).to(weights.device, weights.dtype)
+        if scores is not None:
+            weights[row, spans[row][1]] = bilevel_weights(scores, quantile=quantile, boost=boost, floor=floor,
+                                                          preserve_mass=preserve_mass).to(weights.device, weights.dtype)
     return (weights, all_scores) if return_scores else weights
