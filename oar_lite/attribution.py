@@ -140,6 +140,54 @@ def final_outcome(model, input_ids: torch.Tensor, answer: slice, *, mode: str = 
 
 # ----------------------------------------------------------------------------- OAR-P
 
+DEFAULT_TOKEN_BUDGET = {"cpu": 4096, "cuda": 65536}
+"""Tokens per OAR-P forward pass by device type (perturbed copies x their length); others: the CPU's."""
+
+DEFAULT_MAX_WASTE = 0.1
+"""OAR-P's default extra token work per chunk, beyond each copy starting at its own position."""
+
+
+def default_token_budget(device: torch.device | str) -> int:
+    """OAR-P's tokens per forward pass on ``device``: small on a CPU, where a pass of a few
+    thousand tokens already runs at full speed per token and larger ones only add memory;
+    large on a GPU, whose parallelism needs big batches (`DEFAULT_TOKEN_BUDGET`)."""
+    return DEFAULT_TOKEN_BUDGET.get(torch.device(device).type, DEFAULT_TOKEN_BUDGET["cpu"])
+
+
+def plan_chunks(starts: int, stop: int, end: int, *, token_budget: int, max_waste: float = DEFAULT_MAX_WASTE,
+                max_rows: int | None = None, reuse_prefix: bool = True) -> list[tuple[int, int]]:
+    """How OAR-P groups the perturbed copies of positions ``starts..stop-1`` into forward passes.
+
+    With prefix reuse a chunk of positions ``t0 < t1 < ...`` continues from the clean KV
+    cache of ``x[:t0]``, so each of its b copies runs ``end - t0`` tokens where its own
+    position would need only ``end - t``. Chunks are consecutive (sorted) positions,
+    taken greedily from the first: a chunk grows while it runs at most ``1 + max_waste``
+    times the tokens its copies would need alone, at most ``token_budget`` tokens
+    (``b * (end - t0)``, the memory bound), and at most ``max_rows`` copies. A single copy
+    longer than the budget still runs, alone. Near the end of the sequence the copies are
+    short, so chunks shrink: the total stays within ``1 + max_waste`` of the ideal.
+
+    Returns:
+        ``[(first, stop), ...]`` half-open ranges of positions, in order.
+    """
+    if token_budget < 1 or max_waste < 0 or (max_rows is not None and max_rows < 1):
+        raise ValueError(f"expected token_budget >= 1, max_waste >= 0 and max_rows >= 1 or None, got "
+                         f"{token_budget}, {max_waste}, {max_rows}")
+    chunks, first = [], starts
+    while first < stop:
+        length = end - first if reuse_prefix else end  # tokens each copy of this chunk runs
+        last, ideal = first + 1, end - first
+        while last < stop and (max_rows is None or last - first < max_rows):
+            rows = last - first + 1
+            grown = ideal + (end - last)
+            if rows * length > token_budget or (reuse_prefix and rows * length > (1 + max_waste) * grown):
+                break
+            last, ideal = last + 1, grown
+        chunks.append((first, last))
+        first = last
+    return chunks
+
+
 def perturbation_scores(
     model,
     input_ids: torch.Tensor,
@@ -148,7 +196,9 @@ def perturbation_scores(
     *,
     mode: str = "last",
     pad_token_id: int,
-    batch_size: int = 64,
+    batch_size: int | None = None,
+    token_budget: int | None = None,
+    max_waste: float = DEFAULT_MAX_WASTE,
     reuse_prefix: bool = True,
     stats: dict | None = None,
 ) -> torch.Tensor:
@@ -158,10 +208,12 @@ def perturbation_scores(
     recompute P_final and score ``I_t = KL(P_final || P_final^(t))`` (``last``,
     ``answer_mean``) or ``max(0, phi - phi^(t))`` (``answer_joint``).
 
-    The R perturbed copies run in chunks of ``batch_size``; only the logits P_final
-    needs are computed (never ``[R, T, V]``); with ``reuse_prefix`` each chunk reuses
-    the KV cache of the unperturbed prefix up to its first position, so roughly half
-    of the R * T token work is skipped. `perturbation_scores_naive` is the reference.
+    The R perturbed copies run in chunks of consecutive positions (`plan_chunks`); only
+    the logits P_final needs are computed (never ``[R, T, V]``). With ``reuse_prefix``
+    each chunk continues from the clean pass's KV cache of ``x[:t0]``, t0 its first
+    position, so each copy starts close to its own position: the tokens run stay within
+    ``1 + max_waste`` of the ideal (every copy starting exactly at its own position),
+    about half of R * T. `perturbation_scores_naive` is the reference.
 
     Args:
         model: a causal LM (``transformers``-style, accepting ``logits_to_keep``).
@@ -170,49 +222,56 @@ def perturbation_scores(
             before the answer starts.
         mode: ``"last" | "answer_mean" | "answer_joint"``.
         pad_token_id: the replacement token.
-        batch_size: perturbed copies per forward pass (bounds the memory). A chunk reuses
-            the clean prefix only up to its first position, so on a CPU small chunks (8-16)
-            do less work and run faster (1.6x on SmolLM2 completions, see
-            ``benchmarks/RESULTS.md``); on a GPU larger ones use its parallelism.
+        batch_size: at most this many perturbed copies per forward pass (None: no cap
+            beyond the token budget).
+        token_budget: at most this many tokens per forward pass (copies x their length),
+            which bounds the memory above the model; None: `default_token_budget` of the
+            model's device.
+        max_waste: extra token work a chunk may do beyond its ideal (0: one copy per pass).
         reuse_prefix: reuse the unperturbed prefix's KV cache (exact up to float error).
         stats: if a dict, receives ``forward_tokens`` (tokens run through the model,
-            cached prefixes included) and ``forward_passes``.
+            cached prefixes excluded), ``forward_passes`` and ``max_pass_tokens``.
 
     Returns:
         ``[R]`` float32 scores, >= 0.
     """
     _check_sequence(input_ids, reasoning, answer)
     _check_mode(mode)
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if batch_size is not None and batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1 or None, got {batch_size}")
     if pad_token_id is None:
         raise ValueError("pad_token_id is required: the token that replaces each reasoning token")
+    if token_budget is None:
+        token_budget = default_token_budget(next(model.parameters()).device)
     end, keep = _outcome_span(answer, mode)
+    chunks = plan_chunks(reasoning.start, reasoning.stop, end, token_budget=token_budget, max_waste=max_waste,
+                         max_rows=batch_size, reuse_prefix=reuse_prefix)
     answer_ids = input_ids[answer]
-    positions = torch.arange(reasoning.start, reasoning.stop, device=input_ids.device)
-    scores = []
+    scores: dict[int, torch.Tensor] = {}
     with torch.no_grad(), eval_mode(model):
         out = model(input_ids=input_ids[None, :end], use_cache=reuse_prefix, logits_to_keep=keep)
         clean = _outcome(out.logits[:, -keep:], answer_ids, mode)
         clean_cache = _output_cache(out) if reuse_prefix else None
-        tokens, passes = end, 1
-        for chunk in positions.split(batch_size):
-            b = chunk.numel()
-            start = int(chunk[0]) if reuse_prefix else 0
+        cached = end
+        tokens, passes, widest = end, 1, end
+        # Last chunk first: the clean cache is cut down to each chunk's start as the starts decrease.
+        for first, stop in reversed(chunks):
+            b = stop - first
+            start = first if reuse_prefix else 0
             cache = None
             if start > 0:
-                # The KV cache of x[:start] is the clean one, cut to `start` tokens: one copy per chunk.
-                cache = copy.deepcopy(clean_cache)
-                cache.crop(start - end)  # a negative argument removes tokens in every transformers version
+                clean_cache.crop(start - cached)  # a negative argument removes tokens in every transformers version
+                cached = start
+                cache = copy.deepcopy(clean_cache)  # the pass appends to its cache
                 cache.batch_repeat_interleave(b)
             variants = input_ids[start:end].repeat(b, 1)
-            variants[torch.arange(b), chunk - start] = pad_token_id
+            variants[torch.arange(b), torch.arange(first - start, stop - start)] = pad_token_id
             logits = _final_logits(model, input_ids=variants, keep=keep, cache=cache)
-            scores.append(_divergence(clean, _outcome(logits, answer_ids, mode), mode))
-            tokens, passes = tokens + b * (end - start), passes + 1
+            scores[first] = _divergence(clean, _outcome(logits, answer_ids, mode), mode)
+            tokens, passes, widest = tokens + b * (end - start), passes + 1, max(widest, b * (end - start))
     if stats is not None:
-        stats.update(forward_tokens=tokens, forward_passes=passes)
-    return torch.cat(scores).float().clamp(min=0)
+        stats.update(forward_tokens=tokens, forward_passes=passes, max_pass_tokens=widest)
+    return torch.cat([scores[first] for first, _ in chunks]).float().clamp(min=0)
 
 
 def perturbation_scores_naive(

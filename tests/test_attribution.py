@@ -22,6 +22,50 @@ def test_perturbation_matches_naive_loop(any_model, sequence, mode, batch_size, 
     assert (fast >= 0).all() and fast.max() > 0
 
 
+@pytest.mark.parametrize("options", [{}, {"token_budget": 40}, {"token_budget": 1}, {"max_waste": 0.0},
+                                     {"max_waste": 10.0, "token_budget": 10_000}])
+def test_perturbation_default_and_budgets_match_naive(llama, sequence, options):
+    ids, reasoning, answer = sequence
+    stats = {}
+    fast = ol.perturbation_scores(llama, ids, reasoning, answer, mode="answer_mean", pad_token_id=PAD, stats=stats,
+                                  **options)
+    naive = ol.perturbation_scores_naive(llama, ids, reasoning, answer, mode="answer_mean", pad_token_id=PAD)
+    torch.testing.assert_close(fast, naive, rtol=1e-6, atol=1e-9)
+    end = answer.stop - 1
+    ideal = end + sum(end - t for t in range(reasoning.start, reasoning.stop))
+    waste = options.get("max_waste", ol.attribution.DEFAULT_MAX_WASTE)
+    assert ideal <= stats["forward_tokens"] <= end + (1 + waste) * (ideal - end)
+    longest_copy = end - reasoning.start
+    assert stats["max_pass_tokens"] <= max(options.get("token_budget", 4096), longest_copy, end)
+
+
+def test_plan_chunks_bounds():
+    end, first, stop = 60, 10, 55
+    ideal = sum(end - t for t in range(first, stop))
+    for budget, waste, rows in [(4096, 0.1, None), (200, 0.1, None), (4096, 0.5, 4), (4096, 0.0, None), (30, 1.0, None)]:
+        chunks = ol.plan_chunks(first, stop, end, token_budget=budget, max_waste=waste, max_rows=rows)
+        assert chunks[0][0] == first and chunks[-1][1] == stop
+        assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(chunks, chunks[1:] + [(stop, stop + 1)]))
+        work = 0
+        for a, b in chunks:
+            n, own = b - a, sum(end - t for t in range(a, b))
+            assert n == 1 or (n * (end - a) <= budget and n * (end - a) <= (1 + waste) * own)
+            assert rows is None or n <= rows
+            work += n * (end - a)
+        assert ideal <= work <= (1 + waste) * ideal
+        if waste == 0.0:
+            assert all(b - a == 1 for a, b in chunks)
+    # Without prefix reuse every copy is the whole sequence; only the budget splits them.
+    assert ol.plan_chunks(0, 10, 20, token_budget=60, reuse_prefix=False) == [(0, 3), (3, 6), (6, 9), (9, 10)]
+    with pytest.raises(ValueError, match="token_budget >= 1"):
+        ol.plan_chunks(0, 10, 20, token_budget=0)
+
+
+def test_default_token_budget_per_device():
+    assert ol.default_token_budget("cpu") < ol.default_token_budget("cuda")
+    assert ol.default_token_budget("meta") == ol.default_token_budget("cpu")
+
+
 def test_perturbation_naive_is_a_real_counterfactual(llama, sequence):
     """Independent check of the reference itself for one position, written from the spec."""
     ids, reasoning, answer = sequence
