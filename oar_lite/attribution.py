@@ -144,7 +144,7 @@ DEFAULT_TOKEN_BUDGET = {"cpu": 4096, "cuda": 65536}
 """Tokens per OAR-P forward pass by device type (perturbed copies x their length); others: the CPU's."""
 
 DEFAULT_MAX_WASTE = 0.1
-"""OAR-P's default extra token work per chunk, beyond each copy starting at its own position."""
+"""OAR-P's default extra token work, as a fraction of the ideal (each copy starting at its own position)."""
 
 
 def default_token_budget(device: torch.device | str) -> int:
@@ -154,38 +154,43 @@ def default_token_budget(device: torch.device | str) -> int:
     return DEFAULT_TOKEN_BUDGET.get(torch.device(device).type, DEFAULT_TOKEN_BUDGET["cpu"])
 
 
-def plan_chunks(starts: int, stop: int, end: int, *, token_budget: int, max_waste: float = DEFAULT_MAX_WASTE,
+def plan_chunks(first: int, stop: int, end: int, *, token_budget: int, max_waste: float = DEFAULT_MAX_WASTE,
                 max_rows: int | None = None, reuse_prefix: bool = True) -> list[tuple[int, int]]:
-    """How OAR-P groups the perturbed copies of positions ``starts..stop-1`` into forward passes.
+    """How OAR-P groups the perturbed copies of positions ``first..stop-1`` into forward passes.
 
-    With prefix reuse a chunk of positions ``t0 < t1 < ...`` continues from the clean KV
-    cache of ``x[:t0]``, so each of its b copies runs ``end - t0`` tokens where its own
-    position would need only ``end - t``. Chunks are consecutive (sorted) positions,
-    taken greedily from the first: a chunk grows while it runs at most ``1 + max_waste``
-    times the tokens its copies would need alone, at most ``token_budget`` tokens
-    (``b * (end - t0)``, the memory bound), and at most ``max_rows`` copies. A single copy
-    longer than the budget still runs, alone. Near the end of the sequence the copies are
-    short, so chunks shrink: the total stays within ``1 + max_waste`` of the ideal.
+    With prefix reuse a chunk of b consecutive positions ``t0, t0+1, ...`` continues from
+    the clean KV cache of ``x[:t0]``: each copy runs ``end - t0`` tokens where its own
+    position alone would need ``end - t``, so the chunk wastes ``b (b - 1) / 2`` tokens,
+    wherever it lies. The fewest passes for a given total waste therefore come from
+    chunks of one size: the largest size whose chunks together waste at most
+    ``max_waste`` times the ideal count (every copy starting at its own position). A chunk
+    is also cut to at most ``token_budget`` tokens (``b * (end - t0)``, the memory bound)
+    and ``max_rows`` copies; one copy longer than the budget still runs, alone.
 
     Returns:
-        ``[(first, stop), ...]`` half-open ranges of positions, in order.
+        ``[(start, stop), ...]`` half-open ranges of consecutive positions, in order.
     """
     if token_budget < 1 or max_waste < 0 or (max_rows is not None and max_rows < 1):
         raise ValueError(f"expected token_budget >= 1, max_waste >= 0 and max_rows >= 1 or None, got "
                          f"{token_budget}, {max_waste}, {max_rows}")
-    chunks, first = [], starts
-    while first < stop:
-        length = end - first if reuse_prefix else end  # tokens each copy of this chunk runs
-        last, ideal = first + 1, end - first
-        while last < stop and (max_rows is None or last - first < max_rows):
-            rows = last - first + 1
-            grown = ideal + (end - last)
-            if rows * length > token_budget or (reuse_prefix and rows * length > (1 + max_waste) * grown):
-                break
-            last, ideal = last + 1, grown
-        chunks.append((first, last))
-        first = last
-    return chunks
+    if not 0 <= first < stop <= end:
+        raise ValueError(f"expected 0 <= first < stop <= end, got {first}, {stop}, {end}")
+    ideal = sum(end - t for t in range(first, stop))
+
+    def chunks_of(size: int) -> tuple[list[tuple[int, int]], int]:
+        chunks, start, waste = [], first, 0
+        while start < stop:
+            length = end - start if reuse_prefix else end  # tokens each copy of this chunk runs
+            b = max(1, min(size, stop - start, token_budget // length, max_rows or size))
+            chunks.append((start, start + b))
+            waste += b * (b - 1) // 2 if reuse_prefix else 0
+            start += b
+        return chunks, waste
+
+    size = stop - first
+    while size > 1 and chunks_of(size)[1] > max_waste * ideal:
+        size -= 1
+    return chunks_of(size)[0]
 
 
 def perturbation_scores(
@@ -211,9 +216,10 @@ def perturbation_scores(
     The R perturbed copies run in chunks of consecutive positions (`plan_chunks`); only
     the logits P_final needs are computed (never ``[R, T, V]``). With ``reuse_prefix``
     each chunk continues from the clean pass's KV cache of ``x[:t0]``, t0 its first
-    position, so each copy starts close to its own position: the tokens run stay within
-    ``1 + max_waste`` of the ideal (every copy starting exactly at its own position),
-    about half of R * T. `perturbation_scores_naive` is the reference.
+    position, so each copy starts close to its own position: the perturbed copies run at
+    most ``1 + max_waste`` times the ideal count of tokens (every copy starting exactly at
+    its own position, about half of R * T), in as few passes as that allows.
+    `perturbation_scores_naive` is the reference.
 
     Args:
         model: a causal LM (``transformers``-style, accepting ``logits_to_keep``).
@@ -227,7 +233,8 @@ def perturbation_scores(
         token_budget: at most this many tokens per forward pass (copies x their length),
             which bounds the memory above the model; None: `default_token_budget` of the
             model's device.
-        max_waste: extra token work a chunk may do beyond its ideal (0: one copy per pass).
+        max_waste: extra token work allowed beyond the ideal, as a fraction of it (0: one
+            copy per pass); fewer, larger passes for more.
         reuse_prefix: reuse the unperturbed prefix's KV cache (exact up to float error).
         stats: if a dict, receives ``forward_tokens`` (tokens run through the model,
             cached prefixes excluded), ``forward_passes`` and ``max_pass_tokens``.
