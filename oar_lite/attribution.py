@@ -187,10 +187,15 @@ def plan_chunks(first: int, stop: int, end: int, *, token_budget: int, max_waste
             start += b
         return chunks, waste
 
-    size = stop - first
-    while size > 1 and chunks_of(size)[1] > max_waste * ideal:
-        size -= 1
-    return chunks_of(size)[0]
+    # Bisect on the size (the waste grows with it); size 1 wastes nothing, so it always fits.
+    low, high = 1, stop - first
+    while low < high:
+        size = (low + high + 1) // 2
+        if chunks_of(size)[1] <= max_waste * ideal:
+            low = size
+        else:
+            high = size - 1
+    return chunks_of(low)[0]
 
 
 def perturbation_scores(
