@@ -3,8 +3,11 @@ interleaved A/B/C timing, peak memory, models by name, and synthetic sequences.
 
 Conventions (benchmarks/RESULTS.md relies on them):
 
-- Times are wall-clock seconds (``time.perf_counter``; CUDA synchronised before each
-  reading). Each benchmark warms up first (discarded), then repeats; summaries quote the
+- Times are the process's CPU seconds (``time.process_time``) on a CPU, where other
+  jobs share the cores and wall-clock time measures their load as much as ours (run with
+  one torch thread so CPU time is the compute of one core); wall-clock seconds
+  (``time.perf_counter``, CUDA synchronised before each reading) on a GPU, or with
+  ``setup(..., clock="wall")``. Each benchmark warms up first (discarded), then repeats; summaries quote the
   median and the spread as ``[min, max]`` over the repeats.
 - Methods compared in one table are *interleaved*: each round runs every method once, in
   an order rotated from round to round, and ratios are taken within a round, then their
@@ -64,20 +67,29 @@ def machine(device: str | torch.device = "cpu") -> dict:
         "platform": platform.platform(terse=True),
         "device": str(device),
         "loadavg_start": loadavg(),
+        "clock": CLOCK["clock"],
     }
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
     return info
 
 
-def setup(threads: int, device: str) -> torch.device:
-    """Pin torch's threads, check the device, and return it."""
+CLOCK = {"clock": "wall"}
+"""Which clock `timed` reads: ``"cpu"`` (process CPU seconds) or ``"wall"``; set by `setup`."""
+
+
+def setup(threads: int, device: str, clock: str | None = None) -> torch.device:
+    """Pin torch's threads, check the device, choose the clock (default: CPU seconds on a
+    CPU, wall-clock on a GPU), and return the device."""
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
+    if clock not in (None, "cpu", "wall"):
+        raise ValueError(f"clock must be 'cpu' or 'wall', got {clock!r}")
     torch.set_num_threads(threads)
     device = torch.device(device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda asked for, but torch sees no CUDA GPU on this machine")
+    CLOCK["clock"] = clock or ("wall" if device.type == "cuda" else "cpu")
     return device
 
 
@@ -85,7 +97,8 @@ def machine_line(info: dict) -> str:
     """One line for RESULTS.md: ``CPU, N cores, T torch threads, load a -> b``."""
     where = info.get("gpu") or f"{info['cpu']} ({info['cpu_count']} cores)"
     load = f"load average {info.get('loadavg_start')} -> {info.get('loadavg_end')}"
-    return f"{where}, {info['torch_threads']} torch thread(s), torch {info['torch']}, {load}"
+    clock = "CPU seconds" if info.get("clock") == "cpu" else "wall-clock seconds"
+    return f"{where}, {info['torch_threads']} torch thread(s), torch {info['torch']}, {clock}, {load}"
 
 
 # ----------------------------------------------------------------------------- timing
@@ -96,12 +109,13 @@ def _sync(device: torch.device | None) -> None:
 
 
 def timed(fn: Callable[[], object], device: torch.device | None = None) -> tuple[float, object]:
-    """``(seconds, result)`` of one call."""
+    """``(seconds, result)`` of one call, on the clock `setup` chose (`CLOCK`)."""
+    now = time.process_time if CLOCK["clock"] == "cpu" else time.perf_counter
     _sync(device)
-    start = time.perf_counter()
+    start = now()
     out = fn()
     _sync(device)
-    return time.perf_counter() - start, out
+    return now() - start, out
 
 
 def spread(xs: list[float]) -> dict:

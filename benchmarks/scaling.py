@@ -5,7 +5,8 @@ Synthetic sequences (`benchmarks.common.synthetic_sequence`): a fixed random pro
 " The answer is" and the answer " 42." (so R = L - 5 for SmolLM2's tokenizer). Random
 tokens are fine here: the cost of attribution depends on the lengths, not the text.
 
-OAR-P runs in its default mode for OAR-P (``last``, batched, prefix reuse), OAR-G in its
+OAR-P runs in its default mode for OAR-P (``last``, chunked by `plan_chunks` at the device's
+token budget, prefix reuse), OAR-G in its
 default (``answer_mean``, one forward and one backward pass). The two alternate at each
 length (interleaved rounds). Expected shapes: OAR-G grows like one training forward +
 backward, about linearly in L at these lengths; OAR-P runs about R * T / 2 tokens, so
@@ -13,7 +14,12 @@ roughly quadratically (and attention adds another factor of T per token).
 
 Run (offline, from the repository root)::
 
-    .venv/bin/python -m benchmarks.scaling --threads 2                       # SmolLM2, 64..1024
+    .venv/bin/python -m benchmarks.scaling                                   # SmolLM2, 64..1024
+    .venv/bin/python -m benchmarks.scaling --lengths 1024 --oar-p-first-chunk  # peak of one chunk at L=1024
+
+``--oar-p-first-chunk`` runs OAR-P on the positions of its first (widest) chunk only: the
+clean pass plus one pass of the largest size the planner chooses, hence the peak memory
+of a full run, without its hours of CPU time at L = 1024.
     .venv/bin/python -m benchmarks.scaling --device cuda --repeats 5 --long-repeats 3
 
 Writes ``benchmarks/results/scaling.json`` and the plot ``benchmarks/scaling.png``.
@@ -39,16 +45,20 @@ def sequence(model_name: str, tokenizer, length: int, *, prompt_length: int = 32
                                      end=end, device=device)
 
 
-def measure_length(model, tokenizer, model_name: str, length: int, *, warmup: int, repeats: int, batch_size: int,
-                   device, progress: bool) -> dict:
-    from oar_lite.attribution import gradient_scores, perturbation_scores
+def measure_length(model, tokenizer, model_name: str, length: int, *, warmup: int, repeats: int, batch_size: int | None,
+                   device, progress: bool, token_budget: int | None = None, first_chunk: bool = False) -> dict:
+    from oar_lite.attribution import default_token_budget, gradient_scores, perturbation_scores, plan_chunks
 
     ids, reasoning, answer = sequence(model_name, tokenizer, length, device=device)
+    budget = token_budget or default_token_budget(device)
+    chunks = plan_chunks(reasoning.start, reasoning.stop, answer.start, token_budget=budget, max_rows=batch_size)
+    # The OAR-P call's positions: all of them, or those of its first (widest) chunk.
+    scored = slice(*chunks[0]) if first_chunk else reasoning
     stats: dict = {}
     generator = torch.Generator(device=device).manual_seed(0)
     calls = {
-        "oar-p": lambda: perturbation_scores(model, ids, reasoning, answer, mode="last",
-                                             pad_token_id=tokenizer.pad_token_id, batch_size=batch_size, stats=stats),
+        "oar-p": lambda: perturbation_scores(model, ids, scored, answer, mode="last", pad_token_id=tokenizer.pad_token_id,
+                                             batch_size=batch_size, token_budget=budget, stats=stats),
         "oar-g": lambda: gradient_scores(model, ids, reasoning, answer, mode="answer_mean", generator=generator),
     }
     runs = common.interleaved({k: (lambda r, f=f: common.peak_memory(f, device)) for k, f in calls.items()},
@@ -56,8 +66,12 @@ def measure_length(model, tokenizer, model_name: str, length: int, *, warmup: in
     R = reasoning.stop - reasoning.start
     end = answer.start  # mode "last" reads x[:answer.start]
     bounds = common.token_bounds(ids.numel(), reasoning, end)
-    out = {"length": length, "T": ids.numel(), "R": R, "repeats": repeats,
-           "oar_p_tokens": stats["forward_tokens"], "oar_p_passes": stats["forward_passes"],
+    out = {"length": length, "T": ids.numel(), "R": R, "repeats": repeats, "token_budget": budget,
+           "oar_p_positions": "first chunk" if first_chunk else "all", "oar_p_scored": scored.stop - scored.start,
+           "oar_p_max_pass_tokens": stats["max_pass_tokens"], "oar_p_chunks": len(chunks),
+           "oar_p_tokens": stats["forward_tokens"] if not first_chunk else None,
+           "oar_p_passes": stats["forward_passes"],
+           "oar_p_planned_tokens": end + sum((b - a) * (end - a) for a, b in chunks),
            "naive_tokens": bounds["naive"], "half_RT": bounds["half_RT"], "ideal_tokens": bounds["ideal"],
            "loadavg": common.loadavg()}
     for k in calls:
@@ -69,7 +83,7 @@ def measure_length(model, tokenizer, model_name: str, length: int, *, warmup: in
     return out
 
 
-def profile(model, tokenizer, model_name: str, length: int, *, batch_size: int, device, rows: int = 12) -> dict:
+def profile(model, tokenizer, model_name: str, length: int, *, batch_size: int | None, device, rows: int = 12) -> dict:
     """torch.profiler tables (top ops by self time) of one OAR-P and one OAR-G call at ``length``."""
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
@@ -114,7 +128,8 @@ def plot(report: dict, path: Path) -> Path:
         t0 = rows[0][k]["time"]["median"]
         axes[0].plot(L, [t0 * (x / L[0]) ** slope for x in L], style, color="gray", lw=1,
                      label=f"~ L^{slope} from the first {k.upper()} point")
-    axes[2].plot(L, [r["oar_p_tokens"] for r in rows], "o-", color="tab:red", label="OAR-P tokens (measured)")
+    axes[2].plot(L, [r["oar_p_tokens"] or r["oar_p_planned_tokens"] for r in rows], "o-", color="tab:red",
+                 label="OAR-P tokens (measured, or planned where only the first chunk ran)")
     axes[2].plot(L, [r["ideal_tokens"] for r in rows], "-.", color="tab:green", label="ideal prefix reuse")
     axes[2].plot(L, [r["half_RT"] for r in rows], "--", color="gray", label="R*T/2")
     axes[2].plot(L, [r["naive_tokens"] for r in rows], ":", color="black", label="naive (R+1)*T")
@@ -141,17 +156,21 @@ def plot(report: dict, path: Path) -> Path:
 
 def render(report: dict) -> str:
     lines = [f"{report['model']}, OAR-P batch_size {report['batch_size']}, warm-up {report['warmup']} "
-             "(median [min-max] over the repeats listed):", "",
-             "| L | T | R | repeats | OAR-P (s) | OAR-G (s) | OAR-P / OAR-G | OAR-P peak MiB | OAR-G peak MiB "
-             "| OAR-P tokens | / ideal | / (R*T/2) | / naive | load (1 min) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "(median [min-max] over the repeats listed; tokens marked * are the planner's count, the run "
+             "scored only the first chunk's positions):", "",
+             "| L | T | R | repeats | OAR-P positions run | OAR-P (s) | OAR-G (s) | OAR-P / OAR-G | OAR-P peak MiB "
+             "| OAR-G peak MiB | OAR-P largest pass (tokens) | OAR-P tokens | / ideal | / naive | load (1 min) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in report["lengths"]:
         def mem(k):
             return common.fmt(r[k]["peak_mib"], "", 0) if r[k]["peak_mib"] else "n/a"
-        lines.append(f"| {r['length']} | {r['T']} | {r['R']} | {r['repeats']} | {common.fmt(r['oar-p']['time'], '')} "
-                     f"| {common.fmt(r['oar-g']['time'], '', 3)} | {r['oar_p_over_oar_g']['median']:.0f}x "
-                     f"| {mem('oar-p')} | {mem('oar-g')} | {r['oar_p_tokens']} "
-                     f"| {r['oar_p_tokens'] / r['ideal_tokens']:.2f} | {r['oar_p_tokens'] / r['half_RT']:.2f} | {r['oar_p_tokens'] / r['naive_tokens']:.2f} "
+        tokens = r["oar_p_tokens"] or r["oar_p_planned_tokens"]
+        star = "" if r["oar_p_tokens"] else "*"
+        lines.append(f"| {r['length']} | {r['T']} | {r['R']} | {r['repeats']} | {r['oar_p_scored']} of {r['R']} "
+                     f"| {common.fmt(r['oar-p']['time'], '')} "
+                     f"| {common.fmt(r['oar-g']['time'], '', 3)} | {r['oar_p_over_oar_g']['median']:.1f}x "
+                     f"| {mem('oar-p')} | {mem('oar-g')} | {r['oar_p_max_pass_tokens']} | {tokens}{star} "
+                     f"| {tokens / r['ideal_tokens']:.3f} | {tokens / r['naive_tokens']:.2f} "
                      f"| {r['loadavg'][0] if r['loadavg'] else '-'} |")
     return "\n".join(lines) + "\n"
 
@@ -166,24 +185,31 @@ def main(argv=None) -> dict:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--long", type=int, default=512, help="from this length on, use --long-repeats")
     ap.add_argument("--long-repeats", type=int, default=1)
-    ap.add_argument("--batch-size", type=int, default=64, help="OAR-P perturbed copies per forward pass")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=None, help="OAR-P's row cap per pass (default: none)")
+    ap.add_argument("--token-budget", type=int, default=None, help="OAR-P's tokens per pass (default: by device)")
+    ap.add_argument("--oar-p-first-chunk", action="store_true",
+                    help="OAR-P on its first (widest) chunk's positions only: the peak memory of a full run")
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--clock", choices=["cpu", "wall"], default=None,
+                    help="CPU seconds (default on a CPU) or wall-clock seconds (default on a GPU)")
     ap.add_argument("--out", type=Path, default=common.DEFAULT_OUT / "scaling.json")
     ap.add_argument("--plot", type=Path, default=Path(__file__).resolve().parent / "scaling.png")
     ap.add_argument("--profile", type=int, default=None, metavar="L",
                     help="also profile one OAR-P and one OAR-G call at length L (torch.profiler top ops)")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
-    device = common.setup(args.threads, args.device)
+    device = common.setup(args.threads, args.device, args.clock)
     model, tok = common.load(args.model, device)
     report = {"command": "python -m benchmarks.scaling " + " ".join(argv if argv is not None else sys.argv[1:]),
               "machine": common.machine(device), "model": args.model, "batch_size": args.batch_size,
+              "oar_p_first_chunk": args.oar_p_first_chunk,
               "warmup": args.warmup, "lengths": []}
     for i, L in enumerate(sorted(args.lengths)):
         repeats = args.long_repeats if L >= args.long else args.repeats
         row = measure_length(model, tok, args.model, L, warmup=args.warmup if i == 0 else 0, repeats=repeats,
-                             batch_size=args.batch_size, device=device, progress=not args.no_progress)
+                             batch_size=args.batch_size, device=device, progress=not args.no_progress,
+                             token_budget=args.token_budget, first_chunk=args.oar_p_first_chunk)
         report["lengths"].append(row)
         print(f"L={L}: OAR-P {row['oar-p']['time']['median']:.2f}s, OAR-G {row['oar-g']['time']['median']:.3f}s, "
               f"load {row['loadavg']}", flush=True)

@@ -10,12 +10,16 @@ What the attribute phase costs depends on how many rows it scores: `train_step` 
 rows whose advantage is 0 (groups with equal rewards), exactly as in training. The table
 shows that share, the reasoning length, and the seconds per scored row.
 
+Times are CPU seconds of the process on a CPU (`benchmarks.common`), one torch thread.
+
 Run (offline, from the repository root)::
 
-    .venv/bin/python -m benchmarks.step_cost --model toy smollm2 --threads 2
+    .venv/bin/python -m benchmarks.step_cost --model toy smollm2 --repeats 5
+    .venv/bin/python -m benchmarks.step_cost --model toy --methods uniform oar-g oar-g-per-row oar-p
     .venv/bin/python -m benchmarks.step_cost --model smollm2 --device cuda
 
-Targets (issue 7): OAR-G at most 1.10x the GRPO step, OAR-P at most 3x.
+Targets (issue 17): OAR-G at most 1.10x the GRPO step on SmolLM2 + LoRA and 1.3x on the
+toy task; OAR-P at most 2x on the toy task.
 Writes ``benchmarks/results/step_cost.json`` and prints a markdown table.
 """
 from __future__ import annotations
@@ -32,8 +36,9 @@ import torch
 from benchmarks import common
 
 METHODS = ("uniform", "oar-g", "oar-p")
+EXTRA_METHODS = ("oar-g-per-row",)  # OAR-G scored one row at a time (the path before issue 17), for comparison
 PHASES = ("generate", "reward", "attribute", "update")
-TARGETS = {"oar-g": 1.10, "oar-p": 3.0}
+TARGETS = {"oar-g": 1.10, "oar-p": 3.0}  # issue 17: OAR-G <= 1.10x on SmolLM2 and <= 1.3x on the toy, OAR-P <= 2x on the toy
 
 # Per model: a step like the ones the project trains with. The toy settings are
 # `oar_lite.compare`'s (8 prompts x 8 completions, full fine-tuning); SmolLM2 trains a
@@ -71,6 +76,13 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
     """Interleaved rounds of `train_step` per method on one model; per-phase times and ratios."""
     from oar_lite.train import TrainConfig, add_lora, train_step
 
+    if "oar-g-per-row" in methods:
+        import functools
+
+        from oar_lite.attribution import SCORERS, gradient_scores, register_scorer
+
+        # Not `gradient_scores` itself, so token_weights takes its per-row path.
+        SCORERS.get("oar-g-per-row") or register_scorer("oar-g-per-row", functools.partial(gradient_scores))
     model, tok = common.load(model_name, device)
     task = make_task(model_name, tok)
     configs = {m: TrainConfig(method=m, seed=0, progress=False, eval_size=0, **settings) for m in methods}
@@ -91,17 +103,22 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
     runs = common.interleaved({m: step_fn(m) for m in methods}, warmup=warmup, repeats=repeats,
                               device=device, progress=progress)
     records = {m: [rec for _, rec in runs[m]] for m in methods}
-    totals = {m: [sum(r[f"time_{p}"] for p in PHASES) for r in records[m]] for m in methods}
+    # train_step records both clocks per phase: CPU seconds (cpu_*) or wall-clock (time_*), as `setup` chose.
+    clock = "cpu" if common.CLOCK["clock"] == "cpu" else "time"
+    totals = {m: [sum(r[f"{clock}_{p}"] for p in PHASES) for r in records[m]] for m in methods}
     result = {"model": model_name, "settings": settings,
               "parameters": sum(p.numel() for p in model.parameters()),
               "trainable_parameters": sum(p.numel() for p in params.values()), "methods": {}}
     for m in methods:
         recs = records[m]
         scored = [r["scored_rows"] * settings["prompts_per_step"] * settings["group_size"] for r in recs]
-        attribute = [r["time_attribute"] for r in recs]
+        attribute = [r[f"{clock}_attribute"] for r in recs]
         result["methods"][m] = {
             "step": common.spread(totals[m]),
-            "phases": {p: common.spread([r[f"time_{p}"] for r in recs]) for p in PHASES},
+            "phases": {p: common.spread([r[f"{clock}_{p}"] for r in recs]) for p in PHASES},
+            "attribute_ratio_vs_grpo_step": common.spread([r[f"{clock}_attribute"] / b
+                                                           for r, b in zip(recs, totals["uniform"])])
+            if "uniform" in methods else None,
             "ratio_vs_grpo": common.spread([t / b for t, b in zip(totals[m], totals["uniform"])])
             if "uniform" in methods else None,
             "scored_rows": statistics.mean(scored),
@@ -128,15 +145,17 @@ def render(report: dict) -> str:
                   f"{report['repeats']} rounds after {report['warmup']} warm-up; same rollouts across methods: "
                   f"{res['same_rollouts']}.", "",
                   "| method | step (s) | vs GRPO (paired) | generate | reward | attribute | update "
-                  "| rows scored | s per scored row | completion tokens |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  "| attribute / GRPO step | rows scored | s per scored row | completion tokens |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for m, r in res["methods"].items():
             ph = r["phases"]
             ratio = common.fmt(r["ratio_vs_grpo"], "x") if r["ratio_vs_grpo"] else "-"
             per_row = f"{r['attribute_s_per_scored_row']:.3f}" if r["attribute_s_per_scored_row"] else "-"
             lines.append(f"| {m} | {common.fmt(r['step'], '')} | {ratio} | {ph['generate']['median']:.2f} "
                          f"| {ph['reward']['median']:.2f} | {ph['attribute']['median']:.2f} "
-                         f"| {ph['update']['median']:.2f} | {r['scored_rows']:.1f}/{B} | {per_row} "
+                         f"| {ph['update']['median']:.2f} "
+                         f"| {common.fmt(r['attribute_ratio_vs_grpo_step'], 'x') if r['attribute_ratio_vs_grpo_step'] else '-'} "
+                         f"| {r['scored_rows']:.1f}/{B} | {per_row} "
                          f"| {r['completion_length']:.0f} |")
         lines.append("")
     return "\n".join(lines)
@@ -147,15 +166,17 @@ def main(argv=None) -> dict:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", nargs="+", default=["toy", "smollm2"], choices=sorted(SETTINGS))
-    ap.add_argument("--methods", nargs="+", default=list(METHODS))
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS + EXTRA_METHODS))
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--prompts", type=int, default=None, help="prompts per step (default: per model)")
     ap.add_argument("--group-size", type=int, default=None)
     ap.add_argument("--max-new-tokens", type=int, default=None)
     ap.add_argument("--full", action="store_true", help="full fine-tuning of SmolLM2 instead of LoRA")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--clock", choices=["cpu", "wall"], default=None,
+                    help="CPU seconds (default on a CPU) or wall-clock seconds (default on a GPU)")
     ap.add_argument("--out", type=Path, default=common.DEFAULT_OUT / "step_cost.json")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)

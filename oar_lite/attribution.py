@@ -144,6 +144,64 @@ def final_outcome(model, input_ids: torch.Tensor, answer: slice, *, mode: str = 
 
 # ----------------------------------------------------------------------------- OAR-P
 
+DEFAULT_TOKEN_BUDGET = {"cpu": 4096, "cuda": 65536}
+"""Tokens per OAR-P forward pass by device type (perturbed copies x their length); others: the CPU's."""
+
+DEFAULT_MAX_WASTE = 0.1
+"""OAR-P's default extra token work, as a fraction of the ideal (each copy starting at its own position)."""
+
+
+def default_token_budget(device: torch.device | str) -> int:
+    """OAR-P's tokens per forward pass on ``device``: small on a CPU, where a pass of a few
+    thousand tokens already runs at full speed per token and larger ones only add memory;
+    large on a GPU, whose parallelism needs big batches (`DEFAULT_TOKEN_BUDGET`)."""
+    return DEFAULT_TOKEN_BUDGET.get(torch.device(device).type, DEFAULT_TOKEN_BUDGET["cpu"])
+
+
+def plan_chunks(first: int, stop: int, end: int, *, token_budget: int, max_waste: float = DEFAULT_MAX_WASTE,
+                max_rows: int | None = None, reuse_prefix: bool = True) -> list[tuple[int, int]]:
+    """How OAR-P groups the perturbed copies of positions ``first..stop-1`` into forward passes.
+
+    With prefix reuse a chunk of b consecutive positions ``t0, t0+1, ...`` continues from
+    the clean KV cache of ``x[:t0]``: each copy runs ``end - t0`` tokens where its own
+    position alone would need ``end - t``, so the chunk wastes ``b (b - 1) / 2`` tokens,
+    wherever it lies. The fewest passes for a given total waste therefore come from
+    chunks of one size: the largest size whose chunks together waste at most
+    ``max_waste`` times the ideal count (every copy starting at its own position). A chunk
+    is also cut to at most ``token_budget`` tokens (``b * (end - t0)``, the memory bound)
+    and ``max_rows`` copies; one copy longer than the budget still runs, alone.
+
+    Returns:
+        ``[(start, stop), ...]`` half-open ranges of consecutive positions, in order.
+    """
+    if token_budget < 1 or max_waste < 0 or (max_rows is not None and max_rows < 1):
+        raise ValueError(f"expected token_budget >= 1, max_waste >= 0 and max_rows >= 1 or None, got "
+                         f"{token_budget}, {max_waste}, {max_rows}")
+    if not 0 <= first < stop <= end:
+        raise ValueError(f"expected 0 <= first < stop <= end, got {first}, {stop}, {end}")
+    ideal = sum(end - t for t in range(first, stop))
+
+    def chunks_of(size: int) -> tuple[list[tuple[int, int]], int]:
+        chunks, start, waste = [], first, 0
+        while start < stop:
+            length = end - start if reuse_prefix else end  # tokens each copy of this chunk runs
+            b = max(1, min(size, stop - start, token_budget // length, max_rows or size))
+            chunks.append((start, start + b))
+            waste += b * (b - 1) // 2 if reuse_prefix else 0
+            start += b
+        return chunks, waste
+
+    # Bisect on the size (the waste grows with it); size 1 wastes nothing, so it always fits.
+    low, high = 1, stop - first
+    while low < high:
+        size = (low + high + 1) // 2
+        if chunks_of(size)[1] <= max_waste * ideal:
+            low = size
+        else:
+            high = size - 1
+    return chunks_of(low)[0]
+
+
 def perturbation_scores(
     model,
     input_ids: torch.Tensor,
@@ -152,7 +210,9 @@ def perturbation_scores(
     *,
     mode: str = "last",
     pad_token_id: int,
-    batch_size: int = 64,
+    batch_size: int | None = None,
+    token_budget: int | None = None,
+    max_waste: float = DEFAULT_MAX_WASTE,
     reuse_prefix: bool = True,
     stats: dict | None = None,
 ) -> torch.Tensor:
@@ -162,10 +222,13 @@ def perturbation_scores(
     recompute P_final and score ``I_t = KL(P_final || P_final^(t))`` (``last``,
     ``answer_mean``) or ``max(0, phi - phi^(t))`` (``answer_joint``).
 
-    The R perturbed copies run in chunks of ``batch_size``; only the logits P_final
-    needs are computed (never ``[R, T, V]``); with ``reuse_prefix`` each chunk reuses
-    the KV cache of the unperturbed prefix up to its first position, so roughly half
-    of the R * T token work is skipped. `perturbation_scores_naive` is the reference.
+    The R perturbed copies run in chunks of consecutive positions (`plan_chunks`); only
+    the logits P_final needs are computed (never ``[R, T, V]``). With ``reuse_prefix``
+    each chunk continues from the clean pass's KV cache of ``x[:t0]``, t0 its first
+    position, so each copy starts close to its own position: the perturbed copies run at
+    most ``1 + max_waste`` times the ideal count of tokens (every copy starting exactly at
+    its own position, about half of R * T), in as few passes as that allows.
+    `perturbation_scores_naive` is the reference.
 
     Args:
         model: a causal LM (``transformers``-style, accepting ``logits_to_keep``).
@@ -174,49 +237,57 @@ def perturbation_scores(
             before the answer starts.
         mode: ``"last" | "answer_mean" | "answer_joint"``.
         pad_token_id: the replacement token.
-        batch_size: perturbed copies per forward pass (bounds the memory). A chunk reuses
-            the clean prefix only up to its first position, so on a CPU small chunks (8-16)
-            do less work and run faster (1.6x on SmolLM2 completions, see
-            ``benchmarks/RESULTS.md``); on a GPU larger ones use its parallelism.
+        batch_size: at most this many perturbed copies per forward pass (None: no cap
+            beyond the token budget).
+        token_budget: at most this many tokens per forward pass (copies x their length),
+            which bounds the memory above the model; None: `default_token_budget` of the
+            model's device.
+        max_waste: extra token work allowed beyond the ideal, as a fraction of it (0: one
+            copy per pass); fewer, larger passes for more.
         reuse_prefix: reuse the unperturbed prefix's KV cache (exact up to float error).
         stats: if a dict, receives ``forward_tokens`` (tokens run through the model,
-            cached prefixes included) and ``forward_passes``.
+            cached prefixes excluded), ``forward_passes`` and ``max_pass_tokens``.
 
     Returns:
         ``[R]`` float32 scores, >= 0.
     """
     _check_sequence(input_ids, reasoning, answer)
     _check_mode(mode)
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if batch_size is not None and batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1 or None, got {batch_size}")
     if pad_token_id is None:
         raise ValueError("pad_token_id is required: the token that replaces each reasoning token")
+    if token_budget is None:
+        token_budget = default_token_budget(next(model.parameters()).device)
     end, keep = _outcome_span(answer, mode)
+    chunks = plan_chunks(reasoning.start, reasoning.stop, end, token_budget=token_budget, max_waste=max_waste,
+                         max_rows=batch_size, reuse_prefix=reuse_prefix)
     answer_ids = input_ids[answer]
-    positions = torch.arange(reasoning.start, reasoning.stop, device=input_ids.device)
-    scores = []
+    scores: dict[int, torch.Tensor] = {}
     with torch.no_grad(), eval_mode(model):
         out = model(input_ids=input_ids[None, :end], use_cache=reuse_prefix, logits_to_keep=keep)
         clean = _outcome(out.logits[:, -keep:], answer_ids, mode)
         clean_cache = _output_cache(out) if reuse_prefix else None
-        tokens, passes = end, 1
-        for chunk in positions.split(batch_size):
-            b = chunk.numel()
-            start = int(chunk[0]) if reuse_prefix else 0
+        cached = end
+        tokens, passes, widest = end, 1, end
+        # Last chunk first: the clean cache is cut down to each chunk's start as the starts decrease.
+        for first, stop in reversed(chunks):
+            b = stop - first
+            start = first if reuse_prefix else 0
             cache = None
             if start > 0:
-                # The KV cache of x[:start] is the clean one, cut to `start` tokens: one copy per chunk.
-                cache = copy.deepcopy(clean_cache)
-                cache.crop(start - end)  # a negative argument removes tokens in every transformers version
+                clean_cache.crop(start - cached)  # a negative argument removes tokens in every transformers version
+                cached = start
+                cache = copy.deepcopy(clean_cache)  # the pass appends to its cache
                 cache.batch_repeat_interleave(b)
             variants = input_ids[start:end].repeat(b, 1)
-            variants[torch.arange(b), chunk - start] = pad_token_id
+            variants[torch.arange(b), torch.arange(first - start, stop - start)] = pad_token_id
             logits = _final_logits(model, input_ids=variants, keep=keep, cache=cache)
-            scores.append(_divergence(clean, _outcome(logits, answer_ids, mode), mode))
-            tokens, passes = tokens + b * (end - start), passes + 1
+            scores[first] = _divergence(clean, _outcome(logits, answer_ids, mode), mode)
+            tokens, passes, widest = tokens + b * (end - start), passes + 1, max(widest, b * (end - start))
     if stats is not None:
-        stats.update(forward_tokens=tokens, forward_passes=passes)
-    return torch.cat(scores).float().clamp(min=0)
+        stats.update(forward_tokens=tokens, forward_passes=passes, max_pass_tokens=widest)
+    return torch.cat([scores[first] for first, _ in chunks]).float().clamp(min=0)
 
 
 def perturbation_scores_naive(
@@ -311,6 +382,118 @@ def gradient_scores(
             (grad,) = torch.autograd.grad(objective, noisy)
     saliency = (_upcast(grad[0, reasoning]) * _upcast(embeds[0, reasoning])).sum(-1).abs()
     return saliency.detach().float()
+
+
+def gradient_scores_batch(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    reasoning: list[slice],
+    answer: list[slice],
+    *,
+    mode: str = "answer_mean",
+    noise_std: float = 1e-3,
+    generator: torch.Generator | None = None,
+    reuse_prefix: bool = True,
+) -> list[torch.Tensor]:
+    """OAR-G for every row of a padded batch at once: the scores `gradient_scores` gives
+    each row alone, from one clean forward pass and one forward + backward pass.
+
+    The rows keep their padding (left, right, or both); position ids come from the
+    attention mask, so a row sees the positions it has alone. With ``reuse_prefix`` the
+    columns before the first reasoning token of every row (the prompts) run once, without
+    grad, for each distinct prefix (a group's rows share one prompt), and both the clean
+    and the noisy pass continue from that KV cache: the gradient never needs the prompt's
+    embeddings, and the prompt's keys and values do not depend on the reasoning.
+
+    Equal to the per-row scores *up to floating-point rounding*, not exactly: a padded
+    batch, the masked padding columns and a cached prefix change the shapes of the matrix
+    products, hence the order in which their sums are taken. The rounding is relative to
+    the model's precision, and the KL modes amplify it, since their objective is of second
+    order in the noise. Tested at ``rtol=1e-6`` in float64 and at ``1e-3`` of a row's
+    largest score in float32 (tests/test_attribution.py).
+
+    The noise is drawn row by row in order from ``generator``, as the per-row loop of
+    `token_weights` drew it, so both paths see the same noise. The parameters' ``.grad``,
+    ``requires_grad`` and each module's train/eval mode are left as they were.
+
+    Args:
+        model: a causal LM accepting ``inputs_embeds``, ``position_ids``, a KV cache and
+            ``logits_to_keep``.
+        input_ids, attention_mask: ``[B, T]``, padded; one contiguous run of 1s per row.
+        reasoning, answer: per row, half-open spans into the *padded* row.
+        mode, noise_std, generator: as `gradient_scores`.
+        reuse_prefix: compute the shared prompt columns once, without grad.
+
+    Returns:
+        B float32 tensors ``[R_i]``, >= 0.
+    """
+    _check_mode(mode)
+    if noise_std < 0:
+        raise ValueError(f"noise_std must be >= 0, got {noise_std}")
+    if input_ids.dim() != 2 or attention_mask.shape != input_ids.shape:
+        raise ValueError(f"input_ids and attention_mask must both be [B, T], got {tuple(input_ids.shape)} and "
+                         f"{tuple(attention_mask.shape)}")
+    B = input_ids.shape[0]
+    if not (len(reasoning) == len(answer) == B):
+        raise ValueError(f"expected one reasoning and one answer span per row ({B}), got {len(reasoning)} and {len(answer)}")
+    if B == 0:
+        return []
+    for i in range(B):
+        valid = mask_to_span(attention_mask[i].bool(), f"attention_mask row {i}")
+        if valid is None:
+            raise ValueError(f"row {i} has no attended tokens")
+        _check_sequence(input_ids[i, valid], slice(reasoning[i].start - valid.start, reasoning[i].stop - valid.start),
+                        slice(answer[i].start - valid.start, answer[i].stop - valid.start))
+    spans = [_outcome_span(a, mode) for a in answer]  # (end, keep) per row, in padded columns
+    T = max(end for end, _ in spans)
+    prefix = min(r.start for r in reasoning) if reuse_prefix else 0
+    ids, attn = input_ids[:, :T], attention_mask[:, :T].long()
+    position_ids = (attn.cumsum(-1) - 1).clamp(min=0)
+    # The LM head only at the positions some row's P_final reads, as columns of the input after the prefix.
+    wanted = sorted({p for end, keep in spans for p in range(end - keep, end)})
+    keep_idx = torch.tensor([p - prefix for p in wanted], device=ids.device)
+    column = {p: i for i, p in enumerate(wanted)}
+    rows_cols = [[column[p] for p in range(end - keep, end)] for end, keep in spans]
+
+    def outcomes(logits: torch.Tensor) -> list[torch.Tensor]:  # [B, len(wanted), V] -> per row P_final
+        return [_outcome(logits[i : i + 1, cols], input_ids[i, answer[i]], mode) for i, cols in enumerate(rows_cols)]
+
+    def forward(cache, **inputs):
+        kwargs = {_cache_kwarg(model): cache, "use_cache": True} if cache is not None else {"use_cache": False}
+        return model(attention_mask=attn, position_ids=position_ids[:, prefix:], logits_to_keep=keep_idx,
+                     **inputs, **kwargs).logits
+
+    with eval_mode(model):
+        with torch.no_grad():
+            cache = None
+            if prefix > 0:
+                # One pass per distinct prefix (rows of a group share their prompt), then one cache row per row.
+                heads, row_of = torch.unique(torch.cat([ids[:, :prefix], attn[:, :prefix]], dim=1), dim=0,
+                                             return_inverse=True)
+                out = model(input_ids=heads[:, :prefix], attention_mask=heads[:, prefix:],
+                            position_ids=(heads[:, prefix:].cumsum(-1) - 1).clamp(min=0), use_cache=True,
+                            logits_to_keep=1)
+                cache = _output_cache(out)
+                cache.batch_select_indices(row_of.to(ids.device))
+            clean = outcomes(forward(copy.deepcopy(cache), input_ids=ids[:, prefix:]))  # the pass appends to its cache
+            embeds = model.get_input_embeddings()(ids[:, prefix:]).detach()
+            noisy = embeds.clone()
+            noise_device = generator.device if generator is not None else embeds.device
+            for i, r in enumerate(reasoning):
+                noise = torch.randn((r.stop - r.start, embeds.shape[-1]), generator=generator, device=noise_device,
+                                    dtype=torch.float32)
+                noisy[i, r.start - prefix : r.stop - prefix] += (noise_std * noise).to(embeds.device, embeds.dtype)
+        noisy.requires_grad_(True)
+        with torch.enable_grad():
+            changed = outcomes(forward(cache, inputs_embeds=noisy))
+            objective = sum(_divergence(c, o, mode).sum() for c, o in zip(clean, changed))
+            (grad,) = torch.autograd.grad(objective, noisy)
+    scores = []
+    for i, r in enumerate(reasoning):
+        cols = slice(r.start - prefix, r.stop - prefix)
+        scores.append((_upcast(grad[i, cols]) * _upcast(embeds[i, cols])).sum(-1).abs().detach().float())
+    return scores
 
 
 # ----------------------------------------------------------------------------- baselines
@@ -430,7 +613,10 @@ def token_weights(
     """Batched entry point for training: token weights for every sequence of a batch.
 
     Each row is scored on its own (padding stripped, so left- or right-padded rows get
-    exactly the scores they would get alone), its reasoning scores go through
+    exactly the scores they would get alone), except for OAR-G (``"oar-g"``, any mode),
+    whose scored rows all run in one padded pass (`gradient_scores_batch`: the per-row
+    scores up to floating-point rounding, the noise drawn row by row from ``generator``
+    as the per-row loop would). Each row's reasoning scores go through
     `bilevel_weights`, and the weights are placed on the reasoning positions.
 
     Args:
@@ -459,21 +645,37 @@ def token_weights(
         if m.shape != input_ids.shape:
             raise ValueError(f"{name} must have the shape of input_ids {tuple(input_ids.shape)}, got {tuple(m.shape)}")
     weights = torch.ones(input_ids.shape, dtype=torch.float32, device=input_ids.device)
-    all_scores: list[torch.Tensor | None] = []
+    spans: dict[int, tuple[slice, slice, slice]] = {}  # row -> (attended, reasoning, answer), padded columns
     for row in range(input_ids.shape[0]):
         valid = mask_to_span(attention_mask[row].bool(), "attention_mask row")
         answer = mask_to_span(answer_mask[row].bool(), "answer_mask row")
         reasoning = mask_to_span(reasoning_mask[row].bool(), "reasoning_mask row")
         if answer is None or reasoning is None or valid is None:
-            all_scores.append(None)
             continue
         if reasoning.start < valid.start or answer.stop > valid.stop:
             raise ValueError(f"row {row}: reasoning/answer reach outside the attended tokens")
-        off = valid.start
-        ids = input_ids[row, valid]
-        scores = token_scores(method, model, ids, slice(reasoning.start - off, reasoning.stop - off),
-                              slice(answer.start - off, answer.stop - off), **options)
+        spans[row] = (valid, reasoning, answer)
+    name, mode = parse_method(method)
+    if SCORERS[name] is gradient_scores and spans:
+        # OAR-G: every scored row in one padded forward + backward (same scores, up to rounding).
+        rows = list(spans)
+        batched = gradient_scores_batch(
+            model, input_ids[rows], attention_mask[rows], [spans[r][1] for r in rows], [spans[r][2] for r in rows],
+            mode=mode or inspect.signature(gradient_scores).parameters["mode"].default,
+            **{k: v for k, v in options.items() if k in ("noise_std", "generator") and v is not None})
+        row_scores = dict(zip(rows, batched))
+    else:
+        row_scores = {}
+        for row, (valid, reasoning, answer) in spans.items():
+            off = valid.start
+            row_scores[row] = token_scores(method, model, input_ids[row, valid],
+                                           slice(reasoning.start - off, reasoning.stop - off),
+                                           slice(answer.start - off, answer.stop - off), **options)
+    all_scores: list[torch.Tensor | None] = []
+    for row in range(input_ids.shape[0]):
+        scores = row_scores.get(row)
         all_scores.append(scores)
-        weights[row, reasoning] = bilevel_weights(scores, quantile=quantile, boost=boost, floor=floor,
-                                                  preserve_mass=preserve_mass).to(weights.device, weights.dtype)
+        if scores is not None:
+            weights[row, spans[row][1]] = bilevel_weights(scores, quantile=quantile, boost=boost, floor=floor,
+                                                          preserve_mass=preserve_mass).to(weights.device, weights.dtype)
     return (weights, all_scores) if return_scores else weights

@@ -96,7 +96,7 @@ class TrainConfig:
     floor: float = 0.1
     preserve_mass: bool = True
     noise_std: float = 1e-3              # OAR-G embedding noise
-    attribution_batch_size: int = 64     # OAR-P perturbed copies per forward pass
+    attribution_batch_size: int = 64     # OAR-P: at most this many perturbed copies per pass (a token budget per device decides below it)
     # LoRA through peft (the model's weights stay frozen; only the adapter trains)
     lora: bool = False
     lora_rank: int = 8
@@ -291,7 +291,9 @@ def train_step(model, tokenizer, task: Task, config: TrainConfig, optimizer, ste
     advantages = group_advantages(rewards, config.group_size, scale=config.advantage_scale)
     timer.lap("reward")
 
-    # 3. attribute: token weights from the current policy, on reasoning tokens only.
+    # 3. attribute: token weights from the current policy, on reasoning tokens only. OAR-G
+    # scores all rows in one padded pass, OAR-P chunks its perturbed copies by the device's
+    # token budget (`token_weights`, `plan_chunks`); time_/cpu_attribute record what it cost.
     # A row whose advantage is 0 (its group got equal rewards) gets A_i * w_t = 0 whatever
     # w is, so it is not scored: clearing its answer mask leaves its weights at 1.
     reasoning_mask, answer_mask = rollouts.masks()

@@ -145,7 +145,8 @@ class OARConfig(GRPOConfig):
         oar_floor: smallest weight a suppressed token keeps.
         oar_preserve_mass: rescale each completion's weights to sum to its reasoning length.
         oar_noise_std: sigma of OAR-G's embedding noise.
-        oar_batch_size: perturbed copies per forward pass in OAR-P (bounds memory).
+        oar_batch_size: at most this many perturbed copies per OAR-P forward pass; below it OAR-P's
+            chunks follow the device's token budget (`oar_lite.attribution.plan_chunks`).
         oar_answer_formats: where the answer is (`oar_lite.segment.FORMATS`, tried in order).
     """
 
@@ -164,7 +165,7 @@ class OARConfig(GRPOConfig):
     oar_floor: float = field(default=0.1, metadata={"help": "Smallest weight of a suppressed token, in [0, 1]."})
     oar_preserve_mass: bool = field(default=True, metadata={"help": "Rescale weights to sum to the reasoning length."})
     oar_noise_std: float = field(default=1e-3, metadata={"help": "OAR-G embedding noise sigma (>= 0)."})
-    oar_batch_size: int = field(default=64, metadata={"help": "OAR-P perturbed copies per forward pass (>= 1)."})
+    oar_batch_size: int = field(default=64, metadata={"help": "OAR-P: at most this many perturbed copies per forward pass (>= 1)."})
     oar_answer_formats: list[str] = field(
         default_factory=lambda: list(FORMATS),
         metadata={"help": f"Answer formats to look for, in order of preference; a subset of {list(FORMATS)}."},

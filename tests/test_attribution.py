@@ -22,6 +22,55 @@ def test_perturbation_matches_naive_loop(any_model, sequence, mode, batch_size, 
     assert (fast >= 0).all() and fast.max() > 0
 
 
+@pytest.mark.parametrize("options", [{}, {"token_budget": 40}, {"token_budget": 1}, {"max_waste": 0.0},
+                                     {"max_waste": 10.0, "token_budget": 10_000}])
+def test_perturbation_default_and_budgets_match_naive(llama, sequence, options):
+    ids, reasoning, answer = sequence
+    stats = {}
+    fast = ol.perturbation_scores(llama, ids, reasoning, answer, mode="answer_mean", pad_token_id=PAD, stats=stats,
+                                  **options)
+    naive = ol.perturbation_scores_naive(llama, ids, reasoning, answer, mode="answer_mean", pad_token_id=PAD)
+    torch.testing.assert_close(fast, naive, rtol=1e-6, atol=1e-9)
+    end = answer.stop - 1
+    ideal = end + sum(end - t for t in range(reasoning.start, reasoning.stop))
+    waste = options.get("max_waste", ol.attribution.DEFAULT_MAX_WASTE)
+    assert ideal <= stats["forward_tokens"] <= end + (1 + waste) * (ideal - end)
+    longest_copy = end - reasoning.start
+    assert stats["max_pass_tokens"] <= max(options.get("token_budget", 4096), longest_copy, end)
+
+
+def test_plan_chunks_bounds():
+    end, first, stop = 60, 10, 55
+    ideal = sum(end - t for t in range(first, stop))
+    passes = {}
+    for budget, waste, rows in [(4096, 0.1, None), (200, 0.1, None), (4096, 0.5, 4), (4096, 0.0, None),
+                                (30, 1.0, None), (4096, 0.3, None), (10**6, 10.0, None)]:
+        chunks = ol.plan_chunks(first, stop, end, token_budget=budget, max_waste=waste, max_rows=rows)
+        assert chunks[0][0] == first and chunks[-1][1] == stop
+        assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(chunks, chunks[1:] + [(stop, stop + 1)]))
+        work = 0
+        for a, b in chunks:
+            n = b - a
+            assert n == 1 or n * (end - a) <= budget
+            assert rows is None or n <= rows
+            work += n * (end - a)
+        assert ideal <= work <= (1 + waste) * ideal
+        passes[budget, waste, rows] = len(chunks)
+        if waste == 0.0:
+            assert all(b - a == 1 for a, b in chunks)
+    # More allowed waste, fewer passes; with no limits, one pass.
+    assert passes[4096, 0.0, None] > passes[4096, 0.1, None] > passes[4096, 0.3, None] > passes[10**6, 10.0, None] == 1
+    # Without prefix reuse every copy is the whole sequence; only the budget splits them.
+    assert ol.plan_chunks(0, 10, 20, token_budget=60, reuse_prefix=False) == [(0, 3), (3, 6), (6, 9), (9, 10)]
+    with pytest.raises(ValueError, match="token_budget >= 1"):
+        ol.plan_chunks(0, 10, 20, token_budget=0)
+
+
+def test_default_token_budget_per_device():
+    assert ol.default_token_budget("cpu") < ol.default_token_budget("cuda")
+    assert ol.default_token_budget("meta") == ol.default_token_budget("cpu")
+
+
 def test_perturbation_naive_is_a_real_counterfactual(llama, sequence):
     """Independent check of the reference itself for one position, written from the spec."""
     ids, reasoning, answer = sequence
@@ -131,6 +180,126 @@ def test_gradient_times_input_matches_finite_differences(sequence):
         down[0, t] -= h * embeds[0, t]
         directional = (phi(up) - phi(down)) / (2 * h)  # d phi / d eps; J = phi0 - phi
         torch.testing.assert_close(scores[k].double(), directional.abs(), rtol=1e-4, atol=1e-10)
+
+
+def _padded_rows(model_dtype_rows, left, right, seed=3):
+    """Three random rows with ``left`` / ``right`` padding each; spans into the padded rows."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = [26, 30, 22]
+    T = max(n + l + r for n, l, r in zip(lengths, left, right))
+    ids = torch.full((3, T), PAD)
+    attn = torch.zeros((3, T), dtype=torch.long)
+    reasoning, answer = [], []
+    for i, (n, p) in enumerate(zip(lengths, left)):
+        ids[i, p:p + n] = torch.randint(3, VOCAB, (n,), generator=g)
+        attn[i, p:p + n] = 1
+        reasoning.append(slice(p + 4 + i, p + n - 6))
+        answer.append(slice(p + n - 4, p + n - 1))
+    return ids, attn, reasoning, answer
+
+
+def _per_row(model, ids, attn, reasoning, answer, **kw):
+    """OAR-G row by row, padding stripped, one generator for all rows (the per-row loop)."""
+    out = []
+    for i in range(ids.shape[0]):
+        valid = ol.mask_to_span(attn[i].bool())
+        off = valid.start
+        out.append(ol.gradient_scores(model, ids[i, valid], slice(reasoning[i].start - off, reasoning[i].stop - off),
+                                      slice(answer[i].start - off, answer[i].stop - off), **kw))
+    return out
+
+
+# Batched OAR-G equals per-row OAR-G up to rounding (different matrix shapes sum in a
+# different order): rtol 1e-6 in float64; in float32 1e-3 of each row's largest score,
+# since the KL modes' objective is second order in the noise and amplifies the rounding.
+@pytest.mark.parametrize("padding", ["left", "right", "both"])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("make,dtype", [(tiny_llama, torch.float64), (tiny_gpt2, torch.float64),
+                                        (tiny_llama, torch.float32)])
+def test_gradient_scores_batch_equals_per_row(padding, mode, make, dtype):
+    model = make(dtype=dtype)
+    left = {"left": [2, 0, 5], "right": [0, 0, 0], "both": [2, 0, 5]}[padding]
+    right = {"left": [3, 0, 8], "right": [4, 0, 8], "both": [3, 2, 1]}[padding]
+    ids, attn, reasoning, answer = _padded_rows(model, left, right)
+    if padding == "left":  # every row ends at the last column
+        shift = [ids.shape[1] - int(attn[i].nonzero()[-1]) - 1 for i in range(3)]
+        ids = torch.stack([row.roll(s) for row, s in zip(ids, shift)])
+        attn = torch.stack([row.roll(s) for row, s in zip(attn, shift)])
+        reasoning = [slice(r.start + s, r.stop + s) for r, s in zip(reasoning, shift)]
+        answer = [slice(a.start + s, a.stop + s) for a, s in zip(answer, shift)]
+    kw = dict(mode=mode, noise_std=1e-3)
+    alone = _per_row(model, ids, attn, reasoning, answer, generator=torch.Generator().manual_seed(0), **kw)
+    for reuse_prefix in (True, False):
+        batched = ol.gradient_scores_batch(model, ids, attn, reasoning, answer, reuse_prefix=reuse_prefix,
+                                           generator=torch.Generator().manual_seed(0), **kw)
+        for a, b in zip(alone, batched):
+            assert b.shape == a.shape and b.dtype == torch.float32 and a.max() > 0
+            if dtype == torch.float64:
+                torch.testing.assert_close(b, a, rtol=1e-6, atol=1e-9 * float(a.max()))
+            else:
+                assert float((b - a).abs().max()) <= 1e-3 * float(a.max())
+
+
+def test_gradient_scores_batch_reproducible_and_noise_matters(llama):
+    ids, attn, reasoning, answer = _padded_rows(llama, [2, 0, 5], [3, 2, 1])
+    run = lambda seed: ol.gradient_scores_batch(llama, ids, attn, reasoning, answer,  # noqa: E731
+                                                generator=torch.Generator().manual_seed(seed))
+    for a, b, c in zip(run(1), run(1), run(2)):
+        assert torch.equal(a, b)
+        assert not torch.allclose(a, c)
+
+
+def test_gradient_scores_batch_leaves_grads_requires_grad_and_modes():
+    model = tiny_llama().train()
+    model.model.layers[0].mlp.eval()  # a mixed state, to check every module's own flag is restored
+    model.lm_head.weight.grad = torch.full_like(model.lm_head.weight, 0.5)
+    model.model.embed_tokens.weight.requires_grad_(False)
+    before = {n: (p.requires_grad, None if p.grad is None else p.grad.clone()) for n, p in model.named_parameters()}
+    modes = [m.training for m in model.modules()]
+    ids, attn, reasoning, answer = _padded_rows(model, [2, 0, 5], [3, 2, 1])
+    for reuse_prefix in (True, False):
+        ol.gradient_scores_batch(model, ids, attn, reasoning, answer, reuse_prefix=reuse_prefix)
+    for n, p in model.named_parameters():
+        requires_grad, grad = before[n]
+        assert p.requires_grad == requires_grad, f"{n}.requires_grad changed"
+        if grad is None:
+            assert p.grad is None, f"{n}.grad was written"
+        else:
+            assert torch.equal(p.grad, grad), f"{n}.grad changed"
+    assert [m.training for m in model.modules()] == modes
+
+
+def test_token_weights_oar_g_runs_rows_in_one_pass(llama):
+    """token_weights("oar-g") scores all rows in one batched pass: the LM head sees them all
+    at once, and the scores equal gradient_scores_batch's with the same generator."""
+    ids, attn, reasoning, answer = _padded_rows(llama, [2, 0, 5], [3, 2, 1])
+    rm, am = torch.zeros_like(attn, dtype=torch.bool), torch.zeros_like(attn, dtype=torch.bool)
+    for i, (r, a) in enumerate(zip(reasoning, answer)):
+        rm[i, r], am[i, a] = True, True
+    am[1] = False  # a row without an answer is not scored
+    batch_sizes = []
+    hook = llama.lm_head.register_forward_hook(lambda m, i, o: batch_sizes.append(o.shape[0]))
+    try:
+        _, scores = ol.token_weights(llama, ids, attn, rm, am, method="oar-g:last", return_scores=True,
+                                     generator=torch.Generator().manual_seed(4))
+    finally:
+        hook.remove()
+    assert set(batch_sizes) == {2} and len(batch_sizes) <= 3  # prompt prefix, clean pass, noisy pass
+    assert scores[1] is None
+    expected = ol.gradient_scores_batch(llama, ids[[0, 2]], attn[[0, 2]], [reasoning[0], reasoning[2]],
+                                        [answer[0], answer[2]], mode="last", generator=torch.Generator().manual_seed(4))
+    for got, want in zip([scores[0], scores[2]], expected):
+        assert torch.equal(got, want)
+
+
+def test_gradient_scores_batch_bad_input(llama):
+    ids, attn, reasoning, answer = _padded_rows(llama, [0, 0, 0], [0, 0, 0])
+    with pytest.raises(ValueError, match="one reasoning and one answer span per row"):
+        ol.gradient_scores_batch(llama, ids, attn, reasoning[:2], answer)
+    with pytest.raises(ValueError, match="must start at or after"):
+        ol.gradient_scores_batch(llama, ids, attn, reasoning, [slice(5, 7)] * 3)
+    with pytest.raises(ValueError, match=r"\[B, T\]"):
+        ol.gradient_scores_batch(llama, ids[0], attn[0], reasoning, answer)
 
 
 # ------------------------------------------------------------------ baselines and the one interface

@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import PAD, char_tokenizer, tiny_llama
 
-from benchmarks import common, learning, oar_g_rows, oar_p_implementations, run_all, scaling, step_cost
+from benchmarks import common, learning, oar_p_implementations, run_all, scaling, step_cost
 from oar_lite import toy
 from oar_lite.attribution import perturbation_scores
 
@@ -69,32 +69,6 @@ def test_synthetic_sequence_layout():
     assert not torch.isin(ids[:reasoning.stop], torch.tensor(tok.all_special_ids)).any()
     with pytest.raises(ValueError, match="no reasoning tokens"):
         common.synthetic_sequence(tok, 4, marker=" A=", answer="42", end=".")
-
-
-@pytest.mark.parametrize("mode", ["last", "answer_mean", "answer_joint"])
-def test_oar_g_all_rows_at_once_equals_per_row(mode):
-    """The prototype that batches OAR-G over rows gives each row the scores it gets alone,
-    with left padding (prompts) and right padding (completions) in the batch."""
-    model = tiny_llama()
-    g = torch.Generator().manual_seed(3)
-    lengths, pads = [26, 30, 22], [2, 0, 5]  # real tokens, left padding
-    T = max(n + p for n, p in zip(lengths, pads))
-    ids = torch.full((3, T), PAD)
-    attn = torch.zeros((3, T), dtype=torch.long)
-    reasoning, answer = [], []
-    for i, (n, p) in enumerate(zip(lengths, pads)):
-        ids[i, p:p + n] = torch.randint(3, 40, (n,), generator=g)
-        attn[i, p:p + n] = 1
-        reasoning.append(slice(p + 4, p + n - 6))
-        answer.append(slice(p + n - 4, p + n - 1))
-    kw = dict(mode=mode, noise_std=1e-3)
-    loop = oar_g_rows.gradient_scores_loop(model, ids, attn, reasoning, answer,
-                                           generator=torch.Generator().manual_seed(0), **kw)
-    rows = oar_g_rows.gradient_scores_rows(model, ids, attn, reasoning, answer,
-                                           generator=torch.Generator().manual_seed(0), **kw)
-    for a, b in zip(loop, rows):
-        assert a.shape == b.shape and a.abs().max() > 0
-        torch.testing.assert_close(b, a, rtol=1e-6, atol=1e-9)
 
 
 # ------------------------------------------------------------------ each benchmark once, tiny
