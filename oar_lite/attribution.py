@@ -663,7 +663,10 @@ def token_weights(
             model, input_ids[rows], attention_mask[rows], [spans[r][1] for r in rows], [spans[r][2] for r in rows],
             mode=mode or inspect.signature(gradient_scores).parameters["mode"].default,
             **{k: v for k, v in options.items() if k in ("noise_std", "generator") and v is not None})
-        row_scores = dict(zip(rows, batched))
+        # Controls ("inverted:oar-g", "shuffled:oar-g") act on each row's scores, as in `token_scores`.
+        controls, _ = split_controls(method)
+        row_scores = {r: apply_controls(controls, s, input_ids[r, spans[r][0]], options) if controls else s
+                      for r, s in zip(rows, batched)}
     else:
         row_scores = {}
         for row, (valid, reasoning, answer) in spans.items():

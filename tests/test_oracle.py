@@ -131,6 +131,25 @@ def test_token_weights_take_every_oracle_and_control(tok, method):
         assert w[0][rm[0]].std() > 0
 
 
+@pytest.mark.parametrize("control", ["inverted", "shuffled"])
+def test_controls_act_on_batched_oar_g(tok, control):
+    """token_weights scores OAR-G for all rows in one pass; a control in front of it must still act."""
+    model, _ = toy.load_model()
+    ex = toy.example(tok, "473+258:", "3+8+0=11 hmm 7+5+1=14 4+2+1=07 A=741")
+    ids = ex["input_ids"][None]
+    attn = torch.ones_like(ids)
+    rm, am = torch.zeros_like(ids, dtype=torch.bool), torch.zeros_like(ids, dtype=torch.bool)
+    rm[0, ex["reasoning"]] = True
+    am[0, ex["answer"]] = True
+    run = lambda m: ol.token_weights(model, ids, attn, rm, am, method=m, return_scores=True,
+                                     generator=torch.Generator().manual_seed(0))[1][0]
+    base, controlled = run("oar-g"), run(f"{control}:oar-g")
+    if control == "inverted":
+        assert torch.allclose(controlled, oracle.inverted(base), atol=1e-6)
+    else:
+        assert torch.equal(torch.sort(controlled).values, torch.sort(base).values) and not torch.equal(controlled, base)
+
+
 # ------------------------------------------------------------------ blame share
 
 def test_blame_share():
