@@ -15,7 +15,7 @@ jumps are pivotal. The same completions are then scored by the credit methods
 Phases (``--phase all`` runs them in order; each writes into ``--work`` and skips what is
 there, so a killed run resumes where it stopped):
 
-1. ``select``: up to ``--problems`` one- and two-step problems (`oar_lite.problems.make_problems`),
+1. ``select``: up to ``--problems`` problems of ``--steps`` steps (`oar_lite.problems.make_problems`),
    ``--group-size`` completions each at temperature 1, until enough problems have both a
    right and a wrong usable completion; keeps completions that end, give a
    parseable answer and have at most ``--max-reasoning`` reasoning tokens; takes one right
@@ -26,6 +26,9 @@ there, so a killed run resumes where it stopped):
    (at most ``--max-new-tokens``).
 3. ``score``: the methods of ``--methods`` on each completion (`oar_lite.attribution.token_scores`).
 4. ``assemble``: writes the data file with all settings, seeds and CPU seconds.
+
+``--phase report`` (separately; no model) prints the table of `oar_lite.credit.ground_truth_table`
+and the summary, and draws docs/ground_truth.png.
 """
 from __future__ import annotations
 
@@ -69,7 +72,7 @@ def select(args, model, tokenizer) -> list[dict]:
     if path.exists():
         return json.loads(path.read_text())
     t0 = time.process_time()
-    problems = make_problems(args.problems, seed=args.problem_seed, steps=(1, 2))
+    problems = make_problems(args.problems, seed=args.problem_seed, steps=args.steps)
     eos = tokenizer.eos_token_id
     sampled = read_json(args.work / "sampled.json", [])  # per problem: (right, wrong), resumable
     by_problem = [tuple(x) for x in sampled]
@@ -113,14 +116,15 @@ def select(args, model, tokenizer) -> list[dict]:
 
 
 def monte_carlo(args, model, tokenizer, chosen: list[dict]) -> dict:
-    path = args.work / "mc.json"
+    shard, shards = args.shard
+    path = args.work / ("mc.json" if shards == 1 else f"mc-{shard}of{shards}.json")
     done = read_json(path, {})
     for pass_no, k in ((1, args.k), (2, args.k_extra)):
         if k == 0:
             continue
         for i, rec in enumerate(chosen):
             key = f"{i}/{pass_no}"
-            if key in done:
+            if key in done or i % shards != shard:
                 continue
             R, C = rec["reasoning"][1], len(rec["completion_ids"])
             if pass_no == 1:
@@ -195,7 +199,8 @@ def assemble(args, tokenizer, chosen: list[dict], mc: dict, scores: dict) -> Non
             "score_cpu_seconds": {m: round(scores[f"{i}/{m}"]["cpu_seconds"], 2) for m in args.methods},
             "mc_cpu_seconds": round(sum(mc[f"{i}/{p}"]["cpu_seconds"] for p in (1, 2) if f"{i}/{p}" in mc), 1),
         })
-    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("out", "work", "phase")}
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
+                if k not in ("out", "work", "phase", "figure", "threshold")}
     settings.update({
         "model": "SmolLM2-135M-Instruct (oar_lite.models.load_smollm2, float32 from the Q4_1 GGUF)",
         "prefix_definition": "p[t] = P(correct | prompt + completion[:t]), t = 0..R; reasoning token t moves p[t] to p[t+1]",
@@ -220,36 +225,79 @@ def assemble(args, tokenizer, chosen: list[dict], mc: dict, scores: dict) -> Non
     log(f"assemble: wrote {len(completions)} completions to {args.out} ({args.out.stat().st_size / 1024:.0f} KiB)")
 
 
+def report(args) -> None:
+    """The table and summary from the data file, and the figure (no model needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from oar_lite.plots import plot_ground_truth
+
+    data = credit.load_ground_truth(args.out)
+    print(credit.ground_truth_markdown(credit.ground_truth_table(data, threshold=args.threshold)))
+    print(json.dumps(credit.ground_truth_summary(data, threshold=args.threshold), indent=1))
+    # the figure: the completions with the largest total movement of P, one right and one wrong if there are both
+    ranked = sorted(data["completions"], key=lambda r: -float(credit.probability_jumps(r)[0].abs().sum()))
+    shown = [next((r for r in ranked if not r["correct"]), None), next((r for r in ranked if r["correct"]), None)]
+    shown = [r for r in shown if r is not None] or ranked[:2]
+    fig, axes = plt.subplots(2, len(shown), figsize=(6.5 * len(shown), 6), sharex="col", squeeze=False,
+                             gridspec_kw={"height_ratios": [1.3, 1]})
+    for j, rec in enumerate(shown):
+        title = f"{rec['question']}\n({'right' if rec['correct'] else 'wrong'}; answer {rec['answer']})"
+        plot_ground_truth(axes[:, j], rec, methods=("oar-p:answer_mean", "oar-p:last", "oar-g:answer_mean"),
+                          threshold=args.threshold, title="\n".join(_wrap(title, 70)))
+    fig.tight_layout()
+    args.figure.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(args.figure, dpi=110)
+    print(f"wrote {args.figure}")
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    import textwrap
+
+    return [line for part in text.split("\n") for line in textwrap.wrap(part, width)]
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--phase", default="all", choices=["select", "mc", "score", "assemble", "all"])
+    ap.add_argument("--phase", default="all", choices=["select", "mc", "score", "assemble", "all", "report"])
+    ap.add_argument("--threshold", type=float, default=credit.PIVOT_THRESHOLD, help="pivot threshold (report)")
+    ap.add_argument("--figure", type=Path, default=Path(__file__).resolve().parent.parent / "docs" / "ground_truth.png")
     ap.add_argument("--out", type=Path, default=credit.GROUND_TRUTH_PATH)
     ap.add_argument("--work", type=Path, default=Path.home() / ".cache" / "oar-lite" / "mc_ground_truth",
                     help="partial results (resumable)")
-    ap.add_argument("--completions", type=int, default=12)
+    ap.add_argument("--completions", type=int, default=10)
     ap.add_argument("--problems", type=int, default=40,
                     help="most problems sampled for the selection (it stops when it has enough mixed ones)")
     ap.add_argument("--problem-seed", type=int, default=0)
+    ap.add_argument("--steps", type=int, nargs="+", default=[1], help="template steps (1: one-step problems)")
     ap.add_argument("--group-size", type=int, default=8)
-    ap.add_argument("--sample-tokens", type=int, default=48, help="length cap of the sampled completions")
+    ap.add_argument("--sample-tokens", type=int, default=40, help="length cap of the sampled completions")
     ap.add_argument("--max-reasoning", type=int, default=20, help="longest reasoning (tokens) kept")
     ap.add_argument("--k", type=int, default=16, help="rollouts per prefix, pass 1")
     ap.add_argument("--k-extra", type=int, default=16, help="more rollouts where pass 1 is strictly inside (0, 1)")
-    ap.add_argument("--slack", type=int, default=16, help="continuation cap beyond the completion's remaining length")
-    ap.add_argument("--max-new-tokens", type=int, default=40)
+    ap.add_argument("--slack", type=int, default=12, help="continuation cap beyond the completion's remaining length")
+    ap.add_argument("--max-new-tokens", type=int, default=36)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
     ap.add_argument("--oar-p-batch", type=int, default=8)
-    ap.add_argument("--ig-steps", type=int, default=16)
+    ap.add_argument("--ig-steps", type=int, default=8)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--shard", type=lambda s: tuple(int(x) for x in s.split("/")), default=(0, 1),
+                    help="'i/n': the Monte-Carlo phase does completions with index %% n == i (run n processes)")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.phase == "report":
+        return report(args)
     args.work.mkdir(parents=True, exist_ok=True)
     model, tokenizer = load_smollm2()
     chosen = select(args, model, tokenizer)
     if args.phase == "select":
         return
-    mc = monte_carlo(args, model, tokenizer, chosen) if args.phase in ("mc", "all") else read_json(args.work / "mc.json", {})
+    if args.phase in ("mc", "all"):
+        monte_carlo(args, model, tokenizer, chosen)
+    mc = {k: v for f in sorted(args.work.glob("mc*.json")) for k, v in read_json(f, {}).items()}  # all shards
     scores = score(args, model, tokenizer, chosen) if args.phase in ("score", "all") else read_json(args.work / "scores.json", {})
     if args.phase in ("assemble", "all"):
         assemble(args, tokenizer, chosen, mc, scores)

@@ -136,3 +136,22 @@ def test_table_rejects_bad_files(tmp_path):
         credit.ground_truth_table(make_file(tmp_path, [good]), methods=["other"])
     with pytest.raises(ValueError, match="threshold"):
         credit.ground_truth_table(make_file(tmp_path, [good]), threshold=0)
+
+
+def test_plot_marks_the_pivotal_tokens():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from oar_lite.plots import plot_ground_truth
+
+    rec = completion([0.5, 0.5, 0.9, 0.1], {"a": [0.0, 2.0, 1.0], "b": [1.0, 1.0, 1.0]})
+    rec["tokens"] = ["x", "y", "z", "<eos>"]
+    fig, axes = plt.subplots(2, 1, sharex=True)
+    plot_ground_truth(axes, rec, methods=["a", "b"])
+    assert len(axes[0].patches) == 2  # tokens 1 (+0.4) and 2 (-0.8) are pivotal
+    heights = [bar.get_height() for bar in axes[1].patches if bar.get_width() < 0.5]
+    assert sorted(heights) == [0.0, 0.5, 1.0, 1.0, 1.0, 1.0]  # each method divided by its maximum
+    assert [t.get_text() for t in axes[1].get_xticklabels()] == ["x", "y", "z"]
+    plt.close(fig)
