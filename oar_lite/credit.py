@@ -514,7 +514,7 @@ def ground_truth_table(data=None, *, threshold: float = PIVOT_THRESHOLD, methods
     ``auc``: `roc_auc` of the method's scores, pivotal vs the other reasoning tokens
     (completions without a pivotal token, or with only pivotal ones, are left out);
     ``spearman``: `rank_agreement` of the scores with ``|delta P|`` (left out when either is
-    constant). Each is then averaged over completions.
+    constant). Each is then averaged over the completions scored with the method.
 
     Args:
         data: the loaded file (`load_ground_truth`), a path to one, or None for `GROUND_TRUTH_PATH`.
@@ -533,15 +533,15 @@ def ground_truth_table(data=None, *, threshold: float = PIVOT_THRESHOLD, methods
     completions = data["completions"]
     if not completions:
         raise ValueError("the ground-truth data holds no completions")
-    available = list(completions[0]["scores"])
+    available = list(dict.fromkeys(m for rec in completions for m in rec["scores"]))
     methods = available if methods is None else list(methods)
-    unknown = [m for m in methods if any(m not in rec["scores"] for rec in completions)]
+    unknown = [m for m in methods if m not in available]
     if unknown:
-        raise ValueError(f"method(s) {unknown} are not scored in every completion; the file has {available}")
+        raise ValueError(f"method(s) {unknown} are not scored in the file; it has {available}")
     table = {}
     for m in methods:
         aucs, rhos = [], []
-        for rec in completions:
+        for rec in (r for r in completions if m in r["scores"]):
             delta, _ = probability_jumps(rec)
             scores = torch.tensor(rec["scores"][m], dtype=torch.float64)
             pivotal = delta.abs() >= threshold - 1e-9

@@ -147,11 +147,17 @@ def monte_carlo(args, model, tokenizer, chosen: list[dict]) -> dict:
     return done
 
 
+def _all_mc(args) -> dict:
+    return {k: v for f in sorted(args.work.glob("mc*.json")) for k, v in read_json(f, {}).items()}  # all shards
+
+
 def score(args, model, tokenizer, chosen: list[dict]) -> dict:
     path = args.work / "scores.json"
     done = read_json(path, {})
     generator = torch.Generator().manual_seed(args.seed)
     for i, rec in enumerate(chosen):
+        if args.only_estimated and f"{i}/1" not in _all_mc(args):
+            continue  # expensive scorers only where the Monte-Carlo estimate exists
         P = len(rec["prompt_ids"])
         ids = torch.tensor(rec["prompt_ids"] + rec["completion_ids"])
         reasoning = slice(P + rec["reasoning"][0], P + rec["reasoning"][1])
@@ -174,9 +180,12 @@ def assemble(args, tokenizer, chosen: list[dict], mc: dict, scores: dict) -> Non
     completions = []
     for i, rec in enumerate(chosen):
         R = rec["reasoning"][1]
-        if f"{i}/1" not in mc or any(f"{i}/{m}" not in scores for m in args.methods):
-            log(f"assemble: completion {i} is unfinished, left out")
+        if f"{i}/1" not in mc:
+            log(f"assemble: completion {i} has no Monte-Carlo estimate yet, left out")
             continue
+        methods = [m for m in args.methods if f"{i}/{m}" in scores]
+        if len(methods) < len(args.methods):
+            log(f"assemble: completion {i} lacks scores of {sorted(set(args.methods) - set(methods))}")
         counts, rollouts = list(mc[f"{i}/1"]["counts"]), [mc[f"{i}/1"]["k"]] * (R + 1)
         if f"{i}/2" in mc:
             extra = mc[f"{i}/2"]
@@ -195,8 +204,8 @@ def assemble(args, tokenizer, chosen: list[dict], mc: dict, scores: dict) -> Non
             "p": [round(c / k, 5) for c, k in zip(counts, rollouts)],
             "se": [round(x, 5) for x in se.tolist()],
             "wilson_low": [round(x, 5) for x in low.tolist()], "wilson_high": [round(x, 5) for x in high.tolist()],
-            "scores": {m: [round(x, 7) for x in scores[f"{i}/{m}"]["scores"]] for m in args.methods},
-            "score_cpu_seconds": {m: round(scores[f"{i}/{m}"]["cpu_seconds"], 2) for m in args.methods},
+            "scores": {m: [round(x, 7) for x in scores[f"{i}/{m}"]["scores"]] for m in methods},
+            "score_cpu_seconds": {m: round(scores[f"{i}/{m}"]["cpu_seconds"], 2) for m in methods},
             "mc_cpu_seconds": round(sum(mc[f"{i}/{p}"]["cpu_seconds"] for p in (1, 2) if f"{i}/{p}" in mc), 1),
         })
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
@@ -281,6 +290,8 @@ def main(argv=None) -> None:
     ap.add_argument("--max-new-tokens", type=int, default=36)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
+    ap.add_argument("--only-estimated", action="store_true",
+                    help="score only completions whose Monte-Carlo pass 1 is done (for slow scorers)")
     ap.add_argument("--oar-p-batch", type=int, default=8)
     ap.add_argument("--ig-steps", type=int, default=8)
     ap.add_argument("--threads", type=int, default=1)
@@ -297,7 +308,7 @@ def main(argv=None) -> None:
         return
     if args.phase in ("mc", "all"):
         monte_carlo(args, model, tokenizer, chosen)
-    mc = {k: v for f in sorted(args.work.glob("mc*.json")) for k, v in read_json(f, {}).items()}  # all shards
+    mc = _all_mc(args)
     scores = score(args, model, tokenizer, chosen) if args.phase in ("score", "all") else read_json(args.work / "scores.json", {})
     if args.phase in ("assemble", "all"):
         assemble(args, tokenizer, chosen, mc, scores)

@@ -132,7 +132,7 @@ def test_table_rejects_bad_files(tmp_path):
         credit.load_ground_truth(make_file(tmp_path, [{**good, "scores": {"m": [1.0, 2.0]}}]))
     with pytest.raises(ValueError, match="no ground-truth file"):
         credit.load_ground_truth(tmp_path / "missing.json")
-    with pytest.raises(ValueError, match="not scored"):
+    with pytest.raises(ValueError, match="not scored in the file"):
         credit.ground_truth_table(make_file(tmp_path, [good]), methods=["other"])
     with pytest.raises(ValueError, match="threshold"):
         credit.ground_truth_table(make_file(tmp_path, [good]), threshold=0)
@@ -155,3 +155,11 @@ def test_plot_marks_the_pivotal_tokens():
     assert sorted(heights) == [0.0, 0.5, 1.0, 1.0, 1.0, 1.0]  # each method divided by its maximum
     assert [t.get_text() for t in axes[1].get_xticklabels()] == ["x", "y", "z"]
     plt.close(fig)
+
+
+def test_a_method_scored_on_some_completions_counts_only_those(tmp_path):
+    a = completion([0.5, 1.0, 1.0], {"m": [2.0, 1.0], "slow": [0.0, 1.0]})
+    b = completion([1.0, 0.0, 0.0], {"m": [1.0, 0.0]})
+    table = credit.ground_truth_table(make_file(tmp_path, [a, b]))
+    assert table["m"]["auc_n"] == 2 and table["m"]["auc_mean"] == 1.0
+    assert table["slow"]["auc_n"] == 1 and table["slow"]["auc_mean"] == 0.0
