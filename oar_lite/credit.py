@@ -19,6 +19,13 @@ Each metric is averaged over completions, with its standard deviation. `results_
 renders the dict as markdown. ``"captum-ig"`` (Captum's ``LayerIntegratedGradients`` on
 the input embeddings, baseline = reasoning tokens replaced by pad) is registered here as
 an external peer: ``credit_benchmark(["captum-ig:last", ...])``.
+
+The real-model ground truth (Pivotal Token Search's Monte-Carlo P(correct | prefix) on
+SmolLM2) has its own section at the end: `prefix_success_counts` (the estimator),
+`mc_standard_error` and `wilson_interval` (its error), `load_ground_truth`,
+`probability_jumps`, `ground_truth_table`, `ground_truth_summary` and
+`ground_truth_markdown` (the evaluation of the shipped file, `GROUND_TRUTH_PATH`,
+written by scripts/mc_ground_truth.py; no model needed).
 """
 from __future__ import annotations
 

@@ -202,15 +202,21 @@ def plot_ground_truth(axes, completion: dict, *, methods: Sequence[str] = ("oar-
     if title:
         top.set_title(title, fontsize=9)
     width = 0.8 / max(len(methods), 1)
+    colors = [method_color(m, j) for j, m in enumerate(methods)]
+    if len(set(colors)) < len(colors):  # two modes of one method: tell them apart
+        import matplotlib.pyplot as plt
+
+        colors = [plt.get_cmap("tab10")(j) for j in range(len(methods))]
     for j, m in enumerate(methods):
         s = np.asarray(completion["scores"][m], dtype=float)
         s = s / s.max() if s.max() > 0 else s
         bottom.bar(np.arange(R) + (j - (len(methods) - 1) / 2) * width, s, width=width, label=method_label(m),
-                   color=method_color(m, j))
+                   color=colors[j])
     bottom.set_ylabel("score / max")
     bottom.legend(loc="best", fontsize=8)
     tokens = completion.get("tokens", [""] * R)[:R]
     bottom.set_xticks(np.arange(R))
     bottom.set_xticklabels([repr(t)[1:-1] for t in tokens], rotation=90, fontsize=7)
     bottom.set_xlim(-1.5, R - 0.5)
+    bottom.set_xlabel("reasoning token (shaded: pivotal)")
     return axes

@@ -44,7 +44,7 @@ import torch
 
 from oar_lite import credit
 from oar_lite.attribution import token_scores
-from oar_lite.models import load_smollm2
+from oar_lite.models import load_smollm2, smollm2_cache_path
 from oar_lite.problems import format_prompt, make_problems
 from oar_lite.reward import math_reward
 from oar_lite.segment import segment_completion_ids
@@ -117,14 +117,17 @@ def select(args, model, tokenizer) -> list[dict]:
 
 def monte_carlo(args, model, tokenizer, chosen: list[dict]) -> dict:
     shard, shards = args.shard
-    path = args.work / ("mc.json" if shards == 1 else f"mc-{shard}of{shards}.json")
+    if args.only:
+        path = args.work / f"mc-only-{'-'.join(map(str, args.only))}.json"
+    else:
+        path = args.work / ("mc.json" if shards == 1 else f"mc-{shard}of{shards}.json")
     done = read_json(path, {})
     for pass_no, k in ((1, args.k), (2, args.k_extra)):
         if k == 0:
             continue
         for i, rec in enumerate(chosen):
             key = f"{i}/{pass_no}"
-            if key in done or i % shards != shard:
+            if key in done or (i not in args.only if args.only else i % shards != shard):
                 continue
             R, C = rec["reasoning"][1], len(rec["completion_ids"])
             if pass_no == 1:
@@ -290,6 +293,7 @@ def main(argv=None) -> None:
     ap.add_argument("--max-new-tokens", type=int, default=36)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
+    ap.add_argument("--only", type=int, nargs="+", help="the Monte-Carlo phase does only these completions")
     ap.add_argument("--only-estimated", action="store_true",
                     help="score only completions whose Monte-Carlo pass 1 is done (for slow scorers)")
     ap.add_argument("--oar-p-batch", type=int, default=8)
@@ -302,6 +306,14 @@ def main(argv=None) -> None:
     if args.phase == "report":
         return report(args)
     args.work.mkdir(parents=True, exist_ok=True)
+    if args.phase == "assemble":  # the tokenizer is all it needs
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(smollm2_cache_path())
+        chosen = read_json(args.work / "selection.json", None)
+        if chosen is None:
+            raise SystemExit(f"nothing to assemble: no {args.work / 'selection.json'}; run --phase select first")
+        return assemble(args, tokenizer, chosen, _all_mc(args), read_json(args.work / "scores.json", {}))
     model, tokenizer = load_smollm2()
     chosen = select(args, model, tokenizer)
     if args.phase == "select":
