@@ -569,7 +569,8 @@ def _ci95(xs: list[float]) -> float:
 
 def ground_truth_summary(data=None, *, threshold: float = PIVOT_THRESHOLD) -> dict:
     """What the ground-truth file holds and how precise it is: counts of completions
-    (right, wrong), reasoning tokens and pivotal tokens, rollouts per prefix (min, max),
+    (right, wrong), reasoning tokens and pivotal tokens (and how many of those jump by more
+    than twice their standard error), rollouts per prefix (min, max),
     the mean and largest Monte-Carlo standard error of p, the mean standard error of
     ``delta P`` over pivotal tokens, and the CPU seconds the file cost."""
     if not isinstance(data, dict):
@@ -585,6 +586,8 @@ def ground_truth_summary(data=None, *, threshold: float = PIVOT_THRESHOLD) -> di
             "reasoning_tokens": sum(len(d) for d, _ in jumps),
             "pivotal_tokens": sum(int((d.abs() >= threshold - 1e-9).sum()) for d, _ in jumps),
             "completions_with_pivot": sum(bool((d.abs() >= threshold - 1e-9).any()) for d, _ in jumps),
+            "pivotal_tokens_beyond_2se": sum(int(((d.abs() >= threshold - 1e-9) & (d.abs() >= 2 * ds)).sum())
+                                             for d, ds in jumps),
             "threshold": threshold, "rollouts_min": min(rollouts), "rollouts_max": max(rollouts),
             "se_mean": _mean(se), "se_max": max(se), "pivot_delta_se_mean": _mean(pivot_se),
             "mc_cpu_seconds": settings.get("mc_cpu_seconds"), "score_cpu_seconds": settings.get("score_cpu_seconds")}

@@ -122,6 +122,9 @@ def test_table_on_a_hand_made_file(tmp_path):
     assert summary["completions"] == 3 and summary["right"] == 2 and summary["wrong"] == 1
     assert summary["reasoning_tokens"] == 10 and summary["pivotal_tokens"] == 4
     assert summary["completions_with_pivot"] == 2 and summary["rollouts_min"] == 16
+    assert summary["pivotal_tokens_beyond_2se"] == 4  # 1 -> 0.75 has SE 0.108: beyond 2 SE
+    noisy = credit.ground_truth_summary(make_file(tmp_path, [completion([0.5, 0.75], {"m": [1.0]})], "noisy.json"))
+    assert noisy["pivotal_tokens"] == 1 and noisy["pivotal_tokens_beyond_2se"] == 0  # 0.25 < 2 * 0.165
 
 
 def test_table_rejects_bad_files(tmp_path):
