@@ -127,7 +127,7 @@ def monte_carlo(args, model, tokenizer, chosen: list[dict]) -> dict:
             continue
         for i, rec in enumerate(chosen):
             key = f"{i}/{pass_no}"
-            if key in done or (i not in args.only if args.only else i % shards != shard):
+            if key in done or key in _all_mc(args) or (i not in args.only if args.only else i % shards != shard):
                 continue
             R, C = rec["reasoning"][1], len(rec["completion_ids"])
             if pass_no == 1:
