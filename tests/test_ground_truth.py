@@ -166,3 +166,16 @@ def test_a_method_scored_on_some_completions_counts_only_those(tmp_path):
     table = credit.ground_truth_table(make_file(tmp_path, [a, b]))
     assert table["m"]["auc_n"] == 2 and table["m"]["auc_mean"] == 1.0
     assert table["slow"]["auc_n"] == 1 and table["slow"]["auc_mean"] == 0.0
+
+
+def test_the_shipped_file_loads_and_gives_a_table_without_a_model():
+    data = credit.load_ground_truth()  # credit.GROUND_TRUTH_PATH
+    table = credit.ground_truth_table(data)
+    assert {"oar-p:last", "oar-p:answer_mean", "oar-g:answer_mean", "entropy", "captum-ig:answer_joint"} <= set(table)
+    for row in table.values():
+        assert row["auc_n"] >= 1 and 0.0 <= row["auc_mean"] <= 1.0 and -1.0 <= row["spearman_mean"] <= 1.0
+    summary = credit.ground_truth_summary(data)
+    assert summary["right"] >= 1 and summary["wrong"] >= 1 and summary["rollouts_min"] >= 16
+    for rec in data["completions"]:  # the recorded error is the formula's
+        se = credit.mc_standard_error(rec["successes"], rec["rollouts"])
+        assert se.tolist() == pytest.approx(rec["se"], abs=1e-5)
