@@ -11,7 +11,7 @@ export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export MPLBACKEND := Agg
 
-.PHONY: venv demo test test-fast test-notebooks lab bench clean
+.PHONY: venv demo test test-fast test-notebooks lab bench clean ground-truth
 
 venv: $(STAMP)
 
@@ -47,3 +47,9 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) results .pytest_cache
+
+# The SmolLM2 Monte-Carlo ground truth (data/smollm2_ground_truth.json): about 25 CPU minutes
+# on one thread; resumable (partial results in ~/.cache/oar-lite/mc_ground_truth).
+ground-truth: $(STAMP)
+	OMP_NUM_THREADS=1 nice -n 10 $(PY) scripts/mc_ground_truth.py --phase all
+	$(PY) scripts/mc_ground_truth.py --phase report
