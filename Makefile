@@ -11,7 +11,7 @@ export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export MPLBACKEND := Agg
 
-.PHONY: venv demo test test-fast test-notebooks test-wheel test-trl-oldest lab bench bench-credit clean notebooks student grade check-student site check-site check-course
+.PHONY: venv demo test test-fast test-notebooks test-wheel test-trl-oldest lab bench bench-credit clean notebooks student grade check-student site check-site check-course ground-truth
 
 venv: $(STAMP)
 
@@ -105,3 +105,9 @@ check-course: check-student check-site
 
 clean:
 	rm -rf $(VENV) results .pytest_cache build
+
+# The SmolLM2 Monte-Carlo ground truth (oar_lite/data/smollm2_ground_truth.json; its CPU cost is in
+# benchmarks/RESULTS.md); resumable (partial results in ~/.cache/oar-lite/mc_ground_truth).
+ground-truth: $(STAMP)
+	OMP_NUM_THREADS=1 nice -n 10 $(PY) scripts/mc_ground_truth.py --phase all
+	$(PY) scripts/mc_ground_truth.py --phase report

@@ -19,11 +19,20 @@ Each metric is averaged over completions, with its standard deviation. `results_
 renders the dict as markdown. ``"captum-ig"`` (Captum's ``LayerIntegratedGradients`` on
 the input embeddings, baseline = reasoning tokens replaced by pad) is registered here as
 an external peer: ``credit_benchmark(["captum-ig:last", ...])``.
+
+The real-model ground truth (Pivotal Token Search's Monte-Carlo P(correct | prefix) on
+SmolLM2) has its own section at the end: `prefix_success_counts` (the estimator),
+`mc_standard_error` and `wilson_interval` (its error), `load_ground_truth`,
+`probability_jumps`, `ground_truth_table`, `ground_truth_summary` and
+`ground_truth_markdown` (the evaluation of the shipped file, `GROUND_TRUTH_PATH`,
+written by scripts/mc_ground_truth.py; no model needed).
 """
 from __future__ import annotations
 
+import json
 import math
 import time
+import warnings
 from typing import Sequence
 
 import torch
@@ -293,3 +302,303 @@ def label_means(records: Sequence[dict], method: str) -> dict[str, float]:
             if (rec["labels"] == label).any():
                 acc.append(float(s[rec["labels"] == label].mean()))
     return {toy.LABEL_NAMES[k]: _mean(v) for k, v in sums.items()}
+
+
+# ----------------------------------------------------------------------------- Monte-Carlo ground truth
+#
+# Pivotal Token Search (Abdin et al. 2024, the Phi-4 report): sample K continuations of a
+# completion's prefix and count how many end correct; P(correct | prefix) estimated along
+# the completion, and the tokens where it jumps are the ones the outcome hangs on.
+# `prefix_success_counts` is the estimator (scripts/mc_ground_truth.py runs it on
+# SmolLM2 and ships the result, `GROUND_TRUTH_PATH`); `ground_truth_table` scores methods
+# against the shipped file without a model.
+
+GROUND_TRUTH_PATH = toy.DATA_DIR / "smollm2_ground_truth.json"
+"""The shipped Monte-Carlo ground truth on SmolLM2 (written by scripts/mc_ground_truth.py)."""
+
+PIVOT_THRESHOLD = 0.2
+"""A token is pivotal when P(correct | prefix) moves by at least this much across it
+(the threshold of Pivotal Token Search)."""
+
+
+def _prefix_cache(layers: list[tuple[torch.Tensor, torch.Tensor]], length: int, rows: int):
+    """A ``DynamicCache`` of the first ``length`` positions for ``rows`` identical rows, cut
+    from the per-layer ``(keys, values)`` ``[1, heads, T, d]`` of the whole sequence (computed
+    once per completion)."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    for layer, (k, v) in enumerate(layers):
+        cache.update(k[:, :, :length].expand(rows, -1, -1, -1).contiguous(),
+                     v[:, :, :length].expand(rows, -1, -1, -1).contiguous(), layer)
+    return cache
+
+
+def _key_values(model, ids: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per-layer ``(keys, values)`` ``[1, heads, T - 1, d]`` of ``ids[:-1]`` (all a prefix
+    of ``ids`` needs before its last token)."""
+    device = next(model.parameters()).device
+    with torch.no_grad(), eval_mode(model):
+        out = model(input_ids=torch.tensor([ids[:-1] or ids], device=device), use_cache=True)
+    return [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+
+
+def _continue(model, tokenizer, prefix: list[int], layers, k: int, max_new_tokens: int,
+              temperature: float) -> list[list[int]]:
+    """``k`` sampled continuations of ``prefix`` (ids, EOS and what follows cut off), in one
+    ``generate`` call whose cache is ``layers`` cut to the prefix: the prefix is never re-read."""
+    eos, length = tokenizer.eos_token_id, len(prefix)
+    device = next(model.parameters()).device
+    with torch.no_grad(), eval_mode(model), warnings.catch_warnings():
+        # transformers 5 renames the argument to `cache`; >= 4.56 knows only this one
+        warnings.filterwarnings("ignore", message=".*past_key_values.*", category=FutureWarning)
+        generated = model.generate(
+            input_ids=torch.tensor([prefix], device=device).expand(k, -1),
+            attention_mask=torch.ones(k, length, dtype=torch.long, device=device),
+            past_key_values=_prefix_cache(layers, length - 1, k),
+            do_sample=True, temperature=temperature, top_p=1.0, top_k=0,
+            max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id, eos_token_id=eos,
+        )[:, length:].tolist()
+    return [row[: row.index(eos)] if eos in row else row for row in generated]
+
+
+def sample_continuations(model, tokenizer, prefix_ids: Sequence[int], *, k: int, max_new_tokens: int,
+                         temperature: float = 1.0, seed: int | None = None) -> list[list[int]]:
+    """``k`` continuations of one prefix, sampled in one batch that reads the prefix once
+    (its key/value cache copied to the ``k`` rows) instead of ``k`` times.
+
+    Returns:
+        ``k`` lists of new token ids, each cut before its end-of-sequence token (a list of
+        ``max_new_tokens`` ids did not finish).
+    """
+    prefix_ids = list(prefix_ids)
+    if not prefix_ids or k < 1 or max_new_tokens < 1 or temperature <= 0:
+        raise ValueError(f"need a non-empty prefix, k >= 1, max_new_tokens >= 1 and temperature > 0, got "
+                         f"{len(prefix_ids)} ids, k={k}, max_new_tokens={max_new_tokens}, temperature={temperature}")
+    if seed is not None:
+        torch.manual_seed(seed)
+    return _continue(model, tokenizer, prefix_ids, _key_values(model, prefix_ids), k, max_new_tokens, temperature)
+
+
+def prefix_success_counts(
+    model,
+    tokenizer,
+    prompt_ids: Sequence[int],
+    completion_ids: Sequence[int],
+    is_correct,
+    *,
+    positions: Sequence[int] | None = None,
+    k: int = 16,
+    max_new_tokens: int | Sequence[int] = 48,
+    temperature: float = 1.0,
+    seed: int = 0,
+) -> torch.Tensor:
+    """Monte-Carlo numerators of P(correct | prompt + completion[:t]) at each position t.
+
+    For each ``t`` in ``positions`` (default ``0..len(completion_ids)``), samples ``k``
+    continuations of ``prompt_ids + completion_ids[:t]`` from ``model`` (all ``k`` in one
+    ``generate`` call, starting from the key/value cache of the whole sequence, computed
+    once and cut at the prefix) and judges ``is_correct(text)`` on the decoded
+    ``completion_ids[:t] + continuation`` (special tokens skipped; a continuation that
+    reaches ``max_new_tokens`` without ending is judged as it stands). A prefix that
+    already ends with the end-of-sequence token is judged once, as finished, for all ``k``.
+    Each position is seeded from ``(seed, t)``, so one position's result does not depend
+    on which others are asked for (a resumed run gives the same numbers).
+
+    Args:
+        model, tokenizer: a causal LM and its tokenizer (pad and EOS tokens set).
+        prompt_ids: the prompt's token ids (``P >= 1``).
+        completion_ids: the completion's token ids (``C``).
+        is_correct: ``text -> bool``, e.g. ``lambda t: math_reward(t, answer) == 1.0``.
+        positions: prefix lengths in ``[0, C]`` to estimate at.
+        k: rollouts per position.
+        max_new_tokens: continuation length cap, one for all positions or one per position.
+        temperature: sampling temperature (1: the policy itself); ``top_p=1``, no top-k.
+        seed: the base seed.
+
+    Returns:
+        ``[len(positions)]`` int64 counts of correct rollouts, each in ``[0, k]``;
+        P(correct | prefix) is estimated by ``counts / k``.
+    """
+    prompt_ids, completion_ids = list(prompt_ids), list(completion_ids)
+    C = len(completion_ids)
+    positions = list(range(C + 1)) if positions is None else [int(t) for t in positions]
+    if not prompt_ids:
+        raise ValueError("prompt_ids is empty; expected at least one prompt token to condition on")
+    if any(not 0 <= t <= C for t in positions):
+        raise ValueError(f"positions must lie in [0, {C}] (prefix lengths of the completion), got {positions}")
+    caps = [max_new_tokens] * len(positions) if isinstance(max_new_tokens, int) else list(max_new_tokens)
+    if not isinstance(k, int) or k < 1 or len(caps) != len(positions) or any(not isinstance(c, int) or c < 1 for c in caps):
+        raise ValueError(f"k must be an int >= 1 and max_new_tokens an int >= 1 or one per position, got k={k!r}, "
+                         f"max_new_tokens={max_new_tokens!r} for {len(positions)} positions")
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0 (Monte-Carlo needs sampling), got {temperature}")
+    eos = tokenizer.eos_token_id
+    full = prompt_ids + completion_ids
+    counts = torch.zeros(len(positions), dtype=torch.long)
+    layers = _key_values(model, full)
+    for i, (t, cap) in enumerate(zip(positions, caps)):
+        prefix = completion_ids[:t]
+        if prefix and prefix[-1] == eos:  # already finished: nothing to sample
+            counts[i] = k * bool(is_correct(tokenizer.decode(prefix, skip_special_tokens=True)))
+            continue
+        torch.manual_seed(seed * 1_000_003 + t)
+        for row in _continue(model, tokenizer, full[: len(prompt_ids) + t], layers, k, cap, temperature):
+            counts[i] += bool(is_correct(tokenizer.decode(prefix + row, skip_special_tokens=True)))
+    return counts
+
+
+def mc_standard_error(counts, k) -> torch.Tensor:
+    """Monte-Carlo standard error sqrt(p (1 - p) / k) of ``p = counts / k`` (0 when p is 0
+    or 1: use `wilson_interval` there). ``counts`` and ``k`` broadcast."""
+    counts, k = torch.as_tensor(counts, dtype=torch.float64), torch.as_tensor(k, dtype=torch.float64)
+    if (k < 1).any() or (counts < 0).any() or (counts > k).any():
+        raise ValueError("expected 0 <= counts <= k and k >= 1")
+    p = counts / k
+    return (p * (1 - p) / k).sqrt()
+
+
+def wilson_interval(counts, k, z: float = 1.96) -> tuple[torch.Tensor, torch.Tensor]:
+    """Wilson score interval ``(low, high)`` of a binomial proportion ``counts / k``
+    (95% for ``z = 1.96``). Unlike p +- z SE it stays inside [0, 1] and has non-zero
+    width when the estimate is 0 or 1."""
+    counts, k = torch.as_tensor(counts, dtype=torch.float64), torch.as_tensor(k, dtype=torch.float64)
+    if (k < 1).any() or (counts < 0).any() or (counts > k).any():
+        raise ValueError("expected 0 <= counts <= k and k >= 1")
+    p = counts / k
+    centre = (p + z * z / (2 * k)) / (1 + z * z / k)
+    half = z / (1 + z * z / k) * (p * (1 - p) / k + z * z / (4 * k * k)).sqrt()
+    return (centre - half).clamp(min=0.0), (centre + half).clamp(max=1.0)
+
+
+def load_ground_truth(path=None) -> dict:
+    """The Monte-Carlo ground-truth file (default `GROUND_TRUTH_PATH`), checked.
+
+    Returns:
+        ``{"settings": {...}, "completions": [...]}``; each completion holds, among
+        others, ``p``, ``se``, ``rollouts``, ``wilson_low``, ``wilson_high`` (each ``R + 1``
+        values: ``p[t]`` = P(correct | prompt + completion[:t])), ``tokens`` (the
+        completion's tokens as text), ``reasoning`` (``[0, R]``), ``correct`` and
+        ``scores`` (``{method: R scores}``).
+    """
+    from pathlib import Path
+
+    path = Path(path) if path is not None else GROUND_TRUTH_PATH
+    if not path.exists():
+        raise ValueError(f"no ground-truth file at {path}; write it with scripts/mc_ground_truth.py")
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict) or not isinstance(data.get("completions"), list):
+        raise ValueError(f"{path} is not a ground-truth file: expected a JSON object with a 'completions' list")
+    for i, rec in enumerate(data["completions"]):
+        missing = {"p", "se", "rollouts", "reasoning", "scores"} - set(rec)
+        if missing:
+            raise ValueError(f"completion {i} of {path} lacks {sorted(missing)}")
+        R = rec["reasoning"][1] - rec["reasoning"][0]
+        if len(rec["p"]) != R + 1 or len(rec["rollouts"]) != R + 1 or len(rec["se"]) != R + 1:
+            raise ValueError(f"completion {i} of {path}: p, se and rollouts need R + 1 = {R + 1} values "
+                             f"(one per prefix), got {len(rec['p'])}, {len(rec['se'])}, {len(rec['rollouts'])}")
+        if any(not 0.0 <= p <= 1.0 for p in rec["p"]):
+            raise ValueError(f"completion {i} of {path}: p must lie in [0, 1]")
+        for m, s in rec["scores"].items():
+            if len(s) != R:
+                raise ValueError(f"completion {i} of {path}: method {m!r} has {len(s)} scores, expected R = {R}")
+    return data
+
+
+def probability_jumps(completion: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(delta [R], delta_se [R])`` of one ground-truth completion: how much reasoning
+    token t moves P(correct | prefix), ``p[t + 1] - p[t]``, and its Monte-Carlo standard
+    error ``sqrt(se[t]^2 + se[t + 1]^2)`` (the two estimates use independent rollouts)."""
+    p = torch.tensor(completion["p"], dtype=torch.float64)
+    se = torch.tensor(completion["se"], dtype=torch.float64)
+    return p[1:] - p[:-1], (se[1:] ** 2 + se[:-1] ** 2).sqrt()
+
+
+def ground_truth_table(data=None, *, threshold: float = PIVOT_THRESHOLD, methods: Sequence[str] | None = None) -> dict:
+    """Each method's agreement with the Monte-Carlo ground truth (no model needed).
+
+    Per completion: the tokens with ``|delta P| >= threshold`` are pivotal (`probability_jumps`);
+    ``auc``: `roc_auc` of the method's scores, pivotal vs the other reasoning tokens
+    (completions without a pivotal token, or with only pivotal ones, are left out);
+    ``spearman``: `rank_agreement` of the scores with ``|delta P|`` (left out when either is
+    constant). Each is then averaged over the completions scored with the method.
+
+    Args:
+        data: the loaded file (`load_ground_truth`), a path to one, or None for `GROUND_TRUTH_PATH`.
+        threshold: the pivot threshold on ``|delta P|``, in (0, 1].
+        methods: default: every method scored in the file.
+
+    Returns:
+        ``{method: {"auc_mean", "auc_std", "auc_ci95", "auc_n", "spearman_mean",
+        "spearman_std", "spearman_ci95", "spearman_n"}}`` (plain floats and ints; ``ci95``
+        is the half-width 1.96 std / sqrt(n); NaN where n < 2), in the file's method order.
+    """
+    if not isinstance(data, dict):
+        data = load_ground_truth(data)
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"threshold must lie in (0, 1], got {threshold}")
+    completions = data["completions"]
+    if not completions:
+        raise ValueError("the ground-truth data holds no completions")
+    available = list(dict.fromkeys(m for rec in completions for m in rec["scores"]))
+    methods = available if methods is None else list(methods)
+    unknown = [m for m in methods if m not in available]
+    if unknown:
+        raise ValueError(f"method(s) {unknown} are not scored in the file; it has {available}")
+    table = {}
+    for m in methods:
+        aucs, rhos = [], []
+        for rec in (r for r in completions if m in r["scores"]):
+            delta, _ = probability_jumps(rec)
+            scores = torch.tensor(rec["scores"][m], dtype=torch.float64)
+            pivotal = delta.abs() >= threshold - 1e-9
+            if 0 < int(pivotal.sum()) < pivotal.numel():
+                aucs.append(roc_auc(scores, pivotal))
+            rho = rank_agreement(scores, delta.abs())
+            if math.isfinite(rho):
+                rhos.append(rho)
+        table[m] = {"auc_mean": _mean(aucs), "auc_std": _std(aucs), "auc_ci95": _ci95(aucs), "auc_n": len(aucs),
+                    "spearman_mean": _mean(rhos), "spearman_std": _std(rhos), "spearman_ci95": _ci95(rhos),
+                    "spearman_n": len(rhos)}
+    return table
+
+
+def _ci95(xs: list[float]) -> float:
+    return 1.96 * _std(xs) / math.sqrt(len(xs)) if len(xs) >= 2 else float("nan")
+
+
+def ground_truth_summary(data=None, *, threshold: float = PIVOT_THRESHOLD) -> dict:
+    """What the ground-truth file holds and how precise it is: counts of completions
+    (right, wrong), reasoning tokens and pivotal tokens (and how many of those jump by more
+    than twice their standard error), rollouts per prefix (min, max),
+    the mean and largest Monte-Carlo standard error of p, the mean standard error of
+    ``delta P`` over pivotal tokens, and the CPU seconds the file cost."""
+    if not isinstance(data, dict):
+        data = load_ground_truth(data)
+    completions = data["completions"]
+    rollouts = [k for rec in completions for k in rec["rollouts"]]
+    se = [s for rec in completions for s in rec["se"]]
+    jumps = [probability_jumps(rec) for rec in completions]
+    pivot_se = [float(s) for d, ds in jumps for s in ds[d.abs() >= threshold - 1e-9]]
+    settings = data.get("settings", {})
+    return {"completions": len(completions), "right": sum(bool(r.get("correct")) for r in completions),
+            "wrong": sum(not r.get("correct") for r in completions),
+            "reasoning_tokens": sum(len(d) for d, _ in jumps),
+            "pivotal_tokens": sum(int((d.abs() >= threshold - 1e-9).sum()) for d, _ in jumps),
+            "completions_with_pivot": sum(bool((d.abs() >= threshold - 1e-9).any()) for d, _ in jumps),
+            "pivotal_tokens_beyond_2se": sum(int(((d.abs() >= threshold - 1e-9) & (d.abs() >= 2 * ds)).sum())
+                                             for d, ds in jumps),
+            "threshold": threshold, "rollouts_min": min(rollouts), "rollouts_max": max(rollouts),
+            "se_mean": _mean(se), "se_max": max(se), "pivot_delta_se_mean": _mean(pivot_se),
+            "mc_cpu_seconds": settings.get("mc_cpu_seconds"), "score_cpu_seconds": settings.get("score_cpu_seconds")}
+
+
+def ground_truth_markdown(table: dict, *, digits: int = 2) -> str:
+    """Render `ground_truth_table`'s dict as a markdown table (one row per method)."""
+    rows = ["| method | AUC pivotal vs rest (95% CI) | Spearman vs abs(delta P) (95% CI) | n (AUC / Spearman) |",
+            "|---|---|---|---|"]
+    for m, r in table.items():
+        rows.append(f"| `{m}` | {r['auc_mean']:.{digits}f} ± {r['auc_ci95']:.{digits}f} "
+                    f"| {r['spearman_mean']:.{digits}f} ± {r['spearman_ci95']:.{digits}f} "
+                    f"| {r['auc_n']} / {r['spearman_n']} |")
+    return "\n".join(rows)

@@ -164,3 +164,59 @@ def plot_log_history(ax, log_history: Iterable[dict], keys: str | Sequence[str],
         ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
     return ax
+
+
+def plot_ground_truth(axes, completion: dict, *, methods: Sequence[str] = ("oar-p:answer_mean", "oar-g:answer_mean"),
+                      threshold: float | None = None, title: str | None = None):
+    """One completion of the Monte-Carlo ground truth (`oar_lite.credit.load_ground_truth`).
+
+    Top axis: P(correct | prefix) after each reasoning token (a step line, from the prompt
+    alone at the left) with its 95% Wilson band; pivotal tokens (``|delta P| >= threshold``)
+    shaded. Bottom axis: each method's scores of the same tokens, divided by their maximum,
+    as grouped bars. The x ticks are the tokens.
+
+    Args:
+        axes: two matplotlib axes ``(top, bottom)`` sharing x.
+        completion: one entry of the file's ``"completions"``.
+        methods: score names in ``completion["scores"]``.
+        threshold: pivot threshold (default `oar_lite.credit.PIVOT_THRESHOLD`).
+    """
+    from .credit import PIVOT_THRESHOLD, probability_jumps
+
+    threshold = PIVOT_THRESHOLD if threshold is None else threshold
+    top, bottom = axes
+    p = np.asarray(completion["p"], dtype=float)
+    R = len(p) - 1
+    low = np.asarray(completion.get("wilson_low", p), dtype=float)
+    high = np.asarray(completion.get("wilson_high", p), dtype=float)
+    x = np.arange(-1, R)  # p[t] is the value after token t - 1; -1 is the prompt alone
+    top.step(x, p, where="post", color="black", label="P(correct | prefix)")
+    top.fill_between(x, low, high, step="post", color="black", alpha=0.15, label="95% Wilson interval")
+    delta, _ = probability_jumps(completion)
+    for t in np.flatnonzero(np.abs(delta.numpy()) >= threshold - 1e-9):
+        for ax in axes:
+            ax.axvspan(t - 0.5, t + 0.5, color="#ffbf00", alpha=0.3, lw=0)
+    top.set_ylim(-0.02, 1.02)
+    top.set_ylabel("P(correct)")
+    top.legend(loc="best", fontsize=8)
+    if title:
+        top.set_title(title, fontsize=9)
+    width = 0.8 / max(len(methods), 1)
+    colors = [method_color(m, j) for j, m in enumerate(methods)]
+    if len(set(colors)) < len(colors):  # two modes of one method: tell them apart
+        import matplotlib.pyplot as plt
+
+        colors = [plt.get_cmap("tab10")(j) for j in range(len(methods))]
+    for j, m in enumerate(methods):
+        s = np.asarray(completion["scores"][m], dtype=float)
+        s = s / s.max() if s.max() > 0 else s
+        bottom.bar(np.arange(R) + (j - (len(methods) - 1) / 2) * width, s, width=width, label=method_label(m),
+                   color=colors[j])
+    bottom.set_ylabel("score / max")
+    bottom.legend(loc="best", fontsize=8)
+    tokens = completion.get("tokens", [""] * R)[:R]
+    bottom.set_xticks(np.arange(R))
+    bottom.set_xticklabels([repr(t)[1:-1] for t in tokens], rotation=90, fontsize=7)
+    bottom.set_xlim(-1.5, R - 0.5)
+    bottom.set_xlabel("reasoning token (shaded: pivotal)")
+    return axes

@@ -1,0 +1,330 @@
+"""Monte-Carlo ground truth on SmolLM2: P(correct | prefix) at every reasoning token.
+
+    nice -n 10 env OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \\
+        .venv/bin/python scripts/mc_ground_truth.py --phase all
+
+As in Pivotal Token Search (Abdin et al. 2024, the Phi-4 report): for a sampled
+completion of one of the project's word problems, every prefix ``prompt +
+completion[:t]`` (t = 0 .. R, R reasoning tokens) gets ``K`` sampled continuations, and
+the share that ends with the right answer (`oar_lite.reward.math_reward`) estimates
+P(correct | prefix). Token t moves it from ``p[t]`` to ``p[t + 1]``; tokens where it
+jumps are pivotal. The same completions are then scored by the credit methods
+(OAR-P, OAR-G, entropy, Captum IG, random), and everything is written to one JSON file,
+`oar_lite.credit.GROUND_TRUTH_PATH`, that `oar_lite.credit.ground_truth_table` reads.
+
+Phases (``--phase all`` runs them in order; each writes into ``--work`` and skips what is
+there, so a killed run resumes where it stopped):
+
+1. ``select``: up to ``--problems`` problems of ``--steps`` steps (`oar_lite.problems.make_problems`),
+   ``--group-size`` completions each at temperature 1, until enough problems have both a
+   right and a wrong usable completion; keeps completions that end, give a
+   parseable answer and have at most ``--max-reasoning`` reasoning tokens; takes one right
+   and one wrong completion from each problem that has both, then fills up with others.
+2. ``mc``: pass 1, ``--k`` rollouts at every prefix; pass 2, ``--k-extra`` more where the
+   first estimate is strictly between 0 and 1 (where the Monte-Carlo error is). Each
+   continuation is capped at the completion's remaining length + ``--slack`` tokens
+   (at most ``--max-new-tokens``).
+3. ``score``: the methods of ``--methods`` on each completion (`oar_lite.attribution.token_scores`).
+4. ``assemble``: writes the data file with all settings, seeds and CPU seconds.
+
+``--phase report`` (separately; no model) prints the table of `oar_lite.credit.ground_truth_table`
+and the summary, and draws docs/ground_truth.png.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from oar_lite import credit
+from oar_lite.attribution import token_scores
+from oar_lite.models import load_smollm2, smollm2_cache_path
+from oar_lite.problems import format_prompt, make_problems
+from oar_lite.reward import math_reward
+from oar_lite.segment import segment_completion_ids
+
+METHODS = ("oar-p:last", "oar-p:answer_mean", "oar-g:answer_mean", "entropy", "captum-ig:answer_joint", "random")
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def write_json(path: Path, obj) -> None:
+    """Atomic write (a killed run never leaves half a file)."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1))
+    os.replace(tmp, path)
+
+
+def read_json(path: Path, default):
+    return json.loads(path.read_text()) if path.exists() else default
+
+
+def select(args, model, tokenizer) -> list[dict]:
+    path = args.work / "selection.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    t0 = time.process_time()
+    problems = make_problems(args.problems, seed=args.problem_seed, steps=args.steps)
+    eos = tokenizer.eos_token_id
+    sampled = read_json(args.work / "sampled.json", [])  # per problem: (right, wrong), resumable
+    by_problem = [tuple(x) for x in sampled]
+    for i, problem in enumerate(problems):
+        if i < len(by_problem):
+            continue
+        if 2 * sum(bool(r and w) for r, w in by_problem) >= args.completions:
+            break  # enough problems with both a right and a wrong completion
+        prompt_ids = tokenizer(format_prompt(problem, tokenizer), add_special_tokens=False)["input_ids"]
+        rows = credit.sample_continuations(model, tokenizer, prompt_ids, k=args.group_size,
+                                           max_new_tokens=args.sample_tokens, seed=args.seed * 1000 + i)
+        texts = [tokenizer.decode(row, skip_special_tokens=True) for row in rows]
+        group_correct = sum(math_reward(text, problem.answer) == 1.0 for text in texts)
+        right, wrong = [], []
+        for row, text in zip(rows, texts):
+            seg = segment_completion_ids(tokenizer, row)
+            if len(row) >= args.sample_tokens or seg is None or not 3 <= seg.reasoning.stop <= args.max_reasoning:
+                continue  # unfinished, no parseable answer, or too long
+            correct = math_reward(text, problem.answer) == 1.0
+            rec = {"problem_index": i, "question": problem.question, "answer": problem.answer,
+                   "template": problem.template, "steps": problem.steps, "prompt_ids": prompt_ids,
+                   "completion_ids": row + [eos], "completion": text,
+                   "reasoning": [seg.reasoning.start, seg.reasoning.stop],
+                   "answer_span": [seg.answer.start, seg.answer.stop], "correct": correct,
+                   "group_correct": group_correct}
+            (right if correct else wrong).append(rec)
+        by_problem.append((right, wrong))
+        write_json(args.work / "sampled.json", by_problem)
+        log(f"select: problem {i + 1}/{len(problems)} {problem.template}: {len(right)} right, {len(wrong)} wrong usable")
+    chosen = []
+    for right, wrong in by_problem:  # one right and one wrong from each mixed problem first
+        if right and wrong and len(chosen) + 2 <= args.completions:
+            chosen += [right[0], wrong[0]]
+    rest = [r for right, wrong in by_problem for r in (wrong[:1] + right[:1]) if r not in chosen]
+    rest.sort(key=lambda r: (r["correct"], r["reasoning"][1]))  # wrong ones first, then shorter
+    chosen += rest[: args.completions - len(chosen)]
+    write_json(path, chosen)
+    log(f"select: {len(chosen)} completions ({sum(c['correct'] for c in chosen)} right), "
+        f"{time.process_time() - t0:.0f} CPU s")
+    return chosen
+
+
+def monte_carlo(args, model, tokenizer, chosen: list[dict]) -> dict:
+    shard, shards = args.shard
+    if args.only:
+        path = args.work / f"mc-only-{'-'.join(map(str, args.only))}.json"
+    else:
+        path = args.work / ("mc.json" if shards == 1 else f"mc-{shard}of{shards}.json")
+    done = read_json(path, {})
+    for pass_no, k in ((1, args.k), (2, args.k_extra)):
+        if k == 0:
+            continue
+        for i, rec in enumerate(chosen):
+            key = f"{i}/{pass_no}"
+            if key in done or key in _all_mc(args) or (i not in args.only if args.only else i % shards != shard):
+                continue
+            R, C = rec["reasoning"][1], len(rec["completion_ids"])
+            if pass_no == 1:
+                positions = list(range(R + 1))
+            else:
+                first = done[f"{i}/1"]["counts"]
+                positions = [t for t, c in enumerate(first) if 0 < c < args.k]
+            t0, w0 = time.process_time(), time.time()
+            counts = credit.prefix_success_counts(
+                model, tokenizer, rec["prompt_ids"], rec["completion_ids"],
+                lambda text, a=rec["answer"]: math_reward(text, a) == 1.0, positions=positions, k=k,
+                max_new_tokens=[min(args.max_new_tokens, C - t + args.slack) for t in positions],
+                seed=args.seed + 7919 * pass_no + 104729 * i).tolist()
+            done[key] = {"positions": positions, "counts": counts, "k": k,
+                         "cpu_seconds": time.process_time() - t0, "wall_seconds": time.time() - w0}
+            write_json(path, done)
+            log(f"mc pass {pass_no}: completion {i + 1}/{len(chosen)} ({len(positions)} prefixes, "
+                f"{'right' if rec['correct'] else 'wrong'}): {[round(c / k, 2) for c in counts]} "
+                f"{done[key]['cpu_seconds']:.0f} CPU s, load {os.getloadavg()[0]:.1f}")
+    return done
+
+
+def _all_mc(args) -> dict:
+    return {k: v for f in sorted(args.work.glob("mc*.json")) for k, v in read_json(f, {}).items()}  # all shards
+
+
+def score(args, model, tokenizer, chosen: list[dict]) -> dict:
+    path = args.work / "scores.json"
+    done = read_json(path, {})
+    generator = torch.Generator().manual_seed(args.seed)
+    for i, rec in enumerate(chosen):
+        if args.only_estimated and f"{i}/1" not in _all_mc(args):
+            continue  # expensive scorers only where the Monte-Carlo estimate exists
+        P = len(rec["prompt_ids"])
+        ids = torch.tensor(rec["prompt_ids"] + rec["completion_ids"])
+        reasoning = slice(P + rec["reasoning"][0], P + rec["reasoning"][1])
+        answer = slice(P + rec["answer_span"][0], P + rec["answer_span"][1])
+        for m in args.methods:
+            key = f"{i}/{m}"
+            if key in done:
+                continue
+            generator.manual_seed(args.seed * 1000 + i)
+            t0 = time.process_time()
+            s = token_scores(m, model, ids, reasoning, answer, pad_token_id=tokenizer.pad_token_id,
+                             batch_size=args.oar_p_batch, generator=generator, n_steps=args.ig_steps)
+            done[key] = {"scores": [float(x) for x in s.tolist()], "cpu_seconds": time.process_time() - t0}
+            write_json(path, done)
+            log(f"score: completion {i + 1}/{len(chosen)} {m}: {done[key]['cpu_seconds']:.1f} CPU s")
+    return done
+
+
+def assemble(args, tokenizer, chosen: list[dict], mc: dict, scores: dict) -> None:
+    completions = []
+    for i, rec in enumerate(chosen):
+        R = rec["reasoning"][1]
+        if f"{i}/1" not in mc:
+            log(f"assemble: completion {i} has no Monte-Carlo estimate yet, left out")
+            continue
+        methods = [m for m in args.methods if f"{i}/{m}" in scores]
+        if len(methods) < len(args.methods):
+            log(f"assemble: completion {i} lacks scores of {sorted(set(args.methods) - set(methods))}")
+        counts, rollouts = list(mc[f"{i}/1"]["counts"]), [mc[f"{i}/1"]["k"]] * (R + 1)
+        if f"{i}/2" in mc:
+            extra = mc[f"{i}/2"]
+            for t, c in zip(extra["positions"], extra["counts"]):
+                counts[t] += c
+                rollouts[t] += extra["k"]
+        se = credit.mc_standard_error(counts, rollouts)
+        low, high = credit.wilson_interval(counts, rollouts)
+        ids = rec["completion_ids"]
+        completions.append({
+            **{k: rec[k] for k in ("question", "answer", "template", "steps", "completion", "correct",
+                                   "reasoning", "answer_span", "group_correct")},
+            "prompt_tokens": len(rec["prompt_ids"]), "completion_ids": ids,
+            "tokens": [tokenizer.decode([t]) for t in ids],
+            "successes": counts, "rollouts": rollouts,
+            "p": [round(c / k, 5) for c, k in zip(counts, rollouts)],
+            "se": [round(x, 5) for x in se.tolist()],
+            "wilson_low": [round(x, 5) for x in low.tolist()], "wilson_high": [round(x, 5) for x in high.tolist()],
+            "scores": {m: [round(x, 7) for x in scores[f"{i}/{m}"]["scores"]] for m in methods},
+            "score_cpu_seconds": {m: round(scores[f"{i}/{m}"]["cpu_seconds"], 2) for m in methods},
+            "mc_cpu_seconds": round(sum(mc[f"{i}/{p}"]["cpu_seconds"] for p in (1, 2) if f"{i}/{p}" in mc), 1),
+        })
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
+                if k not in ("out", "work", "phase", "figure", "threshold")}
+    settings.update({
+        "model": "SmolLM2-135M-Instruct (oar_lite.models.load_smollm2, float32 from the Q4_1 GGUF)",
+        "prefix_definition": "p[t] = P(correct | prompt + completion[:t]), t = 0..R; reasoning token t moves p[t] to p[t+1]",
+        "rollout_sampling": "temperature 1, top_p 1, no top-k; continuation cap min(max_new_tokens, remaining completion tokens + slack); "
+                            "a rollout is correct when oar_lite.reward.math_reward(completion[:t] + continuation, answer) == 1",
+        "refinement": "pass 2 adds k_extra rollouts at prefixes whose pass-1 estimate is strictly between 0 and 1",
+        "seeds": "selection: torch.manual_seed(seed * 1000 + problem index); rollouts of completion i, pass q, prefix t: "
+                 "torch.manual_seed((seed + 7919 q + 104729 i) * 1000003 + t)",
+        "standard_error": "se = sqrt(p (1 - p) / K), 0 at p = 0 or 1; wilson_low/high: 95% Wilson score interval, "
+                          "which stays informative there (K = 16, p = 0 gives [0, 0.19])",
+        "mc_cpu_seconds": round(sum(v["cpu_seconds"] for v in mc.values()), 1),
+        "score_cpu_seconds": round(sum(v["cpu_seconds"] for v in scores.values()), 1),
+        "torch": torch.__version__, "platform": platform.platform(), "threads": torch.get_num_threads(),
+        "command": "python scripts/mc_ground_truth.py " + " ".join(sys.argv[1:]),
+    })
+    data = {"description": "Monte-Carlo P(correct | prefix) along SmolLM2 completions of oar_lite.problems word problems, "
+                           "with credit scores of the same tokens (scripts/mc_ground_truth.py; read with "
+                           "oar_lite.credit.load_ground_truth / ground_truth_table)",
+            "settings": settings, "completions": completions}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    write_json(args.out, data)
+    log(f"assemble: wrote {len(completions)} completions to {args.out} ({args.out.stat().st_size / 1024:.0f} KiB)")
+
+
+def report(args) -> None:
+    """The table and summary from the data file, and the figure (no model needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from oar_lite.plots import plot_ground_truth
+
+    data = credit.load_ground_truth(args.out)
+    print(credit.ground_truth_markdown(credit.ground_truth_table(data, threshold=args.threshold)))
+    print(json.dumps(credit.ground_truth_summary(data, threshold=args.threshold), indent=1))
+    # the figure: the completions with the largest total movement of P, one right and one wrong if there are both
+    ranked = sorted(data["completions"], key=lambda r: -float(credit.probability_jumps(r)[0].abs().sum()))
+    shown = [next((r for r in ranked if not r["correct"]), None), next((r for r in ranked if r["correct"]), None)]
+    shown = [r for r in shown if r is not None] or ranked[:2]
+    fig, axes = plt.subplots(2, len(shown), figsize=(6.5 * len(shown), 6), sharex="col", squeeze=False,
+                             gridspec_kw={"height_ratios": [1.3, 1]})
+    for j, rec in enumerate(shown):
+        title = f"{rec['question']}\n({'right' if rec['correct'] else 'wrong'}; answer {rec['answer']})"
+        plot_ground_truth(axes[:, j], rec, methods=("oar-p:answer_mean", "oar-p:last", "oar-g:answer_mean"),
+                          threshold=args.threshold, title="\n".join(_wrap(title, 70)))
+    fig.tight_layout()
+    args.figure.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(args.figure, dpi=110)
+    print(f"wrote {args.figure}")
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    import textwrap
+
+    return [line for part in text.split("\n") for line in textwrap.wrap(part, width)]
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--phase", default="all", choices=["select", "mc", "score", "assemble", "all", "report"])
+    ap.add_argument("--threshold", type=float, default=credit.PIVOT_THRESHOLD, help="pivot threshold (report)")
+    ap.add_argument("--figure", type=Path, default=Path(__file__).resolve().parent.parent / "docs" / "ground_truth.png")
+    ap.add_argument("--out", type=Path, default=credit.GROUND_TRUTH_PATH)
+    ap.add_argument("--work", type=Path, default=Path.home() / ".cache" / "oar-lite" / "mc_ground_truth",
+                    help="partial results (resumable)")
+    ap.add_argument("--completions", type=int, default=10)
+    ap.add_argument("--problems", type=int, default=40,
+                    help="most problems sampled for the selection (it stops when it has enough mixed ones)")
+    ap.add_argument("--problem-seed", type=int, default=0)
+    ap.add_argument("--steps", type=int, nargs="+", default=[1], help="template steps (1: one-step problems)")
+    ap.add_argument("--group-size", type=int, default=8)
+    ap.add_argument("--sample-tokens", type=int, default=40, help="length cap of the sampled completions")
+    ap.add_argument("--max-reasoning", type=int, default=20, help="longest reasoning (tokens) kept")
+    ap.add_argument("--k", type=int, default=16, help="rollouts per prefix, pass 1")
+    ap.add_argument("--k-extra", type=int, default=16, help="more rollouts where pass 1 is strictly inside (0, 1)")
+    ap.add_argument("--slack", type=int, default=12, help="continuation cap beyond the completion's remaining length")
+    ap.add_argument("--max-new-tokens", type=int, default=36)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--methods", nargs="+", default=list(METHODS))
+    ap.add_argument("--only", type=int, nargs="+", help="the Monte-Carlo phase does only these completions")
+    ap.add_argument("--only-estimated", action="store_true",
+                    help="score only completions whose Monte-Carlo pass 1 is done (for slow scorers)")
+    ap.add_argument("--oar-p-batch", type=int, default=8)
+    ap.add_argument("--ig-steps", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--shard", type=lambda s: tuple(int(x) for x in s.split("/")), default=(0, 1),
+                    help="'i/n': the Monte-Carlo phase does completions with index %% n == i (run n processes)")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.phase == "report":
+        return report(args)
+    args.work.mkdir(parents=True, exist_ok=True)
+    if args.phase == "assemble":  # the tokenizer is all it needs
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(smollm2_cache_path())
+        chosen = read_json(args.work / "selection.json", None)
+        if chosen is None:
+            raise SystemExit(f"nothing to assemble: no {args.work / 'selection.json'}; run --phase select first")
+        return assemble(args, tokenizer, chosen, _all_mc(args), read_json(args.work / "scores.json", {}))
+    model, tokenizer = load_smollm2()
+    chosen = select(args, model, tokenizer)
+    if args.phase == "select":
+        return
+    if args.phase in ("mc", "all"):
+        monte_carlo(args, model, tokenizer, chosen)
+    mc = _all_mc(args)
+    scores = score(args, model, tokenizer, chosen) if args.phase in ("score", "all") else read_json(args.work / "scores.json", {})
+    if args.phase in ("assemble", "all"):
+        assemble(args, tokenizer, chosen, mc, scores)
+
+
+if __name__ == "__main__":
+    main()
