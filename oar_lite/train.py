@@ -265,7 +265,7 @@ def train(model, tokenizer, task: Task, config: TrainConfig, *, out_dir: str | o
     return model, records
 
 
-PHASES = ("generate", "reward", "attribute", "update")
+PHASES = ("generate", "reward", "attribute", "update")  # the timed parts of a step; records carry time_<phase>, cpu_<phase>
 
 
 def train_step(model, tokenizer, task: Task, config: TrainConfig, optimizer, step: int, *, reference=None) -> dict:
