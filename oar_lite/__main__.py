@@ -15,13 +15,13 @@ import sys
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .compare import DEFAULT_METHODS
+    from .compare import COMPARED_TRAINING_METHODS
 
     parser = argparse.ArgumentParser(prog="python -m oar_lite", description="OAR for GRPO: train and compare.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p):
-        p.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS),
+        p.add_argument("--methods", nargs="+", default=list(COMPARED_TRAINING_METHODS),
                        help="credit assignment methods (uniform = plain GRPO; oar-g, oar-p, entropy, random; "
                             "a P_final mode after a colon: oar-p:answer_joint)")
         p.add_argument("--seeds", nargs="+", type=int, default=None, help="seeds (default: 0 1 2; --quick: 0)")

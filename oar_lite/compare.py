@@ -33,7 +33,7 @@ from typing import Sequence
 from .checks import check_number
 from .train import CHECKPOINT, METRICS, PHASES, Task, TrainConfig, read_jsonl, train, write_jsonl
 
-DEFAULT_METHODS = ("uniform", "oar-g", "oar-p")
+COMPARED_TRAINING_METHODS = ("uniform", "oar-g", "oar-p")  # the training methods `compare` runs by default
 
 # Budgets. "default" is the comparison the README reports (8 minutes on 2 idle cores,
 # 2 runs at a time; up to 40 under load); "quick" is for trying it (1 minute); "tiny" is for tests.
@@ -124,7 +124,7 @@ def _run_one(job: dict) -> list[dict]:
 
 
 def compare(
-    methods: Sequence[str] = DEFAULT_METHODS,
+    methods: Sequence[str] = COMPARED_TRAINING_METHODS,
     seeds: Sequence[int] | None = None,
     *,
     steps: int | None = None,

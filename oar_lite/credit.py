@@ -287,8 +287,9 @@ def _ranks(x: torch.Tensor) -> torch.Tensor:
     return ranks
 
 
-DEFAULT_METHODS = ("uniform", "random", "entropy", "oar-p:last", "oar-p:answer_mean", "oar-p:answer_joint",
-                   "oar-g:last", "oar-g:answer_mean", "oar-g:answer_joint", "captum-ig:answer_joint")
+# The token scorers (method:outcome) the credit benchmark compares by default.
+SCORED_CREDIT_METHODS = ("uniform", "random", "entropy", "oar-p:last", "oar-p:answer_mean", "oar-p:answer_joint",
+                         "oar-g:last", "oar-g:answer_mean", "oar-g:answer_joint", "captum-ig:answer_joint")
 
 
 def label_means(records: Sequence[dict], method: str) -> dict[str, float]:
