@@ -64,7 +64,7 @@ from typing import Iterable, Sequence
 
 import torch
 
-from .reward import math_reward
+from .reward import math_reward, math_rewards
 from .segment import completion_offsets, segment_completion_ids
 
 DATA_DIR = Path(str(resources.files(__package__) / "data"))
@@ -395,18 +395,19 @@ def example(tokenizer, prompt: str, completion: str | Sequence[int]) -> dict | N
 
 # ----------------------------------------------------------------------------- reward
 
+def _reference(answer: str | int | dict) -> str | int:
+    return answer["answer"] if isinstance(answer, dict) else answer
+
+
 def reward(completion: str, answer: str | int | dict) -> float:
     """1.0 if the completion's ``A=`` answer equals ``answer`` (a number or a problem dict),
     else 0.0; parsed with `oar_lite.reward.math_reward`, never evaluated."""
-    reference = answer["answer"] if isinstance(answer, dict) else answer
-    return math_reward(completion, reference, formats=FORMATS)
+    return math_reward(completion, _reference(answer), formats=FORMATS)
 
 
 def rewards(completions: Sequence[str], answers: Sequence[str | int | dict]) -> list[float]:
-    """`reward` for a batch, one answer (or problem) per completion."""
-    if len(completions) != len(answers):
-        raise ValueError(f"{len(completions)} completions but {len(answers)} answers; expected one each")
-    return [reward(c, a) for c, a in zip(completions, answers)]
+    """`reward` for a batch, one answer (or problem) per completion (`oar_lite.reward.math_rewards`)."""
+    return math_rewards(completions, [_reference(a) for a in answers], formats=FORMATS)
 
 
 # ----------------------------------------------------------------------------- model and data
