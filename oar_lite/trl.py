@@ -86,7 +86,7 @@ from .checks import check_number  # noqa: E402
 from .grpo import token_advantages  # noqa: E402
 from .oracle import CONTROLS, split_controls  # noqa: E402
 from .reward import math_rewards  # noqa: E402
-from .segment import FORMATS, segment_completion_ids, segments_to_masks  # noqa: E402
+from .segment import FORMATS, check_formats, segment_completion_ids, segments_to_masks  # noqa: E402
 from .train import NUMERIC_RANGES  # noqa: E402
 
 DEFAULT_MODES = {"oar-p": "last", "oar-g": "answer_mean"}
@@ -203,16 +203,7 @@ class OARConfig(GRPOConfig):
         for name, allowed in {**OAR_NUMERIC_RANGES, **TRL_NUMERIC_RANGES}.items():
             if hasattr(self, name):  # TRL versions differ in their fields
                 check_number("OARConfig", name, getattr(self, name), **allowed)
-        formats = self.oar_answer_formats
-        if isinstance(formats, str):
-            raise ValueError(f"oar_answer_formats must be a list of format names, got the string {formats!r}; "
-                             f"wrap it in a list: [{formats!r}]")
-        formats = list(formats)
-        unknown = [f for f in formats if f not in FORMATS]
-        if unknown or not formats:
-            raise ValueError(f"oar_answer_formats has unknown or no formats {unknown or formats}; "
-                             f"expected a non-empty subset of {list(FORMATS)}")
-        self.oar_answer_formats = formats
+        self.oar_answer_formats = list(check_formats(self.oar_answer_formats, "oar_answer_formats"))
 
     @property
     def oar_method_spec(self) -> str:
@@ -346,12 +337,7 @@ def accuracy_reward(formats: Sequence[str] = FORMATS):
     TRL calls it as ``reward(completions, answer=[...], **other_columns)``; a completion is
     a string, or chat messages whose last ``content`` is the text (conversational datasets).
     """
-    if isinstance(formats, str):
-        raise ValueError(f"formats must be a list of format names, got the string {formats!r}")
-    formats = tuple(formats)
-    unknown = [f for f in formats if f not in FORMATS]
-    if unknown or not formats:
-        raise ValueError(f"unknown or no answer formats {unknown or list(formats)}; expected a subset of {list(FORMATS)}")
+    formats = check_formats(formats)
 
     def accuracy(completions, answer, **kwargs):
         texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
