@@ -87,7 +87,7 @@ from .grpo import token_advantages  # noqa: E402
 from .oracle import CONTROLS, split_controls  # noqa: E402
 from .reward import math_rewards  # noqa: E402
 from .segment import FORMATS, check_formats, segment_completion_ids, segments_to_masks  # noqa: E402
-from .train import NUMERIC_RANGES  # noqa: E402
+from .train import NUMERIC_RANGES, step_seed  # noqa: E402
 
 DEFAULT_MODES = {"oar-p": "last", "oar-g": "answer_mean"}
 """P_final mode used when ``oar_mode`` is left unset (the paper's recommendations)."""
@@ -277,9 +277,10 @@ class OARGRPOTrainer(GRPOTrainer):
         args = self.args
         tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
         # Reproducible and resume-safe: the noise of OAR-G (and the random baseline) depends on
-        # the seed, the step and the process, not on how many batches came before in this run.
+        # the seed, the step (`oar_lite.train.step_seed`, as the CPU trainer) and the process,
+        # not on how many batches came before in this run.
         generator = torch.Generator().manual_seed(
-            int(args.seed) + 1_000_003 * int(self.state.global_step) + 7_919 * self.accelerator.process_index)
+            step_seed(int(args.seed), int(self.state.global_step)) + 7_919 * self.accelerator.process_index)
         with unwrap_model_for_generation(
             self.model_wrapped, self.accelerator, gather_deepspeed3_params=args.ds3_gather_for_generation,
             gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,
