@@ -31,7 +31,7 @@ def main(argv=None) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     ap = argparse.ArgumentParser(description="Credit-assignment benchmark (toy world)")
-    ap.add_argument("--methods", nargs="+", default=list(credit.DEFAULT_METHODS))
+    ap.add_argument("--methods", nargs="+", default=list(credit.SCORED_CREDIT_METHODS))
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)

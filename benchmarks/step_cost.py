@@ -34,10 +34,10 @@ from pathlib import Path
 import torch
 
 from benchmarks import common
+from oar_lite.train import PHASES
 
 METHODS = ("uniform", "oar-g", "oar-p")
 EXTRA_METHODS = ("oar-g-per-row",)  # OAR-G scored one row at a time (the path before issue 17), for comparison
-PHASES = ("generate", "reward", "attribute", "update")
 TARGETS = {"oar-g": 1.10, "oar-p": 3.0}  # issue 17: OAR-G <= 1.10x on SmolLM2 and <= 1.3x on the toy, OAR-P <= 2x on the toy
 
 # Per model: a step like the ones the project trains with. The toy settings are

@@ -1,7 +1,7 @@
 """Command line: ``python -m oar_lite compare`` (the main job) and ``python -m oar_lite demo``.
 
-    python -m oar_lite compare                        # GRPO vs OAR-G vs OAR-P, 3 seeds (~8 min on 2 idle cores)
-    python -m oar_lite compare --quick                # one seed, fewer steps (~1 min)
+    python -m oar_lite compare                        # GRPO vs OAR-G vs OAR-P, 3 seeds (time: benchmarks/RESULTS.md)
+    python -m oar_lite compare --quick                # one seed, fewer steps
     python -m oar_lite compare --methods uniform oar-g --seeds 0 1 --steps 20 --out results/mine
     python -m oar_lite compare --methods uniform oar-g:answer_mean oar-p:answer_mean --digits 4 --target 0.5
     python -m oar_lite demo                           # the quick comparison, then its table
@@ -15,13 +15,13 @@ import sys
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .compare import DEFAULT_METHODS
+    from .compare import COMPARED_TRAINING_METHODS
 
     parser = argparse.ArgumentParser(prog="python -m oar_lite", description="OAR for GRPO: train and compare.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p):
-        p.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS),
+        p.add_argument("--methods", nargs="+", default=list(COMPARED_TRAINING_METHODS),
                        help="credit assignment methods (uniform = plain GRPO; oar-g, oar-p, entropy, random; "
                             "a P_final mode after a colon: oar-p:answer_joint)")
         p.add_argument("--seeds", nargs="+", type=int, default=None, help="seeds (default: 0 1 2; --quick: 0)")
@@ -57,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
 
     compare = sub.add_parser("compare", help="train GRPO, OAR-G and OAR-P on the toy task and compare them")
     common(compare)
-    compare.add_argument("--quick", action="store_true", help="one seed, fewer steps: about 1 minute on 2 idle cores")
+    compare.add_argument("--quick", action="store_true", help="one seed, fewer steps: for trying it")
     demo = sub.add_parser("demo", help="the quick comparison, then its table")
     common(demo)
     demo.add_argument("--quick", action="store_true", help="accepted for symmetry with compare: the demo is always quick")

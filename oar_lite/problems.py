@@ -309,3 +309,33 @@ def format_prompt(
 def format_prompts(problems: Sequence[Problem], tokenizer, **options) -> list[str]:
     """`format_prompt` for each problem."""
     return [format_prompt(p, tokenizer, **options) for p in problems]
+
+
+# ----------------------------------------------------------------------------- GSM8K, for TRL
+
+GSM8K_FORMATS = ("answer_is", "boxed", "hash")
+"""Where a GSM8K answer is looked for: the prompts ask for ``The answer is N.``; math models
+often write ``\\boxed{N}``, and some copy GSM8K's ``#### N``."""
+
+
+def gsm8k_example(example: dict, *, shots: int = 2) -> dict:
+    """One ``openai/gsm8k`` row (``question``; ``answer``: a worked solution ending in
+    ``#### N``) as a TRL row: ``prompt``, chat messages with ``shots`` worked examples
+    (`oar_lite.problems.prompt_messages`), and ``answer``, the final number ``N`` without
+    thousands separators."""
+    if not isinstance(example, dict) or "question" not in example or "####" not in str(example.get("answer", "")):
+        raise ValueError("expected a GSM8K row with 'question' and an 'answer' that ends in '#### <number>', "
+                         f"got {example!r:.200}")
+    return {"prompt": prompt_messages(example["question"], shots=shots),
+            "answer": example["answer"].split("####")[-1].strip().replace(",", "")}
+
+
+def load_gsm8k(split: str = "train", *, n: int | None = None, shots: int = 2):
+    """GSM8K (``openai/gsm8k``, config ``main``) through `datasets` as TRL rows
+    (`gsm8k_example`); the first ``n`` rows if given. Needs the Hugging Face hub."""
+    from datasets import load_dataset
+
+    data = load_dataset("openai/gsm8k", "main", split=split)
+    if n is not None:
+        data = data.select(range(min(n, len(data))))
+    return data.map(lambda ex: gsm8k_example(ex, shots=shots), remove_columns=data.column_names)

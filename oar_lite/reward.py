@@ -24,7 +24,7 @@ from typing import Sequence
 
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
-from .segment import FORMATS, find_answer
+from .segment import FORMATS, check_formats, find_answer
 
 TIMEOUT_SECONDS = 5
 """math-verify's timeout for one parse or comparison, on the main thread."""
@@ -71,3 +71,19 @@ def math_rewards(completions: Sequence[str], references: Sequence[str | int | fl
     if len(completions) != len(references):
         raise ValueError(f"{len(completions)} completions but {len(references)} references; expected one each")
     return [math_reward(c, r, formats=formats) for c, r in zip(completions, references)]
+
+
+def accuracy_reward(formats: Sequence[str] = FORMATS):
+    """A TRL reward function: 1.0 when a completion's final answer equals its row's
+    ``answer`` column (`math_reward`, with math-verify), else 0.0.
+
+    TRL calls it as ``reward(completions, answer=[...], **other_columns)``; a completion is
+    a string, or chat messages whose last ``content`` is the text (conversational datasets).
+    """
+    formats = check_formats(formats)
+
+    def accuracy(completions, answer, **kwargs):
+        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+        return math_rewards(texts, [str(a) for a in answer], formats=formats)
+
+    return accuracy

@@ -151,7 +151,7 @@ def _last_hash(text: str) -> AnswerMatch | None:
 
 def find_answer(text: str, formats: Sequence[str] = FORMATS) -> AnswerMatch | None:
     """Find the final answer in ``text``; ``None`` when no format in ``formats`` matches."""
-    _check_formats(formats)
+    check_formats(formats)
     for name in formats:
         if name == "boxed":
             found = _last_boxed(text)
@@ -166,13 +166,19 @@ def find_answer(text: str, formats: Sequence[str] = FORMATS) -> AnswerMatch | No
     return None
 
 
-def _check_formats(formats: Sequence[str]) -> None:
+def check_formats(formats: Sequence[str], name: str = "formats") -> tuple[str, ...]:
+    """``formats`` as a tuple after checking it is a non-empty sequence of names from
+    `FORMATS`; a ValueError naming the argument ``name`` otherwise. The one check for
+    answer formats, used by `find_answer`, the TRL config and the TRL reward."""
     if isinstance(formats, str):
-        raise ValueError(f"formats must be a sequence of format names, got the string {formats!r}; "
-                         f"wrap it in a tuple: ({formats!r},)")
+        raise ValueError(f"{name} must be a sequence of format names, got the string {formats!r}; "
+                         f"wrap it: [{formats!r}]")
+    formats = tuple(formats)
     unknown = [f for f in formats if f not in FORMATS]
     if unknown or not formats:
-        raise ValueError(f"unknown answer format(s) {unknown or formats!r}; expected a non-empty subset of {FORMATS}")
+        raise ValueError(f"{name} has an unknown answer format or none (unknown or no answer formats: "
+                         f"{unknown or list(formats)}); expected a non-empty subset of {list(FORMATS)}")
+    return formats
 
 
 def segment_completion(

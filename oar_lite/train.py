@@ -265,7 +265,7 @@ def train(model, tokenizer, task: Task, config: TrainConfig, *, out_dir: str | o
     return model, records
 
 
-PHASES = ("generate", "reward", "attribute", "update")
+PHASES = ("generate", "reward", "attribute", "update")  # the timed parts of a step; records carry time_<phase>, cpu_<phase>
 
 
 def train_step(model, tokenizer, task: Task, config: TrainConfig, optimizer, step: int, *, reference=None) -> dict:
@@ -486,6 +486,10 @@ def seed_everything(seed: int) -> None:
 
 
 def step_seed(seed: int, step: int) -> int:
+    """The seed of step ``step`` of a run seeded ``seed``: its sampling and scoring noise
+    depend on the run's seed and the step only (not on what ran before), so a resumed run
+    draws what an uninterrupted one would. Both trainers use it (`train_step` and
+    `oar_lite.trl.OARGRPOTrainer`); the prime keeps (seed, step) pairs apart."""
     return (seed * 1_000_003 + step) % 2**63
 
 

@@ -30,7 +30,7 @@ import inspect
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -85,9 +85,8 @@ from .attribution import SCORERS, parse_method, token_weights  # noqa: E402
 from .checks import check_number  # noqa: E402
 from .grpo import token_advantages  # noqa: E402
 from .oracle import CONTROLS, split_controls  # noqa: E402
-from .reward import math_rewards  # noqa: E402
-from .segment import FORMATS, segment_completion_ids, segments_to_masks  # noqa: E402
-from .train import NUMERIC_RANGES  # noqa: E402
+from .segment import FORMATS, check_formats, segment_completion_ids, segments_to_masks  # noqa: E402
+from .train import NUMERIC_RANGES, step_seed  # noqa: E402
 
 DEFAULT_MODES = {"oar-p": "last", "oar-g": "answer_mean"}
 """P_final mode used when ``oar_mode`` is left unset (the paper's recommendations)."""
@@ -203,16 +202,7 @@ class OARConfig(GRPOConfig):
         for name, allowed in {**OAR_NUMERIC_RANGES, **TRL_NUMERIC_RANGES}.items():
             if hasattr(self, name):  # TRL versions differ in their fields
                 check_number("OARConfig", name, getattr(self, name), **allowed)
-        formats = self.oar_answer_formats
-        if isinstance(formats, str):
-            raise ValueError(f"oar_answer_formats must be a list of format names, got the string {formats!r}; "
-                             f"wrap it in a list: [{formats!r}]")
-        formats = list(formats)
-        unknown = [f for f in formats if f not in FORMATS]
-        if unknown or not formats:
-            raise ValueError(f"oar_answer_formats has unknown or no formats {unknown or formats}; "
-                             f"expected a non-empty subset of {list(FORMATS)}")
-        self.oar_answer_formats = formats
+        self.oar_answer_formats = list(check_formats(self.oar_answer_formats, "oar_answer_formats"))
 
     @property
     def oar_method_spec(self) -> str:
@@ -286,9 +276,10 @@ class OARGRPOTrainer(GRPOTrainer):
         args = self.args
         tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
         # Reproducible and resume-safe: the noise of OAR-G (and the random baseline) depends on
-        # the seed, the step and the process, not on how many batches came before in this run.
+        # the seed, the step (`oar_lite.train.step_seed`, as the CPU trainer) and the process,
+        # not on how many batches came before in this run.
         generator = torch.Generator().manual_seed(
-            int(args.seed) + 1_000_003 * int(self.state.global_step) + 7_919 * self.accelerator.process_index)
+            step_seed(int(args.seed), int(self.state.global_step)) + 7_919 * self.accelerator.process_index)
         with unwrap_model_for_generation(
             self.model_wrapped, self.accelerator, gather_deepspeed3_params=args.ds3_gather_for_generation,
             gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,
@@ -333,53 +324,6 @@ class OARGRPOTrainer(GRPOTrainer):
 
 
 # ----------------------------------------------------------------------------- rewards and data for TRL
-
-GSM8K_FORMATS = ("answer_is", "boxed", "hash")
-"""Where a GSM8K answer is looked for: the prompts ask for ``The answer is N.``; math models
-often write ``\\boxed{N}``, and some copy GSM8K's ``#### N``."""
-
-
-def accuracy_reward(formats: Sequence[str] = FORMATS):
-    """A TRL reward function: 1.0 when a completion's final answer equals its row's
-    ``answer`` column (`oar_lite.reward.math_reward`, with math-verify), else 0.0.
-
-    TRL calls it as ``reward(completions, answer=[...], **other_columns)``; a completion is
-    a string, or chat messages whose last ``content`` is the text (conversational datasets).
-    """
-    if isinstance(formats, str):
-        raise ValueError(f"formats must be a list of format names, got the string {formats!r}")
-    formats = tuple(formats)
-    unknown = [f for f in formats if f not in FORMATS]
-    if unknown or not formats:
-        raise ValueError(f"unknown or no answer formats {unknown or list(formats)}; expected a subset of {list(FORMATS)}")
-
-    def accuracy(completions, answer, **kwargs):
-        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
-        return math_rewards(texts, [str(a) for a in answer], formats=formats)
-
-    return accuracy
-
-
-def gsm8k_example(example: dict, *, shots: int = 2) -> dict:
-    """One ``openai/gsm8k`` row (``question``; ``answer``: a worked solution ending in
-    ``#### N``) as a TRL row: ``prompt``, chat messages with ``shots`` worked examples
-    (`oar_lite.problems.prompt_messages`), and ``answer``, the final number ``N`` without
-    thousands separators."""
-    from .problems import prompt_messages
-
-    if not isinstance(example, dict) or "question" not in example or "####" not in str(example.get("answer", "")):
-        raise ValueError("expected a GSM8K row with 'question' and an 'answer' that ends in '#### <number>', "
-                         f"got {example!r:.200}")
-    return {"prompt": prompt_messages(example["question"], shots=shots),
-            "answer": example["answer"].split("####")[-1].strip().replace(",", "")}
-
-
-def load_gsm8k(split: str = "train", *, n: int | None = None, shots: int = 2):
-    """GSM8K (``openai/gsm8k``, config ``main``) through `datasets` as TRL rows
-    (`gsm8k_example`); the first ``n`` rows if given. Needs the Hugging Face hub."""
-    from datasets import load_dataset
-
-    data = load_dataset("openai/gsm8k", "main", split=split)
-    if n is not None:
-        data = data.select(range(min(n, len(data))))
-    return data.map(lambda ex: gsm8k_example(ex, shots=shots), remove_columns=data.column_names)
+# They live in `oar_lite.reward` and `oar_lite.problems` (importable without TRL); re-exported here.
+from .problems import GSM8K_FORMATS, gsm8k_example, load_gsm8k  # noqa: E402,F401
+from .reward import accuracy_reward  # noqa: E402,F401
