@@ -230,6 +230,11 @@ class OARGRPOTrainer(GRPOTrainer):
                              f"{type(args).__name__}; build it with OARConfig(...)")
         if args.use_liger_kernel:
             raise ValueError(_LIGER_MESSAGE)
+        # Seed before TRL builds the peft adapter inside its __init__ (TRL < 1.16 seeds only after),
+        # so the same seed gives the same LoRA init on every supported release (issue 15).
+        from transformers.trainer_utils import enable_full_determinism, set_seed
+
+        enable_full_determinism(args.seed) if args.full_determinism else set_seed(args.seed)
         super().__init__(model, reward_funcs, args, *pargs, **kwargs)
 
     # ------------------------------------------------------------------ the one override
