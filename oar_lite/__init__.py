@@ -4,7 +4,8 @@ The algorithm contract is OAR-SPEC (Li et al. 2026, arXiv 2601.07408):
 
 - `group_advantages`, `policy_loss`, `token_advantages`: GRPO (`oar_lite.grpo`).
 - `perturbation_scores` (OAR-P), `gradient_scores` (OAR-G) and baselines, one calling
-  convention, and `token_weights`, the batched entry point (`oar_lite.attribution`).
+  convention, and `token_weights`, the batched entry point, with its settings in one
+  `CreditConfig` (`oar_lite.attribution`).
 - `bilevel_weights`: scores -> token weights (`oar_lite.reshape`).
 - `find_answer`, `segment_completion`, `segment_completion_ids`, `segments_to_masks`:
   where the reasoning ends and the answer is (`oar_lite.segment`).
@@ -22,6 +23,7 @@ The algorithm contract is OAR-SPEC (Li et al. 2026, arXiv 2601.07408):
 """
 from .attribution import (
     MODES,
+    CreditConfig,
     SCORERS,
     default_token_budget,
     entropy_scores,

@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import inspect
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
+from .checks import check_number
 from .oracle import CONTROLS, apply_controls, oracle_scores, pivotal_oracle_scores, split_controls
 from .reshape import bilevel_weights
 
@@ -611,15 +614,59 @@ def token_scores(method: str, model, input_ids: torch.Tensor, reasoning: slice, 
     say) are dropped, so one call site can serve every method. Control prefixes
     (``"inverted:"``, ``"shuffled:"``) transform the scores of the method behind them.
     """
-    controls, _ = split_controls(method)
-    name, mode = parse_method(method)
+    if not torch.is_tensor(input_ids):
+        _check_sequence(input_ids, reasoning, answer)  # raises: not a tensor [T]
+    whole = slice(0, input_ids.shape[-1])
+    return _score_rows(method, model, input_ids[None], {0: (whole, reasoning, answer)}, options, batched=False)[0]
+
+
+def _score(name: str, mode: str | None, model, input_ids: torch.Tensor, reasoning: slice, answer: slice,
+           options: dict) -> torch.Tensor:
+    """One sequence's raw scores ``[R]`` from scorer ``name``, given the options it takes."""
     scorer = SCORERS[name]
     params = inspect.signature(scorer).parameters
     kwargs = {k: v for k, v in options.items() if k in params and v is not None}
     if mode is not None:
         kwargs["mode"] = mode
-    scores = scorer(model, input_ids, reasoning, answer, **kwargs)
-    return apply_controls(controls, scores, input_ids, options) if controls else scores
+    return scorer(model, input_ids, reasoning, answer, **kwargs)
+
+
+def _score_rows(method: str, model, input_ids: torch.Tensor, spans: dict[int, tuple[slice, slice, slice]],
+                options: dict, *, batched: bool = True) -> dict[int, torch.Tensor]:
+    """Scores of the rows of a padded batch: the one place a method name becomes scores,
+    control prefixes included.
+
+    Args:
+        input_ids: ``[B, T]``.
+        spans: ``{row: (attended, reasoning, answer)}``, slices in padded columns.
+        batched: OAR-G scores all rows in one padded pass (`gradient_scores_batch`);
+            otherwise each row is scored alone, padding stripped.
+
+    Returns:
+        ``{row: [R_row]}`` for the rows of ``spans``.
+    """
+    controls, _ = split_controls(method)
+    name, mode = parse_method(method)
+    if batched and SCORERS[name] is gradient_scores and spans:
+        # OAR-G: every scored row in one padded forward + backward (same scores, up to rounding).
+        rows = list(spans)
+        attention = torch.zeros_like(input_ids[rows])
+        for i, r in enumerate(rows):
+            attention[i, spans[r][0]] = 1
+        scores = gradient_scores_batch(
+            model, input_ids[rows], attention, [spans[r][1] for r in rows], [spans[r][2] for r in rows],
+            mode=mode or inspect.signature(gradient_scores).parameters["mode"].default,
+            **{k: v for k, v in options.items() if k in ("noise_std", "generator") and v is not None})
+        raw = dict(zip(rows, scores))
+    else:
+        raw = {}
+        for row, (valid, reasoning, answer) in spans.items():
+            off = valid.start
+            raw[row] = _score(name, mode, model, input_ids[row, valid], slice(reasoning.start - off, reasoning.stop - off),
+                              slice(answer.start - off, answer.stop - off), options)
+    if not controls:
+        return raw
+    return {row: apply_controls(controls, s, input_ids[row, spans[row][0]], options) for row, s in raw.items()}
 
 
 def mask_to_span(mask: torch.Tensor, what: str = "mask") -> slice | None:
@@ -633,6 +680,72 @@ def mask_to_span(mask: torch.Tensor, what: str = "mask") -> slice | None:
     return slice(start, stop)
 
 
+CREDIT_RANGES: dict[str, dict] = {
+    "quantile": dict(low=0, high=1),
+    "boost": dict(low=0),
+    "floor": dict(low=0, high=1),
+    "noise_std": dict(low=0),
+    "batch_size": dict(integer=True, low=1, optional=True),
+    "token_budget": dict(integer=True, low=1, optional=True),
+}
+"""The allowed range of every numeric `CreditConfig` field (`oar_lite.checks.check_number`)."""
+
+
+@dataclass(frozen=True)
+class CreditConfig:
+    """How credit is assigned to tokens: the scorer and the reshaping of its scores.
+
+    The one place these settings are defined and checked: `token_weights` takes it,
+    `oar_lite.train.TrainConfig` nests it, `oar_lite.trl.OARConfig` builds it from its
+    ``oar_*`` fields. A field reaches the code by its name: the parameters of
+    `bilevel_weights` (the reshaping, spec section 6) get theirs, and every other
+    setting goes to the scorer if it takes a parameter of that name (`token_scores`).
+    So a new setting is a field here (and its range in `CREDIT_RANGES`).
+
+    Fields:
+        method: a `SCORERS` name, optionally with a P_final mode (``"oar-p:answer_joint"``)
+            and control prefixes (``"shuffled:oracle"``); ``"uniform"`` is plain GRPO.
+        quantile, boost, floor, preserve_mass: the reshaping (`bilevel_weights`).
+        noise_std: sigma of OAR-G's embedding noise.
+        batch_size: OAR-P: at most this many perturbed copies per forward pass (None: only
+            the token budget decides).
+        token_budget: OAR-P: at most this many tokens per forward pass (None:
+            `default_token_budget` of the model's device).
+    """
+
+    method: str = "oar-g"
+    quantile: float = 0.25
+    boost: float = 1.0
+    floor: float = 0.1
+    preserve_mass: bool = True
+    noise_std: float = 1e-3
+    batch_size: int | None = None
+    token_budget: int | None = None
+
+    def __post_init__(self):
+        parse_method(self.method)  # ValueError naming the valid scorers, modes and controls
+        for name, allowed in CREDIT_RANGES.items():
+            check_number("CreditConfig", name, getattr(self, name), **allowed)
+        if not isinstance(self.preserve_mass, bool):
+            raise ValueError(f"CreditConfig.preserve_mass={self.preserve_mass!r}: expected True or False")
+
+    def reshape(self, scores: torch.Tensor) -> torch.Tensor:
+        """``[R]`` scores -> ``[R]`` weights with this config's `bilevel_weights` settings."""
+        return bilevel_weights(scores, **{k: v for k, v in self._settings().items() if k in _RESHAPING})
+
+    def scorer_options(self) -> dict:
+        """The settings that are not the method or the reshaping: the scorer's options."""
+        return {k: v for k, v in self._settings().items() if k not in _RESHAPING}
+
+    def _settings(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "method"}
+
+
+_RESHAPING = tuple(inspect.signature(bilevel_weights).parameters)[1:]  # after the scores
+CREDIT_FIELDS = tuple(f.name for f in dataclasses.fields(CreditConfig))
+"""The `CreditConfig` field names, which `token_weights` also takes as keywords."""
+
+
 def token_weights(
     model,
     input_ids: torch.Tensor,
@@ -640,11 +753,7 @@ def token_weights(
     reasoning_mask: torch.Tensor,
     answer_mask: torch.Tensor,
     *,
-    method: str = "oar-g",
-    quantile: float = 0.25,
-    boost: float = 1.0,
-    floor: float = 0.1,
-    preserve_mass: bool = True,
+    credit: CreditConfig | None = None,
     return_scores: bool = False,
     **options,
 ):
@@ -664,19 +773,19 @@ def token_weights(
         reasoning_mask: ``[B, T]`` bool, the reasoning tokens (contiguous per row).
         answer_mask: ``[B, T]`` bool, the answer tokens; an all-False row means "no
             parseable answer" and gets all weights 1.
-        method: ``"uniform"``, ``"random"``, ``"entropy"``, ``"oar-p"``, ``"oar-g"``, ``"oracle"``
-            or any registered scorer, optionally with a P_final mode (``"oar-p:answer_joint"``)
-            and control prefixes (``"shuffled:oracle"``).
-        quantile, boost, floor, preserve_mass: the reshaping (`bilevel_weights`).
+        credit: the method and its settings (`CreditConfig`; default ``CreditConfig()``, OAR-G).
         return_scores: also return the list of raw ``[R_i]`` scores (``None`` for rows
             without an answer).
-        **options: passed to the scorer (``pad_token_id``, ``batch_size``, ``noise_std``,
-            ``generator``, ...; options a scorer does not take are ignored).
+        **options: `CreditConfig` fields by name (``method="oar-p", quantile=0.5``; None
+            keeps the field) replace those of ``credit``; the rest go to the scorer
+            (``pad_token_id``, ``generator``, ``tokenizer``, ...; options a scorer does
+            not take are ignored).
 
     Returns:
         ``weights [B, T]`` float32 (1 outside reasoning), or ``(weights, scores)``.
     """
-    parse_method(method)
+    changes = {name: options.pop(name) for name in CREDIT_FIELDS if name in options}
+    credit = dataclasses.replace(credit or CreditConfig(), **{k: v for k, v in changes.items() if v is not None})
     if input_ids.dim() != 2:
         raise ValueError(f"input_ids must be [B, T], got {tuple(input_ids.shape)}")
     for name, m in (("attention_mask", attention_mask), ("reasoning_mask", reasoning_mask), ("answer_mask", answer_mask)):
@@ -693,30 +802,11 @@ def token_weights(
         if reasoning.start < valid.start or answer.stop > valid.stop:
             raise ValueError(f"row {row}: reasoning/answer reach outside the attended tokens")
         spans[row] = (valid, reasoning, answer)
-    name, mode = parse_method(method)
-    if SCORERS[name] is gradient_scores and spans:
-        # OAR-G: every scored row in one padded forward + backward (same scores, up to rounding).
-        rows = list(spans)
-        batched = gradient_scores_batch(
-            model, input_ids[rows], attention_mask[rows], [spans[r][1] for r in rows], [spans[r][2] for r in rows],
-            mode=mode or inspect.signature(gradient_scores).parameters["mode"].default,
-            **{k: v for k, v in options.items() if k in ("noise_std", "generator") and v is not None})
-        # Controls ("inverted:oar-g", "shuffled:oar-g") act on each row's scores, as in `token_scores`.
-        controls, _ = split_controls(method)
-        row_scores = {r: apply_controls(controls, s, input_ids[r, spans[r][0]], options) if controls else s
-                      for r, s in zip(rows, batched)}
-    else:
-        row_scores = {}
-        for row, (valid, reasoning, answer) in spans.items():
-            off = valid.start
-            row_scores[row] = token_scores(method, model, input_ids[row, valid],
-                                           slice(reasoning.start - off, reasoning.stop - off),
-                                           slice(answer.start - off, answer.stop - off), **options)
+    row_scores = _score_rows(credit.method, model, input_ids, spans, {**credit.scorer_options(), **options})
     all_scores: list[torch.Tensor | None] = []
     for row in range(input_ids.shape[0]):
         scores = row_scores.get(row)
         all_scores.append(scores)
         if scores is not None:
-            weights[row, spans[row][1]] = bilevel_weights(scores, quantile=quantile, boost=boost, floor=floor,
-                                                          preserve_mass=preserve_mass).to(weights.device, weights.dtype)
+            weights[row, spans[row][1]] = credit.reshape(scores).to(weights.device, weights.dtype)
     return (weights, all_scores) if return_scores else weights
