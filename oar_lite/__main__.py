@@ -66,16 +66,20 @@ def _parser() -> argparse.ArgumentParser:
 
 def check_flags(args: argparse.Namespace, names: dict[str, str]) -> None:
     """Range-check the numeric flags with the ranges of the settings they set
-    (`oar_lite.train.NUMERIC_RANGES`, `oar_lite.compare.RUN_RANGES`); ValueError names the flag."""
+    (`oar_lite.train.NUMERIC_RANGES`, `oar_lite.attribution.CREDIT_RANGES`,
+    `oar_lite.compare.RUN_RANGES`); ValueError names the flag."""
+    from .attribution import CREDIT_RANGES
     from .checks import check_number
     from .compare import RUN_RANGES
-    from .train import NUMERIC_RANGES
+    from .train import CREDIT_KEYWORDS, NUMERIC_RANGES
+
+    ranges = {**NUMERIC_RANGES, **{k: CREDIT_RANGES[f] for k, f in CREDIT_KEYWORDS.items() if f in CREDIT_RANGES}}
 
     def flag(name: str) -> str:
         return "--" + name.replace("_", "-")
 
     for name, field in names.items():
-        check_number("", flag(name), getattr(args, name), **{**NUMERIC_RANGES[field], "optional": True})
+        check_number("", flag(name), getattr(args, name), **{**ranges[field], "optional": True})
     check_number("", "--steps", args.steps, **{**NUMERIC_RANGES["steps"], "optional": True})
     for seed in args.seeds or ():
         check_number("", "--seeds", seed, **NUMERIC_RANGES["seed"])

@@ -20,43 +20,57 @@ with the differences named.
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
 import platform
 import statistics
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
 from .checks import check_number
-from .train import CHECKPOINT, METRICS, PHASES, Task, TrainConfig, read_jsonl, train, write_jsonl
+from .train import CHECKPOINT, METRICS, PHASES, Task, TrainConfig, flat_settings, read_jsonl, train, write_jsonl
 
 COMPARED_TRAINING_METHODS = ("uniform", "oar-g", "oar-p")  # the training methods `compare` runs by default
+
+# Training settings shared by every profile (flags and ``overrides`` change them).
+# learning_rate: 1e-4 reaches the default target within the default budget (benchmarks/RESULTS.md,
+# "Learning"); 3e-4 learned less and 2e-3 collapsed an earlier toy model.
+TRAINING = TrainConfig(learning_rate=1e-4, max_new_tokens=66, temperature=1.0, num_iterations=1, beta=0.0,
+                       quantile=0.25, boost=1.0, floor=0.1, noise_std=1e-3, checkpoint_every=5)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A budget of the comparison: every run's training settings (a `TrainConfig` preset;
+    each run sets its method and seed) and compare's own settings, the seeds and the
+    target accuracy."""
+
+    config: TrainConfig
+    seeds: tuple[int, ...]
+    target: float
+
 
 # Budgets. "default" is the comparison the README reports (its run time: benchmarks/RESULTS.md,
 # "Learning"); "quick" is for trying it (a fraction of that); "tiny" is for tests.
 # Each has its target accuracy: "quick" stops at 10 steps, before the shipped model reaches
 # 0.85, and a table of "not reached" shows nothing.
-PROFILES: dict[str, dict] = {
-    "default": dict(seeds=(0, 1, 2), steps=30, prompts_per_step=8, group_size=8, eval_every=5, eval_size=None,
-                    target=0.85),
-    "quick": dict(seeds=(0,), steps=10, prompts_per_step=8, group_size=8, eval_every=5, eval_size=100, target=0.7),
-    "tiny": dict(seeds=(0,), steps=2, prompts_per_step=2, group_size=4, eval_every=1, eval_size=8, target=0.85,
-                 checkpoint_every=1),
+PROFILES: dict[str, Profile] = {
+    "default": Profile(replace(TRAINING, steps=30, prompts_per_step=8, group_size=8, eval_every=5, eval_size=None),
+                       seeds=(0, 1, 2), target=0.85),
+    "quick": Profile(replace(TRAINING, steps=10, prompts_per_step=8, group_size=8, eval_every=5, eval_size=100),
+                     seeds=(0,), target=0.7),
+    "tiny": Profile(replace(TRAINING, steps=2, prompts_per_step=2, group_size=4, eval_every=1, eval_size=8,
+                            checkpoint_every=1), seeds=(0,), target=0.85),
     # "credit": the regime of benchmarks/credit_regime.py (notebook 07, RESULTS.md "When credit matters"):
     # small batches (the noise credit acts on is largest), sharp credit (boost 9: a top-scored token
     # weighs ten times a bottom one, "0.1 elsewhere" for the oracle's binary scores), 5 seeds,
     # evaluations every 2 steps so that steps to the target are resolved.
-    "credit": dict(seeds=(0, 1, 2, 3, 4), steps=16, prompts_per_step=2, group_size=4, eval_every=2, eval_size=100,
-                   target=0.75, boost=9.0),
+    "credit": Profile(replace(TRAINING, steps=16, prompts_per_step=2, group_size=4, eval_every=2, eval_size=100,
+                              boost=9.0), seeds=(0, 1, 2, 3, 4), target=0.75),
 }
-# Training settings shared by every profile (a TrainConfig field each; flags can change them).
-# learning_rate: 1e-4 reaches the default target within the default budget (benchmarks/RESULTS.md,
-# "Learning"); 3e-4 learned less and 2e-3 collapsed an earlier toy model.
-TRAINING = dict(learning_rate=1e-4, max_new_tokens=66, temperature=1.0, num_iterations=1, beta=0.0,
-                quantile=0.25, boost=1.0, floor=0.1, noise_std=1e-3)
 DEFAULT_TARGET = 0.85
 TRAIN_POOL = dict(n=4000, seed=12345, digits=(2, 4))
 # Held-out problems for other digit ranges (--digits): fresh ones, since oar_lite/data/toy_eval.jsonl
@@ -96,11 +110,10 @@ def toy_task(*, eval_size: int | None = None, digits: int | tuple[int, int] | No
     return Task(train_problems=train_problems, eval_problems=evals, formats=toy.FORMATS)
 
 
-def run_config(method: str, seed: int, settings: dict) -> TrainConfig:
-    """The `TrainConfig` of one run of the comparison."""
-    fields = {f.name for f in dataclasses.fields(TrainConfig)}
-    kwargs = {k: v for k, v in settings.items() if k in fields}
-    return TrainConfig(method=method, seed=seed, **kwargs)
+def run_config(method: str, seed: int, settings: TrainConfig = TRAINING) -> TrainConfig:
+    """The `TrainConfig` of one run of the comparison: ``settings`` (`TRAINING`, a
+    profile's, or one made from them with `dataclasses.replace`) with the run's method and seed."""
+    return replace(settings, method=method, seed=seed)
 
 
 def _run_one(job: dict) -> list[dict]:
@@ -113,7 +126,7 @@ def _run_one(job: dict) -> list[dict]:
     if job.get("threads"):
         torch.set_num_threads(job["threads"])
     try:
-        config = TrainConfig(**job["config"])
+        config = job["config"]
         model, tokenizer = toy.load_model(job.get("model_dir"))
         task = toy_task(eval_size=config.eval_size, digits=job.get("digits"))
         # The checkpoint records the task's fingerprint: a folder of 2-4-digit runs refuses --digits 4.
@@ -154,7 +167,8 @@ def compare(
         threads: torch threads per run (1 suits the toy model: its matrices are too small
             for two threads to pay off). None leaves torch's setting alone.
         model_dir: a toy model folder other than the shipped ``oar_lite/data/toy-model``.
-        overrides: `TrainConfig` fields to change (``{"learning_rate": 1e-3, "boost": 2.0}``).
+        overrides: `TrainConfig` settings to change (``{"learning_rate": 1e-3, "boost": 2.0}``);
+            an unknown name is a ValueError.
         digits: train and evaluate on problems with this many digits (an int or an inclusive
             ``[low, high]`` pair; default the toy world's 2-4; see `toy_task`).
         progress: progress bars.
@@ -169,22 +183,17 @@ def compare(
         raise ValueError("methods is empty; expected e.g. ('uniform', 'oar-g', 'oar-p')")
     check_number("compare", "jobs", jobs, **RUN_RANGES["jobs"])
     check_number("compare", "threads", threads, **RUN_RANGES["threads"])
-    settings = {**TRAINING, **PROFILES[profile], **(overrides or {})}
-    profile_target = settings.pop("target")
-    target = profile_target if target is None else target
+    preset = PROFILES[profile]
+    changes = {**(overrides or {}), "progress": progress, **({} if steps is None else {"steps": steps})}
+    settings = replace(preset.config, **changes)  # TrainConfig checks them (unknown names too)
+    target = preset.target if target is None else target
     check_number("compare", "target", target, **RUN_RANGES["target"])
     if digits is not None:
         from .toy import digit_range
 
         digits = digit_range(digits if isinstance(digits, int) else tuple(digits))  # raises ValueError
         digits = None if digits == TRAIN_POOL["digits"] else digits
-    if seeds is not None:
-        settings["seeds"] = tuple(seeds)
-    if steps is not None:
-        settings["steps"] = steps
-    settings["checkpoint_every"] = settings.get("checkpoint_every", 5)
-    settings["progress"] = progress
-    seeds = tuple(settings.pop("seeds"))
+    seeds = preset.seeds if seeds is None else tuple(seeds)
     if not seeds:
         raise ValueError("seeds is empty; expected at least one seed")
     _refuse_duplicates("methods", [_slug(m) for m in methods], list(methods))
@@ -195,7 +204,7 @@ def compare(
     for method in methods:
         for seed in seeds:
             config = run_config(method, seed, settings)  # validates method and settings up front
-            runs.append({"config": dataclasses.asdict(config), "out": str(out / "runs" / f"{_slug(method)}-seed{seed}"),
+            runs.append({"config": config, "out": str(out / "runs" / f"{_slug(method)}-seed{seed}"),
                          "threads": threads, "model_dir": str(model_dir) if model_dir else None, "digits": digits})
     # Every run folder is checked before any training, so a mismatch costs nothing.
     model = _model_fingerprint(model_dir)
@@ -208,7 +217,7 @@ def compare(
         _write_json(Path(job["out"]) / RUN_SETTINGS, job.pop("settings"))
     # Runs finished by an earlier invocation are read back, not trained: the elapsed time
     # below then says nothing about the training, and compare.md says so.
-    read_back = sum(_finished(Path(job["out"]), job["config"]["steps"]) for job in runs)
+    read_back = sum(_finished(Path(job["out"]), job["config"].steps) for job in runs)
 
     t0 = time.perf_counter()
     if jobs == 1:
@@ -221,14 +230,14 @@ def compare(
         # Each worker shows its own bar; they would overwrite each other, so keep them quiet
         # and report each run as it finishes.
         for job in runs:
-            job["config"]["progress"] = False
+            job["config"] = replace(job["config"], progress=False)
         # Costliest runs first (OAR-P, then OAR-G), so the workers finish at about the same time.
         cost = {"oar-p": 0, "oar-g": 1}
-        order = sorted(range(len(runs)), key=lambda i: cost.get(runs[i]["config"]["method"].partition(":")[0], 2))
+        order = sorted(range(len(runs)), key=lambda i: cost.get(runs[i]["config"].method.partition(":")[0], 2))
         from .progress import MethodBars
 
         results = [None] * len(runs)
-        bars = MethodBars([(job["config"]["method"], job["out"], job["config"]["steps"]) for job in runs],
+        bars = MethodBars([(job["config"].method, job["out"], job["config"].steps) for job in runs],
                           disable=not progress)
         with mp.get_context("spawn").Pool(min(jobs, len(runs))) as pool, bars:
             finished = pool.imap(_run_one, [runs[i] for i in order])
@@ -243,14 +252,15 @@ def compare(
                 results[i] = records
                 final = [r for r in records if r["type"] == "eval"]
                 acc = f"{final[-1]['eval_accuracy']:.3f}" if final else "n/a"
-                bars.finish(i, f"done {job['config']['method']} seed {job['config']['seed']}: held-out accuracy {acc}"
+                bars.finish(i, f"done {job['config'].method} seed {job['config'].seed}: held-out accuracy {acc}"
                             if progress else None)
     elapsed = time.perf_counter() - t0
 
     records = [r for rs in results for r in rs]
     write_jsonl(out / "compare.jsonl", records)
     summary = summarize(records, target=target, methods=methods)
-    summary["settings"] = {**settings, "seeds": list(seeds), "methods": list(methods), "target": target,
+    shared = {k: v for k, v in flat_settings(settings).items() if k not in ("method", "seed")}
+    summary["settings"] = {**shared, "seeds": list(seeds), "methods": list(methods), "target": target,
                            "jobs": jobs, "threads": threads, "profile": profile, "elapsed_s": elapsed,
                            "runs": len(runs), "read_back": read_back,
                            "digits": list(digits) if digits else list(TRAIN_POOL["digits"]),
@@ -316,9 +326,9 @@ def _model_fingerprint(model_dir) -> str | None:
     return digest.hexdigest()[:16]
 
 
-def _run_settings(config: dict, model: str | None, digits) -> dict:
-    """What decides a run's results: its full `TrainConfig`, the model, the problems' digits."""
-    return {"config": json.loads(json.dumps(config)), "model": model,
+def _run_settings(config: TrainConfig, model: str | None, digits) -> dict:
+    """What decides a run's results: its full `TrainConfig` (`flat_settings`), the model, the problems' digits."""
+    return {"config": json.loads(json.dumps(flat_settings(config))), "model": model,
             "digits": list(digits) if digits else list(TRAIN_POOL["digits"])}
 
 
@@ -341,7 +351,7 @@ def _check_reuse(run_dir: Path, settings: dict) -> None:
                          "folder to train it again, or use another --out")
     try:
         saved = json.loads(path.read_text())
-        saved_config = saved["config"]
+        saved_config = flat_settings(saved["config"])
     except (ValueError, KeyError, TypeError) as err:
         raise ValueError(f"{path} is damaged ({err}); delete {run_dir} to train the run again, or use another --out") from None
     new_config = settings["config"]

@@ -43,7 +43,7 @@ import json
 import os
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -51,7 +51,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .attribution import parse_method, token_weights
+from .attribution import CREDIT_FIELDS, CreditConfig, token_weights
 from .checks import check_number
 from .grpo import LOSS_TYPES, SCALES, group_advantages, policy_loss, sequence_logprobs, token_advantages
 from .reward import math_reward
@@ -64,13 +64,25 @@ METRICS = "metrics.jsonl"
 
 # ----------------------------------------------------------------------------- configuration
 
-@dataclass
+def _uniform_credit() -> CreditConfig:
+    return CreditConfig(method="uniform", batch_size=64)
+
+
+@dataclass(frozen=True, init=False)
 class TrainConfig:
     """Everything a run depends on. Plain values with defaults; ``beta`` is the KL
-    coefficient (TRL's name) and ``boost`` the reshaping's boost (the paper's "beta")."""
+    coefficient (TRL's name) and the reshaping's boost is ``credit.boost`` (the paper's "beta").
 
-    # what to train
-    method: str = "uniform"              # "uniform" (GRPO), "oar-g", "oar-p", "entropy", ... or "oar-p:answer_joint"
+    The credit settings are one `CreditConfig` (``credit``, default plain GRPO). They can
+    also be given and read flat, by the names of `CREDIT_KEYWORDS`:
+    ``TrainConfig(method="oar-g", boost=9)`` is ``TrainConfig(credit=CreditConfig("oar-g",
+    boost=9, batch_size=64))`` (a flat name replaces that field of ``credit``), and
+    ``config.method`` is ``config.credit.method``. Frozen: change a config with
+    ``dataclasses.replace(config, steps=20, boost=9)``.
+    """
+
+    # what to train: credit assignment (OAR-SPEC sections 3-6; "uniform" is GRPO)
+    credit: CreditConfig = field(default_factory=_uniform_credit)
     steps: int = 50
     prompts_per_step: int = 8            # P prompts per step
     group_size: int = 8                  # G completions per prompt
@@ -90,13 +102,6 @@ class TrainConfig:
     loss_type: str = "grpo"              # "grpo" (mean per sequence) or "dapo" (mean per token)
     advantage_scale: str = "group"       # "group", "batch" or "none" (TRL's scale_rewards)
     micro_batch_size: int | None = None  # rows per forward/backward in the update (None: all at once)
-    # OAR reshaping (spec section 6) and scorer options
-    quantile: float = 0.25
-    boost: float = 1.0
-    floor: float = 0.1
-    preserve_mass: bool = True
-    noise_std: float = 1e-3              # OAR-G embedding noise
-    attribution_batch_size: int = 64     # OAR-P: at most this many perturbed copies per pass (a token budget per device decides below it)
     # LoRA through peft (the model's weights stay frozen; only the adapter trains)
     lora: bool = False
     lora_rank: int = 8
@@ -111,8 +116,22 @@ class TrainConfig:
     checkpoint_every: int = 10           # also at the end (needs out_dir); 0: only at the end
     progress: bool = True                # tqdm bar
 
-    def __post_init__(self):
-        parse_method(self.method)  # raises ValueError for an unknown method or mode
+    def __init__(self, **settings):
+        credit = {CREDIT_KEYWORDS[k]: settings.pop(k) for k in list(settings) if k in CREDIT_KEYWORDS}
+        unknown = sorted(set(settings) - {f.name for f in dataclasses.fields(TrainConfig)})
+        if unknown:
+            raise ValueError(f"unknown TrainConfig setting(s) {unknown}; expected its fields "
+                             f"{[f.name for f in dataclasses.fields(TrainConfig)]} or the credit settings "
+                             f"{list(CREDIT_KEYWORDS)}")
+        for f in dataclasses.fields(TrainConfig):
+            default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+            object.__setattr__(self, f.name, settings.get(f.name, default))
+        if isinstance(self.credit, dict):  # as `dataclasses.asdict` wrote it (a checkpoint, run.json)
+            object.__setattr__(self, "credit", CreditConfig(**self.credit))
+        if not isinstance(self.credit, CreditConfig):
+            raise ValueError(f"TrainConfig.credit must be a CreditConfig, got {type(self.credit).__name__}")
+        if credit:  # CreditConfig checks them
+            object.__setattr__(self, "credit", dataclasses.replace(self.credit, **credit))
         for name, allowed in NUMERIC_RANGES.items():
             check_number("TrainConfig", name, getattr(self, name), **allowed)
         if self.loss_type not in LOSS_TYPES:
@@ -121,7 +140,34 @@ class TrainConfig:
             raise ValueError(f"advantage_scale must be one of {SCALES}, got {self.advantage_scale!r}")
 
 
-# The allowed range of every numeric TrainConfig field (`oar_lite.checks.check_number`).
+CREDIT_KEYWORDS: dict[str, str] = {
+    **{name: name for name in CREDIT_FIELDS if name not in ("batch_size", "token_budget")},
+    "attribution_batch_size": "batch_size",
+    "attribution_token_budget": "token_budget",
+}
+"""`TrainConfig`'s flat names for the `CreditConfig` fields (``batch_size`` and
+``token_budget`` of the attribution, not of the update): ``TrainConfig(name=value)`` sets
+``credit.<field>``, ``config.<name>`` reads it."""
+
+for _name, _field in CREDIT_KEYWORDS.items():
+    setattr(TrainConfig, _name, property(lambda self, _field=_field: getattr(self.credit, _field),
+                                         doc=f"``credit.{_field}`` (read-only; see `CREDIT_KEYWORDS`)."))
+
+
+def flat_settings(config: TrainConfig | dict) -> dict:
+    """A config's settings as one flat dict: the credit settings under their `CREDIT_KEYWORDS`
+    names next to the other fields. Takes a `TrainConfig`, its `dataclasses.asdict`, or the
+    flat dict older versions wrote (returned as it is), so that runs and checkpoints of
+    either compare setting by setting."""
+    data = dataclasses.asdict(config) if isinstance(config, TrainConfig) else dict(config)
+    credit = data.pop("credit", None)
+    if credit is not None:
+        data.update({name: credit[field] for name, field in CREDIT_KEYWORDS.items() if field in credit})
+    return data
+
+
+# The allowed range of every numeric TrainConfig field (`oar_lite.checks.check_number`);
+# the credit settings' ranges are `oar_lite.attribution.CREDIT_RANGES`.
 NUMERIC_RANGES: dict[str, dict] = {
     "steps": dict(integer=True, low=1),
     "prompts_per_step": dict(integer=True, low=1),
@@ -138,11 +184,6 @@ NUMERIC_RANGES: dict[str, dict] = {
     "clip_eps_high": dict(low=0, low_open=True, optional=True),
     "beta": dict(low=0),
     "micro_batch_size": dict(integer=True, low=1, optional=True),
-    "quantile": dict(low=0, high=1),
-    "boost": dict(low=0),
-    "floor": dict(low=0, high=1),
-    "noise_std": dict(low=0),
-    "attribution_batch_size": dict(integer=True, low=1),
     "lora_rank": dict(integer=True, low=1),
     "lora_alpha": dict(low=0, low_open=True),
     "lora_dropout": dict(low=0, high=1, high_open=True),
@@ -299,11 +340,8 @@ def train_step(model, tokenizer, task: Task, config: TrainConfig, optimizer, ste
     reasoning_mask, answer_mask = rollouts.masks()
     scored = advantages != 0
     answer_mask = answer_mask & scored.to(answer_mask.device)[:, None]
-    weights = token_weights(
-        model, rollouts.input_ids, rollouts.attention_mask, reasoning_mask, answer_mask,
-        method=config.method, quantile=config.quantile, boost=config.boost, floor=config.floor,
-        preserve_mass=config.preserve_mass, pad_token_id=tokenizer.pad_token_id,
-        batch_size=config.attribution_batch_size, noise_std=config.noise_std)
+    weights = token_weights(model, rollouts.input_ids, rollouts.attention_mask, reasoning_mask, answer_mask,
+                            credit=config.credit, pad_token_id=tokenizer.pad_token_id)
     P = rollouts.prompt_length
     advantages = advantages.to(weights.device)
     token_adv = token_advantages(advantages, weights[:, P:])  # [B, C]
@@ -540,7 +578,7 @@ def load_checkpoint(path, model, optimizer, config: TrainConfig, *, task: Task |
     and the RNGs. Returns ``(step, records)``. Refuses a checkpoint of a different run:
     another config, or (when both sides know it) another task."""
     state = _read_checkpoint(path)
-    saved, now = state["config"], dataclasses.asdict(config)
+    saved, now = flat_settings(state["config"]), flat_settings(config)
     changed = [k for k in now if k not in RESUMABLE_CHANGES and _jsonable(saved.get(k)) != _jsonable(now[k])]
     if changed:
         raise ValueError(f"{path} was written by a different run: {', '.join(f'{k}={saved.get(k)!r} (now {now[k]!r})' for k in changed)}")

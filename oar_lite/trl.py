@@ -81,7 +81,7 @@ else:  # TRL < 1.16 takes no such argument: it re-enables gradient checkpointing
     def unwrap_model_for_generation(model, accelerator, gradient_checkpointing_kwargs=None, **kwargs):
         return _trl_unwrap_model_for_generation(model, accelerator, **kwargs)
 
-from .attribution import SCORERS, parse_method, token_weights  # noqa: E402
+from .attribution import CREDIT_FIELDS, CREDIT_RANGES, SCORERS, CreditConfig, parse_method, token_weights  # noqa: E402
 from .checks import check_number  # noqa: E402
 from .grpo import token_advantages  # noqa: E402
 from .oracle import CONTROLS, split_controls  # noqa: E402
@@ -99,14 +99,15 @@ _LIGER_MESSAGE = (
 )
 
 
-# The allowed range of every numeric OAR field (`oar_lite.checks.check_number`); the same
-# ranges as `oar_lite.train.NUMERIC_RANGES` for the same settings.
+# The allowed range of every numeric OAR field (`oar_lite.checks.check_number`): the
+# `CreditConfig` field's (`oar_lite.attribution.CREDIT_RANGES`), checked here under the
+# ``oar_`` name the user wrote. TRL's batch size is always a number.
 OAR_NUMERIC_RANGES: dict[str, dict] = {
-    "oar_quantile": NUMERIC_RANGES["quantile"],
-    "oar_boost": NUMERIC_RANGES["boost"],
-    "oar_floor": NUMERIC_RANGES["floor"],
-    "oar_noise_std": NUMERIC_RANGES["noise_std"],
-    "oar_batch_size": NUMERIC_RANGES["attribution_batch_size"],
+    "oar_quantile": CREDIT_RANGES["quantile"],
+    "oar_boost": CREDIT_RANGES["boost"],
+    "oar_floor": CREDIT_RANGES["floor"],
+    "oar_noise_std": CREDIT_RANGES["noise_std"],
+    "oar_batch_size": {**CREDIT_RANGES["batch_size"], "optional": False},
 }
 
 # TRL's own numeric fields that the loss depends on, checked the same way before TRL's
@@ -203,11 +204,22 @@ class OARConfig(GRPOConfig):
             if hasattr(self, name):  # TRL versions differ in their fields
                 check_number("OARConfig", name, getattr(self, name), **allowed)
         self.oar_answer_formats = list(check_formats(self.oar_answer_formats, "oar_answer_formats"))
+        self.oar_credit  # builds (and so checks) the CreditConfig the trainer will use
 
     @property
     def oar_method_spec(self) -> str:
         """The method as `oar_lite.attribution.token_weights` takes it, e.g. ``"oar-p:last"``."""
         return self.oar_method if self.oar_mode is None else f"{self.oar_method}:{self.oar_mode}"
+
+    @property
+    def oar_credit(self) -> CreditConfig | None:
+        """The ``oar_*`` fields as one `CreditConfig` (None for ``oar_method="none"``): each
+        ``oar_<name>`` field sets the `CreditConfig` field ``<name>``, the method is
+        `oar_method_spec`."""
+        if self.oar_method == "none":
+            return None
+        settings = {name: getattr(self, f"oar_{name}") for name in CREDIT_FIELDS if hasattr(self, f"oar_{name}")}
+        return CreditConfig(**{**settings, "method": self.oar_method_spec})
 
 
 class OARGRPOTrainer(GRPOTrainer):
@@ -295,14 +307,8 @@ class OARGRPOTrainer(GRPOTrainer):
                 torch.cat([prompt_mask, completion_mask], dim=1),
                 reasoning_mask.to(device),
                 answer_mask.to(device),
-                method=args.oar_method_spec,
-                quantile=args.oar_quantile,
-                boost=args.oar_boost,
-                floor=args.oar_floor,
-                preserve_mass=args.oar_preserve_mass,
+                credit=args.oar_credit,
                 pad_token_id=tokenizer.pad_token_id,
-                batch_size=args.oar_batch_size,
-                noise_std=args.oar_noise_std,
                 generator=generator,
             )
         no_answer = sum(s is None for s in segments)

@@ -236,7 +236,7 @@ def test_compare_cli_trains_a_control(tmp_path):
     assert {r["method"] for r in records} == {"uniform", "inverted:oracle"}
     assert (tmp_path / "runs" / "inverted-oracle-seed0" / "checkpoint.pt").exists()
     from oar_lite import compare
-    assert compare.PROFILES["credit"]["boost"] == 9.0 and len(compare.PROFILES["credit"]["seeds"]) >= 5
+    assert compare.PROFILES["credit"].config.boost == 9.0 and len(compare.PROFILES["credit"].seeds) >= 5
 
 
 def test_gradient_quality_benchmark_writes_its_report(tmp_path):

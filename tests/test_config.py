@@ -1,0 +1,158 @@
+"""One credit configuration (issue 18, item 1): `CreditConfig` is checked once, `token_weights`,
+`TrainConfig`, `OARConfig` and the comparison's presets all carry it, and runs and checkpoints
+written before it existed still read."""
+import dataclasses
+import json
+import math
+
+import pytest
+import torch
+
+import oar_lite as ol
+from oar_lite import compare, toy
+from oar_lite.attribution import CREDIT_RANGES, CreditConfig
+from oar_lite.train import CHECKPOINT, TrainConfig, flat_settings, load_checkpoint, save_checkpoint
+
+
+# ----------------------------------------------------------------------------- CreditConfig
+
+@pytest.mark.parametrize("field, value", [("quantile", 1.5), ("quantile", math.nan), ("boost", -1.0),
+                                          ("boost", math.inf), ("floor", 2.0), ("noise_std", -1e-3),
+                                          ("batch_size", 0), ("batch_size", 2.5), ("token_budget", 0)])
+def test_credit_config_refuses_out_of_range_values_naming_the_field(field, value):
+    with pytest.raises(ValueError, match=rf"^CreditConfig\.{field}=.* is out of range: expected "):
+        CreditConfig(**{field: value})
+
+
+def test_credit_config_refuses_unknown_methods_listing_the_valid_ones():
+    with pytest.raises(ValueError, match=r"unknown method 'oar-x'; expected one of \[.*'oar-g'.*'oracle'"):
+        CreditConfig(method="shuffled:oar-x")
+    with pytest.raises(ValueError, match="preserve_mass"):
+        CreditConfig(preserve_mass="yes")
+    assert CreditConfig(method="inverted:oar-p:answer_joint").method == "inverted:oar-p:answer_joint"
+    assert set(CREDIT_RANGES) <= {f.name for f in dataclasses.fields(CreditConfig)}
+
+
+def test_credit_config_routes_each_setting_by_name():
+    credit = CreditConfig(method="oar-p", quantile=0.5, boost=9, noise_std=0.0, batch_size=4)
+    assert credit.scorer_options() == {"noise_std": 0.0, "batch_size": 4, "token_budget": None}
+    scores = torch.tensor([0.0, 1.0, 2.0, 4.0])
+    assert torch.equal(credit.reshape(scores), ol.bilevel_weights(scores, quantile=0.5, boost=9))
+
+
+def _toy_batch():
+    tok = toy.build_tokenizer()
+    rows = [toy.example(tok, "473+258:", "3+8+0=11 hmm 7+5+1=14 4+2+1=07 A=741"),
+            toy.example(tok, "12+35:", "2+5+0=07 1+3+0=04 A=47")]
+    T = max(len(r["input_ids"]) for r in rows)
+    ids = torch.zeros(len(rows), T, dtype=torch.long)
+    attn, rm, am = (torch.zeros(len(rows), T, dtype=torch.bool) for _ in range(3))
+    for k, r in enumerate(rows):  # left-padded
+        off = T - len(r["input_ids"])
+        ids[k, off:] = r["input_ids"]
+        attn[k, off:] = True
+        rm[k, r["reasoning"].start + off : r["reasoning"].stop + off] = True
+        am[k, r["answer"].start + off : r["answer"].stop + off] = True
+    return ids, attn.long(), rm, am
+
+
+@pytest.mark.parametrize("method", ["oar-p:answer_mean", "oar-g", "shuffled:oar-g", "oracle"])
+def test_token_weights_takes_a_credit_config_or_its_keywords(method):
+    model, _ = toy.load_model()
+    ids, attn, rm, am = _toy_batch()
+    credit = CreditConfig(method=method, quantile=0.5, boost=3.0, floor=0.2)
+    run = lambda **kw: ol.token_weights(model, ids, attn, rm, am, pad_token_id=0,
+                                        generator=torch.Generator().manual_seed(0), **kw)
+    by_config = run(credit=credit)
+    assert torch.equal(by_config, run(method=method, quantile=0.5, boost=3.0, floor=0.2))
+    assert torch.equal(by_config, run(credit=CreditConfig(method=method), quantile=0.5, boost=3.0, floor=0.2))
+    assert not torch.equal(by_config, run(credit=credit, boost=0.0))  # a keyword replaces the config's field
+    with pytest.raises(ValueError, match=r"CreditConfig\.quantile=2"):
+        run(method=method, quantile=2)
+
+
+# ----------------------------------------------------------------------------- TrainConfig
+
+def test_train_config_nests_the_credit_config_and_reads_it_flat():
+    flat = TrainConfig(method="oar-g", boost=9.0, attribution_batch_size=8, steps=3)
+    nested = TrainConfig(credit=CreditConfig("oar-g", boost=9.0, batch_size=8), steps=3)
+    assert flat == nested and flat.credit.boost == 9.0 and flat.boost == 9.0 and flat.method == "oar-g"
+    assert TrainConfig().credit == CreditConfig("uniform", batch_size=64)  # plain GRPO by default
+    changed = dataclasses.replace(flat, quantile=0.5, seed=2)
+    assert changed.credit == dataclasses.replace(flat.credit, quantile=0.5) and changed.seed == 2
+    assert dataclasses.replace(flat, credit=CreditConfig("oracle")).method == "oracle"
+    assert TrainConfig(**dataclasses.asdict(flat)) == flat  # a checkpoint's nested dict
+    assert TrainConfig(**flat_settings(flat)) == flat       # run.json's flat dict
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        flat.steps = 4
+    with pytest.raises(ValueError, match=r"unknown TrainConfig setting\(s\) \['bost'\]; expected .*'boost'"):
+        TrainConfig(bost=9)
+    with pytest.raises(ValueError, match="TrainConfig.credit must be a CreditConfig"):
+        TrainConfig(credit="oar-g")
+
+
+def test_a_checkpoint_written_with_flat_settings_still_resumes(tmp_path):
+    model, _ = toy.load_model()
+    config = TrainConfig(method="oar-g", boost=9.0, steps=2)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate)
+    path = tmp_path / CHECKPOINT
+    save_checkpoint(path, model, optimizer, config, 1, [])
+    state = torch.load(path, weights_only=True)
+    assert state["config"]["credit"]["boost"] == 9.0  # written nested
+    old = flat_settings(config)
+    del old["attribution_token_budget"]  # the flat form older versions wrote, before this setting existed
+    torch.save({**state, "config": old}, path)
+    assert load_checkpoint(path, model, optimizer, config)[0] == 1
+    with pytest.raises(ValueError, match=r"boost=9.0 \(now 1.0\)"):
+        load_checkpoint(path, model, optimizer, dataclasses.replace(config, boost=1.0))
+
+
+# ----------------------------------------------------------------------------- compare's presets
+
+def test_profiles_are_train_config_presets():
+    for name, profile in compare.PROFILES.items():
+        assert isinstance(profile.config, TrainConfig) and profile.seeds and 0 < profile.target <= 1, name
+    assert compare.PROFILES["credit"].config.boost == 9.0 and compare.PROFILES["credit"].config.method == "uniform"
+    run = compare.run_config("oar-p:answer_mean", 3, compare.PROFILES["tiny"].config)
+    assert (run.method, run.seed, run.steps) == ("oar-p:answer_mean", 3, compare.PROFILES["tiny"].config.steps)
+
+
+def test_compare_refuses_an_unknown_override_before_writing(tmp_path):
+    with pytest.raises(ValueError, match=r"unknown TrainConfig setting\(s\) \['prompts'\]"):
+        compare.compare(["uniform"], profile="tiny", out=tmp_path / "out", overrides={"prompts": 4}, progress=False)
+    with pytest.raises(ValueError, match=r"CreditConfig\.boost=-1"):
+        compare.compare(["uniform"], profile="tiny", out=tmp_path / "out", overrides={"boost": -1}, progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("form", ["old flat", "nested"])
+def test_a_run_recorded_in_either_form_is_reused(tmp_path, form):
+    from oar_lite.__main__ import main
+
+    tiny = ["compare", "--tiny", "--jobs", "1", "--quiet", "--methods", "uniform", "--out", str(tmp_path)]
+    assert main(tiny) == 0
+    run = tmp_path / "runs" / "uniform-seed0"
+    saved = json.loads((run / "run.json").read_text())
+    assert saved["config"]["method"] == "uniform" and saved["config"]["boost"] == 1.0  # written flat
+    config = TrainConfig(**saved["config"])
+    if form == "old flat":
+        del saved["config"]["attribution_token_budget"]
+    else:
+        saved["config"] = dataclasses.asdict(config)
+    (run / "run.json").write_text(json.dumps(saved))
+    checkpoint = (run / "checkpoint.pt").read_bytes()
+    assert main(tiny) == 0
+    assert (run / "checkpoint.pt").read_bytes() == checkpoint  # read back, not trained again
+    (run / "run.json").write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match=r"boost=1.0 \(now 2.0\)"):
+        main(tiny + ["--boost", "2"])
+
+
+def test_oar_config_builds_the_credit_config():
+    from oar_lite.trl import OARConfig
+
+    args = OARConfig(output_dir="/tmp/oar-config", report_to="none", use_cpu=True, oar_method="oar-p",
+                     oar_quantile=0.4, oar_boost=2.0, oar_batch_size=16)
+    assert args.oar_credit == CreditConfig(method="oar-p:last", quantile=0.4, boost=2.0, batch_size=16)
+    none = OARConfig(output_dir="/tmp/oar-config", report_to="none", use_cpu=True, oar_method="none")
+    assert none.oar_credit is None
