@@ -480,38 +480,18 @@ def max_new_tokens(digits: int, filler_rate: float = 0.3, max_fillers: int = 2) 
 @torch.no_grad()
 def evaluate(model, tokenizer, problems: Sequence[dict], *, group_size: int = 1, temperature: float = 0.0,
              batch_size: int = 64, seed: int = 0, max_new: int | None = None, progress: bool = False) -> dict:
-    """Accuracy of the model on ``problems``, sampling ``group_size`` completions each.
+    """`oar_lite.train.evaluate` on toy problems, ``group_size`` completions each: the toy's
+    answer format, room for the longest problem's chain (`max_new_tokens`) unless ``max_new``.
 
     Returns:
-        a plain dict: ``accuracy`` (mean reward), ``parsed`` (share of completions
-        `parse_chain` reads), ``mixed`` (share of prompts whose group has both right and
-        wrong answers; 0 when ``group_size == 1``), ``solved`` / ``failed`` (share of
-        prompts all right / all wrong), ``mean_tokens`` (completion length), ``n``.
+        its keys (``accuracy``, ``answer_rate``, ``mixed``, ``solved``, ``failed``,
+        ``mean_tokens``, ``n``) and ``parsed``, the share of completions `parse_chain` reads.
     """
-    from tqdm.auto import tqdm
-
-    from .rollout import sample_completions
+    from .train import evaluate as evaluate_model
 
     if not problems:
         raise ValueError("problems is empty")
-    per_prompt, parsed, lengths = [], 0, []
-    batches = range(0, len(problems), batch_size)
-    for k, i in enumerate(tqdm(batches, desc="evaluate", disable=not progress)):
-        chunk = problems[i : i + batch_size]
-        cap = max_new or max(max_new_tokens(p.get("digits", len(str(p["a"])))) for p in chunk)
-        ro = sample_completions(model, tokenizer, [p["prompt"] for p in chunk], group_size=group_size,
-                                max_new_tokens=cap, temperature=temperature, formats=FORMATS, seed=seed + k)
-        r = rewards(ro.completions, [p for p in chunk for _ in range(group_size)])
-        per_prompt += [r[j : j + group_size] for j in range(0, len(r), group_size)]
-        parsed += sum(parse_chain(c) is not None for c in ro.completions)
-        lengths += [len(ids) for ids in ro.completion_ids]
-    n = len(per_prompt)
-    return {
-        "accuracy": sum(map(sum, per_prompt)) / (n * group_size),
-        "parsed": parsed / (n * group_size),
-        "mixed": sum(0 < sum(g) < group_size for g in per_prompt) / n if group_size > 1 else 0.0,
-        "solved": sum(sum(g) == group_size for g in per_prompt) / n,
-        "failed": sum(sum(g) == 0 for g in per_prompt) / n,
-        "mean_tokens": sum(lengths) / len(lengths),
-        "n": n,
-    }
+    cap = max_new or max(max_new_tokens(p.get("digits", len(str(p["a"])))) for p in problems)
+    return evaluate_model(model, tokenizer, problems, group_size=group_size, temperature=temperature, seed=seed,
+                          max_new_tokens=cap, batch_size=batch_size, formats=FORMATS,
+                          shares={"parsed": lambda c: parse_chain(c) is not None}, progress=progress)

@@ -54,7 +54,7 @@ from tqdm.auto import tqdm
 from .attribution import CREDIT_FIELDS, CreditConfig, token_weights
 from .checks import check_number
 from .grpo import LOSS_TYPES, SCALES, group_advantages, policy_loss, sequence_logprobs, token_advantages
-from .reward import math_reward
+from .reward import math_reward, math_rewards
 from .rollout import sample_completions
 from .segment import FORMATS
 
@@ -463,27 +463,51 @@ def pick_problems(problems: Sequence[dict], n: int, *, seed: int, step: int) -> 
     return [problems[int(i)] for i in idx]
 
 
-def evaluate(model, tokenizer, problems: Sequence[dict], *, max_new_tokens: int = 64, batch_size: int = 64,
-             formats: Sequence[str] = FORMATS, add_special_tokens: bool = True, progress: bool = False) -> dict:
-    """Greedy accuracy on held-out problems.
+def evaluate(model, tokenizer, problems: Sequence[dict], *, group_size: int = 1, temperature: float = 0.0,
+             seed: int | None = None, max_new_tokens: int = 64, batch_size: int = 64,
+             formats: Sequence[str] = FORMATS, add_special_tokens: bool = True,
+             shares: dict[str, Callable[[str], bool]] | None = None, progress: bool = False) -> dict:
+    """Accuracy on held-out problems: greedy by default, or ``group_size`` samples each.
+
+    ``seed``: if given, batch k is sampled after ``torch.manual_seed(seed + k)``; None leaves
+    the global RNG alone (a training run evaluates mid-run). ``shares``: more counts,
+    ``{name: test(completion)}``, each reported as the share of completions that pass it.
 
     Returns:
-        ``{"accuracy", "answer_rate", "n"}``: the share answered right, the share with a
-        parseable answer, and the number of problems.
+        ``{"accuracy", "answer_rate", "mixed", "solved", "failed", "mean_tokens", "n"}`` and
+        the ``shares``: the share of completions answered right and with a parseable answer;
+        the shares of problems whose group is mixed (0 when ``group_size == 1``), all right,
+        all wrong; the mean completion length in tokens; the number of problems.
     """
     if len(problems) == 0:
         raise ValueError("no problems to evaluate; expected dicts with 'prompt' and 'answer'")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    right = answered = 0
-    for i in tqdm(range(0, len(problems), batch_size), desc="eval", disable=not progress, leave=False):
+    if batch_size < 1 or group_size < 1:
+        raise ValueError(f"batch_size and group_size must be >= 1, got {batch_size} and {group_size}")
+    groups, answered, lengths, counts = [], 0, [], dict.fromkeys(shares or {}, 0)
+    batches = range(0, len(problems), batch_size)
+    for k, i in enumerate(tqdm(batches, desc="eval", disable=not progress, leave=False)):
         batch = problems[i:i + batch_size]
-        rollouts = sample_completions(model, tokenizer, [p["prompt"] for p in batch], group_size=1,
-                                      max_new_tokens=max_new_tokens, temperature=0, formats=formats,
-                                      add_special_tokens=add_special_tokens)
-        right += sum(math_reward(c, p["answer"], formats=formats) for c, p in zip(rollouts.completions, batch))
+        rollouts = sample_completions(model, tokenizer, [p["prompt"] for p in batch], group_size=group_size,
+                                      max_new_tokens=max_new_tokens, temperature=temperature, formats=formats,
+                                      add_special_tokens=add_special_tokens, seed=None if seed is None else seed + k)
+        right = math_rewards(rollouts.completions, [p["answer"] for p in batch for _ in range(group_size)],
+                             formats=formats)
+        groups += [right[j:j + group_size] for j in range(0, len(right), group_size)]
         answered += sum(s is not None for s in rollouts.segments)
-    return {"accuracy": right / len(problems), "answer_rate": answered / len(problems), "n": len(problems)}
+        lengths += [len(ids) for ids in rollouts.completion_ids]
+        for name, test in (shares or {}).items():
+            counts[name] += sum(bool(test(c)) for c in rollouts.completions)
+    n, completions = len(groups), len(groups) * group_size
+    return {
+        "accuracy": sum(map(sum, groups)) / completions,
+        "answer_rate": answered / completions,
+        "mixed": sum(0 < sum(g) < group_size for g in groups) / n if group_size > 1 else 0.0,
+        "solved": sum(sum(g) == group_size for g in groups) / n,
+        "failed": sum(sum(g) == 0 for g in groups) / n,
+        "mean_tokens": sum(lengths) / len(lengths),
+        "n": n,
+        **{name: count / completions for name, count in counts.items()},
+    }
 
 
 def _eval_record(model, tokenizer, task: Task, config: TrainConfig, *, step: int, wall_time: float,

@@ -156,3 +156,19 @@ def test_oar_config_builds_the_credit_config():
     assert args.oar_credit == CreditConfig(method="oar-p:last", quantile=0.4, boost=2.0, batch_size=16)
     none = OARConfig(output_dir="/tmp/oar-config", report_to="none", use_cpu=True, oar_method="none")
     assert none.oar_credit is None
+
+
+# ----------------------------------------------------------------------------- one evaluation
+
+def test_toy_evaluate_is_train_evaluate_with_the_toy_settings():
+    from oar_lite.train import evaluate
+
+    model, tokenizer = toy.load_model()
+    problems = toy.load_eval_set(n=6)
+    cap = max(toy.max_new_tokens(p["digits"]) for p in problems)
+    general = evaluate(model, tokenizer, problems, group_size=3, temperature=1.0, seed=0, max_new_tokens=cap,
+                       batch_size=4, formats=toy.FORMATS)
+    assert set(general) == {"accuracy", "answer_rate", "mixed", "solved", "failed", "mean_tokens", "n"}
+    on_toy = toy.evaluate(model, tokenizer, problems, group_size=3, temperature=1.0, seed=0, batch_size=4)
+    assert on_toy == {**general, "parsed": on_toy["parsed"]} and 0 < on_toy["parsed"] <= 1
+    assert general["mixed"] + general["solved"] + general["failed"] == pytest.approx(1.0)
