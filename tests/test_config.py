@@ -172,3 +172,23 @@ def test_toy_evaluate_is_train_evaluate_with_the_toy_settings():
     on_toy = toy.evaluate(model, tokenizer, problems, group_size=3, temperature=1.0, seed=0, batch_size=4)
     assert on_toy == {**general, "parsed": on_toy["parsed"]} and 0 < on_toy["parsed"] <= 1
     assert general["mixed"] + general["solved"] + general["failed"] == pytest.approx(1.0)
+
+
+def test_a_scorer_gets_the_credit_settings_it_names():
+    """A scorer's parameter named like a CreditConfig field receives that field: a new scorer
+    setting is one CreditConfig field, with nothing to thread through the trainers."""
+    seen = {}
+
+    def probe(model, input_ids, reasoning, answer, *, token_budget=None, noise_std=None):
+        seen.update(token_budget=token_budget, noise_std=noise_std)
+        return torch.arange(reasoning.stop - reasoning.start, dtype=torch.float32)
+
+    ol.register_scorer("probe", probe)
+    try:
+        ids, attn, rm, am = _toy_batch()
+        ol.token_weights(None, ids, attn, rm, am, credit=CreditConfig("probe", token_budget=123, noise_std=0.5))
+        assert seen == {"token_budget": 123, "noise_std": 0.5}
+        config = TrainConfig(method="probe", attribution_token_budget=7)
+        assert config.credit.token_budget == 7 and config.credit.scorer_options()["token_budget"] == 7
+    finally:
+        del ol.SCORERS["probe"]
