@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import PAD, char_tokenizer, tiny_llama
 
-from benchmarks import common, oar_p_implementations, run_all, scaling, step_cost
+from benchmarks import answer_checking, common, oar_p_implementations, run_all, scaling, step_cost
 from oar_lite import toy
 from oar_lite.attribution import perturbation_scores
 
@@ -106,6 +106,16 @@ def test_scaling_runs_and_plots(tmp_path):
     assert [r["length"] for r in report["lengths"]] == [12, 20]
     assert report["lengths"][1]["oar_p_tokens"] > report["lengths"][0]["oar_p_tokens"]
     assert (tmp_path / "sc.png").stat().st_size > 10_000
+
+
+@toy_model
+def test_answer_checking_runs(tmp_path):
+    report = answer_checking.main(["--repeats", "1", "--no-progress", "--out", str(tmp_path / "a.json")])
+    sizes = report["sizes"]
+    assert [r["chars"] for r in sizes] == sorted(r["chars"] for r in sizes) and len(sizes) == 3
+    assert sizes[0]["reward_vs_smallest"]["median"] == sizes[0]["offsets_vs_smallest"]["median"] == 1.0
+    assert "| completion chars |" in report["markdown"]
+    assert json.loads((tmp_path / "a.json").read_text())["command"].endswith(str(tmp_path / "a.json"))
 
 
 def _compare_folder(path):
