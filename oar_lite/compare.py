@@ -30,8 +30,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .checks import check_number
-# The statistics, tables, verdict and figure live in `oar_lite.report`; summarize, render_markdown,
-# verdict and save_figure stay importable from here (notebook 05 and older scripts call compare.X).
+# Re-exported from `oar_lite.report`, which holds them: notebook 05 and scripts call compare.X.
 from .report import render_markdown, save_figure, summarize, verdict  # noqa: F401
 from .train import CHECKPOINT, METRICS, Task, TrainConfig, read_jsonl, train, write_jsonl
 

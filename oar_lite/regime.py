@@ -25,8 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
-# The statistics shared with `oar_lite.compare`'s summary live in `oar_lite.report`; they stay
-# importable from here (notebook 07 and the tests call regime.intervals_overlap etc.).
+# Re-exported from `oar_lite.report`, which holds them: notebook 07 calls regime.intervals_overlap.
 from .report import bootstrap_interval, intervals_overlap, steps_to_target  # noqa: F401
 
 

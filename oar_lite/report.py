@@ -1,12 +1,7 @@
-"""What the records of a comparison say: statistics over seeds, markdown tables, the verdict
-in words, and the figure. `oar_lite.compare` trains and writes the records
-(``{"type": "train" | "eval", "method", "seed", "step", ...}``, see `oar_lite.train`);
-this module only reads them, and the benchmarks render their tables with `markdown_table`.
-
-- `first_reaching` / `steps_to_target`: the first evaluation at or above a target (the one
-  rule, used by `summarize` and by `oar_lite.regime.learning_table`);
-- `bootstrap_interval`, `intervals_overlap`: percentile intervals over seeds;
-- `summarize` -> `render_markdown` (``compare.md``), `verdict`, `save_figure` (``compare.png``).
+"""What a comparison's records say (`oar_lite.compare` trains and writes them, see
+`oar_lite.train`): statistics over seeds (`summarize`, `steps_to_target`, `bootstrap_interval`),
+markdown tables (`render_markdown`, and `markdown_table`, which the benchmarks use too), the
+verdict in words and the figure (`save_figure`).
 """
 from __future__ import annotations
 
