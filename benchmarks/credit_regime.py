@@ -88,7 +88,8 @@ def render(entry: dict) -> str:
 
     t = entry["table"]
     rows = [[m, _ci(e["mean"], e["ci"]), f"{e['reached']}/{len(t['seeds'])}", _ci(e["speedup"], e["speedup_ci"], 2, "x"),
-             None if e["recovered"] is None else f"{e['recovered']:.2f} ({e['recovered_ci'][0]:.2f} to {e['recovered_ci'][1]:.2f})",
+             None if e["recovered"] is None else
+             f"{e['recovered']:.2f} ({e['recovered_ci'][0]:.2f} to {e['recovered_ci'][1]:.2f})",
              f"{e['final_accuracy']:.3f}"] for m, e in t["methods"].items()]
     lines = [f"{entry['name']}: target {t['target']:g}, seeds {t['seeds']}", "",
              *markdown_table(["method", "steps to target (mean, 95% CI)", "reached", "speed-up vs GRPO (95% CI)",
@@ -110,7 +111,8 @@ def render_regimes(data: dict) -> str:
         g, o = t["methods"]["uniform"], t["methods"].get("oracle")
         if o is not None:
             rows.append([name, e["note"], f"{s['prompts_per_step']}x{s['group_size']}, {s['steps']}", f"{t['target']:g}",
-                         len(t["seeds"]), _ci(g["mean"], g["ci"]), _ci(o["mean"], o["ci"]), _ci(o["speedup"], o["speedup_ci"], 2, "x"),
+                         len(t["seeds"]), _ci(g["mean"], g["ci"]), _ci(o["mean"], o["ci"]),
+                         _ci(o["speedup"], o["speedup_ci"], 2, "x"),
                          "overlap" if intervals_overlap(g["ci"], o["ci"]) else "disjoint"])
     return "\n".join(markdown_table(["regime", "what changes", "P x G, steps", "target", "seeds", "GRPO steps (95% CI)",
                                       "oracle steps (95% CI)", "speed-up (95% CI)", "intervals"], rows))

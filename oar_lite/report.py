@@ -132,8 +132,8 @@ def _fmt_target(values: list, n: int, fmt: str) -> str:
 
 
 def _settings_lines(s: dict) -> list[str]:
-    digits = s.get("digits")
-    digits = "" if not digits else f"{digits[0]}-digit problems, " if digits[0] == digits[1] else f"{digits[0]}-{digits[1]}-digit problems, "
+    lo, hi = s.get("digits") or (None, None)
+    digits = "" if lo is None else f"{lo}-digit problems, " if lo == hi else f"{lo}-{hi}-digit problems, "
     noise = f", OAR-G noise std {s['noise_std']}" if "noise_std" in s else ""
     elapsed = f"total {s.get('elapsed_s', 0) / 60:.1f} min"
     if s.get("read_back"):
