@@ -3,23 +3,21 @@ grow linearly with the completion's length.
 
 The completions are adversarial for extraction: the right ``\\boxed{}`` early, then
 thousands of ``\\boxed{`` that never close and a long ``####`` line with nothing after it
-(what made the earlier extraction quadratic). Each size is timed in interleaved rounds
-(CPU seconds, median of the rounds), so the ratio between sizes is measured side by side;
-linear time means doubling the length about doubles the time. `completion_offsets` is timed
-on the toy tokenizer, the same text tokenized.
+(what made the earlier extraction quadratic). Every size is timed once per round, rounds
+interleaved (`benchmarks.common.interleaved`, CPU seconds), and the ratio to the smallest
+size is taken within each round; linear time means doubling the length about doubles the
+time. `completion_offsets` is timed on the toy tokenizer, the same text tokenized.
 
 Run (offline, from the repository root)::
 
     .venv/bin/python -m benchmarks.answer_checking
 
-Prints a markdown table.
+Writes ``benchmarks/results/answer_checking.json`` and prints a markdown table.
 """
 from __future__ import annotations
 
-import statistics
-import time
-
-from oar_lite import math_reward
+from benchmarks import common
+from oar_lite import math_reward, report as tables
 from oar_lite.segment import completion_offsets
 
 SIZES = (25_000, 50_000, 100_000)
@@ -32,13 +30,19 @@ def completion(chars: int) -> str:
             + "x" * (unit * 50) + "\n####" + " \t" * (unit * 17))
 
 
-def cpu_seconds(fn) -> float:
-    t0 = time.process_time()
-    fn()
-    return time.process_time() - t0
+def render(report: dict) -> str:
+    rows = [[r["chars"], r["tokens"], common.fmt(r["math_reward"], "", 4), common.fmt(r["reward_vs_smallest"], "x"),
+             common.fmt(r["completion_offsets"], "", 3), common.fmt(r["offsets_vs_smallest"], "x")]
+            for r in report["sizes"]]
+    return "\n".join([f"{common.rounds(report)}, CPU seconds, median [min-max]; ratios paired by round:", "",
+                      *tables.markdown_table(["completion chars", "tokens", "math_reward s", "vs smallest",
+                                              "completion_offsets s", "vs smallest"], rows)]) + "\n"
 
 
-def main(rounds: int = 3) -> None:
+def main(argv=None) -> dict:
+    ap = common.parser(__doc__, "answer_checking.json", warmup=0, repeats=3)
+    args = ap.parse_args(argv)
+    _, report = common.start(args, "answer_checking", argv)
     from oar_lite import toy
 
     _, tokenizer = toy.load_model()
@@ -46,18 +50,15 @@ def main(rounds: int = 3) -> None:
     ids = {n: tokenizer(texts[n], add_special_tokens=False)["input_ids"] for n in SIZES}
     for n in SIZES:  # right answers first: a fast wrong answer is no result
         assert math_reward(texts[n], "0.75") == 1.0
-    reward: dict[int, list[float]] = {n: [] for n in SIZES}
-    offsets: dict[int, list[float]] = {n: [] for n in SIZES}
-    for _ in range(rounds):
-        for n in SIZES:
-            reward[n].append(cpu_seconds(lambda: math_reward(texts[n], "0.75")))
-            offsets[n].append(cpu_seconds(lambda: completion_offsets(tokenizer, ids[n])))
-    print("| completion chars | tokens | math_reward CPU s | vs smallest | completion_offsets CPU s | vs smallest |")
-    print("|---|---|---|---|---|---|")
-    r0, o0 = statistics.median(reward[SIZES[0]]), statistics.median(offsets[SIZES[0]])
-    for n in SIZES:
-        r, o = statistics.median(reward[n]), statistics.median(offsets[n])
-        print(f"| {len(texts[n])} | {len(ids[n])} | {r:.4f} | {r / r0:.2f}x | {o:.3f} | {o / o0:.2f}x |")
+    calls = {**{("reward", n): (lambda r, n=n: math_reward(texts[n], "0.75")) for n in SIZES},
+             **{("offsets", n): (lambda r, n=n: completion_offsets(tokenizer, ids[n])) for n in SIZES}}
+    runs = common.interleaved(calls, warmup=args.warmup, repeats=args.repeats, progress=not args.no_progress)
+    times = {k: [t for t, _ in v] for k, v in runs.items()}
+    ratios = {kind: common.paired_ratios({n: times[kind, n] for n in SIZES}, SIZES[0]) for kind in ("reward", "offsets")}
+    report["sizes"] = [{"chars": len(texts[n]), "tokens": len(ids[n]), "math_reward": common.spread(times["reward", n]),
+                        "reward_vs_smallest": ratios["reward"][n], "offsets_vs_smallest": ratios["offsets"][n],
+                        "completion_offsets": common.spread(times["offsets", n])} for n in SIZES]
+    return common.finish(report, args.out, render)
 
 
 if __name__ == "__main__":

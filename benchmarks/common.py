@@ -1,5 +1,7 @@
-"""What every benchmark shares: the machine it ran on, timing with warm-up and repeats,
-interleaved A/B/C timing, peak memory, models by name, and synthetic sequences.
+"""What every benchmark shares: the command line and the report's header (`parser`, `start`,
+`finish`: machine, load, JSON), timing with warm-up and repeats, interleaved A/B/C timing,
+peak memory, models by name, and synthetic sequences. Tables are rendered with
+`oar_lite.report.markdown_table` (the same renderer as ``compare.md``) and `fmt`.
 
 Conventions (benchmarks/RESULTS.md relies on them):
 
@@ -20,12 +22,15 @@ Conventions (benchmarks/RESULTS.md relies on them):
 """
 from __future__ import annotations
 
+import argparse
 import ctypes
 import gc
 import json
 import os
 import platform
+import shlex
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Callable
@@ -275,6 +280,43 @@ def token_bounds(T: int, reasoning: slice, end: int) -> dict:
             "ideal": end + sum(end - t for t in range(reasoning.start, reasoning.stop))}
 
 
+# ----------------------------------------------------------------------------- command line, report
+
+def parser(doc: str, out: str, *, warmup: int = 1, repeats: int = 3, threads: int = 1) -> argparse.ArgumentParser:
+    """The flags every timing benchmark shares, described by the first line of ``doc``:
+    --warmup, --repeats, --threads, --device, --clock, --out (``DEFAULT_OUT / out``), --no-progress."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("--warmup", type=int, default=warmup, help="rounds run first and discarded")
+    ap.add_argument("--repeats", type=int, default=repeats, help="rounds kept")
+    ap.add_argument("--threads", type=int, default=threads)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--clock", choices=["cpu", "wall"], default=None,
+                    help="CPU seconds (default on a CPU) or wall-clock seconds (default on a GPU)")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT / out)
+    ap.add_argument("--no-progress", action="store_true")
+    return ap
+
+
+def command(module: str, argv: list[str] | None) -> str:
+    """The command line that reproduces a run of ``benchmarks.<module>``."""
+    return f"python -m benchmarks.{module} " + shlex.join(sys.argv[1:] if argv is None else argv)
+
+
+def start(args: argparse.Namespace, module: str, argv: list[str] | None, **fields) -> tuple[torch.device, dict]:
+    """Offline hub, threads, device and clock (`setup`, from the `parser` flags); returns the
+    device and the report's header: command, machine, warm-up and kept rounds, ``fields``."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    device = setup(args.threads, args.device, args.clock)
+    return device, {"command": command(module, argv), "machine": machine(device), "warmup": args.warmup,
+                    "repeats": args.repeats, **fields}
+
+
+def rounds(report: dict) -> str:
+    """``"5 rounds after 1 warm-up"`` from a report's header."""
+    return f"{report['repeats']} rounds after {report['warmup']} warm-up"
+
+
 def write_json(report: dict, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     report.setdefault("machine", {})["loadavg_end"] = loadavg()
@@ -291,7 +333,9 @@ def finish(report: dict, path: Path, render: Callable[[dict], str]) -> dict:
     return report
 
 
-def fmt(s: dict, unit: str = "s", digits: int = 2) -> str:
-    """``median [min-max]`` of a `spread` dict."""
+def fmt(s: dict | None, unit: str = "s", digits: int = 2, missing: str = "-") -> str:
+    """``median [min-max]`` of a `spread` dict (``missing`` for None)."""
+    if s is None:
+        return missing
     f = f"{{:.{digits}f}}"
     return f"{f.format(s['median'])} [{f.format(s['min'])}-{f.format(s['max'])}]{unit}"

@@ -78,40 +78,44 @@ def main(argv=None) -> dict:
     return entry
 
 
+def _ci(value: float, interval, digits: int = 1, unit: str = "") -> str:
+    """``value (low-high)``."""
+    return f"{value:.{digits}f}{unit} ({interval[0]:.{digits}f}-{interval[1]:.{digits}f})"
+
+
 def render(entry: dict) -> str:
+    from oar_lite.report import markdown_table
+
     t = entry["table"]
+    rows = [[m, _ci(e["mean"], e["ci"]), f"{e['reached']}/{len(t['seeds'])}", _ci(e["speedup"], e["speedup_ci"], 2, "x"),
+             None if e["recovered"] is None else
+             f"{e['recovered']:.2f} ({e['recovered_ci'][0]:.2f} to {e['recovered_ci'][1]:.2f})",
+             f"{e['final_accuracy']:.3f}"] for m, e in t["methods"].items()]
     lines = [f"{entry['name']}: target {t['target']:g}, seeds {t['seeds']}", "",
-             "| method | steps to target (mean, 95% CI) | reached | speed-up vs GRPO (95% CI) | recovered (95% CI) | final acc. |",
-             "|---|---|---|---|---|---|"]
-    for m, e in t["methods"].items():
-        rec = "-" if e["recovered"] is None else f"{e['recovered']:.2f} ({e['recovered_ci'][0]:.2f} to {e['recovered_ci'][1]:.2f})"
-        lines.append(f"| {m} | {e['mean']:.1f} ({e['ci'][0]:.1f}-{e['ci'][1]:.1f}) | {e['reached']}/{len(t['seeds'])} "
-                     f"| {e['speedup']:.2f}x ({e['speedup_ci'][0]:.2f}-{e['speedup_ci'][1]:.2f}) | {rec} "
-                     f"| {e['final_accuracy']:.3f} |")
+             *markdown_table(["method", "steps to target (mean, 95% CI)", "reached", "speed-up vs GRPO (95% CI)",
+                              "recovered (95% CI)", "final acc."], rows)]
     for target, other in entry.get("other_targets", {}).items():
-        lines.append("")
-        lines.append(f"At target {target}: " + "; ".join(
+        lines += ["", f"At target {target}: " + "; ".join(
             f"{m} {e['mean']:.1f} ({e['ci'][0]:.1f}-{e['ci'][1]:.1f}, {e['censored']} censored)"
-            for m, e in other["methods"].items()))
+            for m, e in other["methods"].items())]
     return "\n".join(lines)
 
 
 def render_regimes(data: dict) -> str:
     """The table of regimes tried (GRPO against the oracle in each), for RESULTS.md."""
-    from oar_lite.regime import intervals_overlap
+    from oar_lite.report import intervals_overlap, markdown_table
 
-    lines = ["| regime | what changes | P x G, steps | target | seeds | GRPO steps (95% CI) | oracle steps (95% CI) "
-             "| speed-up (95% CI) | intervals |", "|---|---|---|---|---|---|---|---|---|"]
+    rows = []
     for name, e in data.items():
         t, s = e["table"], e["settings"]
         g, o = t["methods"]["uniform"], t["methods"].get("oracle")
-        if o is None:
-            continue
-        lines.append(f"| {name} | {e['note']} | {s['prompts_per_step']}x{s['group_size']}, {s['steps']} | {t['target']:g} "
-                     f"| {len(t['seeds'])} | {g['mean']:.1f} ({g['ci'][0]:.1f}-{g['ci'][1]:.1f}) | {o['mean']:.1f} "
-                     f"({o['ci'][0]:.1f}-{o['ci'][1]:.1f}) | {o['speedup']:.2f}x ({o['speedup_ci'][0]:.2f}-"
-                     f"{o['speedup_ci'][1]:.2f}) | {'overlap' if intervals_overlap(g['ci'], o['ci']) else 'disjoint'} |")
-    return "\n".join(lines)
+        if o is not None:
+            rows.append([name, e["note"], f"{s['prompts_per_step']}x{s['group_size']}, {s['steps']}", f"{t['target']:g}",
+                         len(t["seeds"]), _ci(g["mean"], g["ci"]), _ci(o["mean"], o["ci"]),
+                         _ci(o["speedup"], o["speedup_ci"], 2, "x"),
+                         "overlap" if intervals_overlap(g["ci"], o["ci"]) else "disjoint"])
+    return "\n".join(markdown_table(["regime", "what changes", "P x G, steps", "target", "seeds", "GRPO steps (95% CI)",
+                                      "oracle steps (95% CI)", "speed-up (95% CI)", "intervals"], rows))
 
 
 if __name__ == "__main__":

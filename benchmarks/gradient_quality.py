@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
-import sys
 import time
 from pathlib import Path
 
@@ -48,20 +46,21 @@ OUT = Path("docs/when_credit_matters/gradient_quality.json")
 
 
 def render(report: dict) -> str:
+    from oar_lite.report import markdown_table
+
     s = report["settings"]
-    lines = [f"{s['batches']} batches of {s['prompts']} prompts x {s['group_size']} completions, "
-             f"{s['digits'][0]}-{s['digits'][1]}-digit problems, mean reward {report['mean_reward']:.3f}, "
-             f"{report['cpu_s']:.0f} CPU s; {common.machine_line(report['machine'])}", "",
-             "| weighting | mean cosine to the true gradient | bias cosine | SNR | SNR vs uniform | step scale | blame share |",
-             "|---|---|---|---|---|---|---|"]
     base = report["stats"]["uniform"]["snr"]
-    for label, st in report["stats"].items():
-        share = report["blame"][label]["share"]
-        lines.append(f"| {label} | {st['cosine']:.3f} | {st['bias_cosine']:.3f} | {st['snr']:.3f} | "
-                     f"{(st['snr'] / base - 1) if base else float('nan'):+.0%} | {st['scale']:.2f} | {share:.3f} |")
-    lines += ["", f"Blame share over {report['blame']['uniform']['n']} wrong completions with a wrong reasoning token "
-              f"(uniform credit gives the share of wrong tokens, {report['blame']['_tokens']['share']:.3f})."]
-    return "\n".join(lines)
+    rows = [[label, f"{st['cosine']:.3f}", f"{st['bias_cosine']:.3f}", f"{st['snr']:.3f}",
+             f"{(st['snr'] / base - 1) if base else float('nan'):+.0%}", f"{st['scale']:.2f}",
+             f"{report['blame'][label]['share']:.3f}"] for label, st in report["stats"].items()]
+    return "\n".join([
+        f"{s['batches']} batches of {s['prompts']} prompts x {s['group_size']} completions, "
+        f"{s['digits'][0]}-{s['digits'][1]}-digit problems, mean reward {report['mean_reward']:.3f}, "
+        f"{report['cpu_s']:.0f} CPU s; {common.machine_line(report['machine'])}", "",
+        *markdown_table(["weighting", "mean cosine to the true gradient", "bias cosine", "SNR", "SNR vs uniform",
+                         "step scale", "blame share"], rows), "",
+        f"Blame share over {report['blame']['uniform']['n']} wrong completions with a wrong reasoning token "
+        f"(uniform credit gives the share of wrong tokens, {report['blame']['_tokens']['share']:.3f})."])
 
 
 def save_figure(report: dict, path: Path) -> Path:
@@ -124,7 +123,7 @@ def main(argv=None) -> dict:
         "mixed": sum(info["mixed"]) / len(info["mixed"]),
         "cpu_s": time.process_time() - t0,
         "machine": {**info_machine, "loadavg_end": common.loadavg()},
-        "command": "python -m benchmarks.gradient_quality " + shlex.join(argv if argv is not None else sys.argv[1:]),
+        "command": common.command("gradient_quality", argv),
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     common.write_json(report, args.json)

@@ -50,14 +50,10 @@ Writes ``benchmarks/results/oar_p_implementations.json`` and prints markdown tab
 """
 from __future__ import annotations
 
-import argparse
-import os
-import sys
-from pathlib import Path
-
 import torch
 
 from benchmarks import common
+from oar_lite import report as tables
 
 IMPLEMENTATIONS = ("batched", "fixed64", "naive", "captum", "captum_tokens")
 DEFAULT_IMPLEMENTATIONS = ("batched", "fixed64", "naive", "captum")
@@ -225,34 +221,31 @@ def render(report: dict) -> str:
              "captum": "Captum FeatureAblation", "captum_tokens": "Captum, token by token, no cache"}
     lines = []
     for res in report["models"]:
-        lines += [f"**{res['model']}**, {len(res['sequences'])} sampled sequence(s), mode answer_joint, "
-                  f"batch_size {report['batch_size']}, token_budget {report.get('token_budget')}, "
-                  f"{report['repeats']} rounds after {report['warmup']} warm-up (median [min-max], paired ratios):", "",
-                  "| seq | T | R | A | implementation | time (s) | time / batched (paired) | peak MiB | max abs diff vs batched |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+        timing, tokens = [], []
         for i, seq in enumerate(res["sequences"]):
             tk = seq["tokens"]
             for k, t in seq["time"].items():
-                mem = seq["peak_mib"][k]
                 if k.startswith("batched_bs"):
-                    names[k] = (f"OAR-P batched, batch_size {k[len('batched_bs'):]} "
-                                f"({seq['tokens_by_batch_size'][int(k[len('batched_bs'):])]} tokens)")
-                sp = seq.get("speedup", {}).get(k)
-                lines.append(f"| {i} | {tk['T']} | {tk['R']} | {tk['A']} | {names[k]} | {common.fmt(t, '')} "
-                             f"| {common.fmt(sp, 'x') if sp else '-'} "
-                             f"| {common.fmt(mem, '', 0) if mem else 'n/a'} | {seq['max_abs_diff'][k]:.1e} |")
-        lines += ["", "Tokens run through the model (item 3):", "",
-                  "| seq | T | R | batched (measured) | chunks of 64 (before) | ideal prefix reuse | R*T/2 | naive (R+1)*T "
-                  "| batched / ideal | before / ideal | batched / naive | largest pass (tokens) |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-        for i, seq in enumerate(res["sequences"]):
-            tk = seq["tokens"]
+                    b = int(k[len("batched_bs"):])
+                    tokens_b = {int(n): v for n, v in seq["tokens_by_batch_size"].items()}[b]  # str keys once read from JSON
+                    names[k] = f"OAR-P batched, batch_size {b} ({tokens_b} tokens)"
+                timing.append([i, tk["T"], tk["R"], tk["A"], names[k], common.fmt(t, ""),
+                               common.fmt(seq.get("speedup", {}).get(k), "x"), common.fmt(seq["peak_mib"][k], "", 0, "n/a"),
+                               f"{seq['max_abs_diff'][k]:.1e}"])
             before = tk.get("fixed64")
-            before_ratio = f"{before / tk['ideal_prefix_reuse']:.2f}" if before else "-"
-            lines.append(f"| {i} | {tk['T']} | {tk['R']} | {tk['batched']} | {before or '-'} | {tk['ideal_prefix_reuse']} "
-                         f"| {tk['half_RT']:.0f} | {tk['naive']} | {tk['batched'] / tk['ideal_prefix_reuse']:.3f} "
-                         f"| {before_ratio} "
-                         f"| {tk['batched'] / tk['naive']:.3f} | {seq.get('max_pass_tokens')} |")
+            tokens.append([i, tk["T"], tk["R"], tk["batched"], before, tk["ideal_prefix_reuse"], f"{tk['half_RT']:.0f}",
+                           tk["naive"], f"{tk['batched'] / tk['ideal_prefix_reuse']:.3f}",
+                           before and f"{before / tk['ideal_prefix_reuse']:.2f}", f"{tk['batched'] / tk['naive']:.3f}",
+                           seq.get("max_pass_tokens")])
+        lines += [f"**{res['model']}**, {len(res['sequences'])} sampled sequence(s), mode answer_joint, "
+                  f"batch_size {report['batch_size']}, token_budget {report.get('token_budget')}, "
+                  f"{common.rounds(report)} (median [min-max], paired ratios):", "",
+                  *tables.markdown_table(["seq", "T", "R", "A", "implementation", "time (s)", "time / batched (paired)",
+                                          "peak MiB", "max abs diff vs batched"], timing),
+                  "", "Tokens run through the model (item 3):", "",
+                  *tables.markdown_table(["seq", "T", "R", "batched (measured)", "chunks of 64 (before)",
+                                          "ideal prefix reuse", "R*T/2", "naive (R+1)*T", "batched / ideal",
+                                          "before / ideal", "batched / naive", "largest pass (tokens)"], tokens)]
         bad = res["sequences"][0]["max_abs_diff"].get("captum_default_unchecked")
         if bad is not None:
             lines.append(f"Captum's default path (`forward_in_tokens=True, use_cached_outputs=True`) on sequence 0: "
@@ -262,9 +255,7 @@ def render(report: dict) -> str:
 
 
 def main(argv=None) -> dict:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = common.parser(__doc__, "oar_p_implementations.json")
     ap.add_argument("--model", nargs="+", default=["toy", "smollm2"], choices=["toy", "smollm2"])
     ap.add_argument("--implementations", nargs="+", default=list(DEFAULT_IMPLEMENTATIONS), choices=IMPLEMENTATIONS)
     ap.add_argument("--no-captum-default-check", action="store_true",
@@ -277,25 +268,13 @@ def main(argv=None) -> dict:
     ap.add_argument("--token-budget", type=int, default=None, help="OAR-P's tokens per pass (default: by device)")
     ap.add_argument("--extra-batch-sizes", nargs="*", type=int, default=[],
                     help="also time the batched version with these chunk sizes (tokens vs time vs memory)")
-    ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--tolerance", type=float, default=1e-4,
                     help="allowed max |difference| of scores, relative to max(1, max |score|)")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--clock", choices=["cpu", "wall"], default=None,
-                    help="CPU seconds (default on a CPU) or wall-clock seconds (default on a GPU)")
-    ap.add_argument("--out", type=Path, default=common.DEFAULT_OUT / "oar_p_implementations.json")
-    ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
     from oar_lite.attribution import default_token_budget
 
-    device = common.setup(args.threads, args.device, args.clock)
-    report = {"command": "python -m benchmarks.oar_p_implementations "
-                         + " ".join(argv if argv is not None else sys.argv[1:]),
-              "machine": common.machine(device), "warmup": args.warmup, "repeats": args.repeats,
-              "batch_size": args.batch_size, "models": [],
-              "token_budget": args.token_budget or default_token_budget(device)}
+    device, report = common.start(args, "oar_p_implementations", argv, batch_size=args.batch_size, models=[])
+    report["token_budget"] = args.token_budget or default_token_budget(device)
     for name in args.model:
         model, tok = common.load(name, device)
         seqs = sample_sequences(name, model, tok, args.sequences, min_reasoning=args.min_reasoning,

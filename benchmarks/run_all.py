@@ -1,5 +1,5 @@
 """Every benchmark in one command (``make bench``): step cost, OAR-P implementations,
-scaling with length, and the learning summary of a finished comparison.
+scaling with length, and the learning summary of a comparison.
 
     .venv/bin/python -m benchmarks.run_all                   # the full set (hours on 2 busy CPU cores)
     .venv/bin/python -m benchmarks.run_all --quick           # small sizes, a few minutes
@@ -7,12 +7,14 @@ scaling with length, and the learning summary of a finished comparison.
 
 Each benchmark writes its JSON to ``--out`` (default ``benchmarks/results``); this script
 also writes ``summary.md`` there with every table, the machine and the load average, to
-paste into benchmarks/RESULTS.md. The learning summary is skipped when no comparison has
-run (``python -m oar_lite compare``); it never trains.
+paste into benchmarks/RESULTS.md. The learning summary is ``compare.md``'s table
+(`oar_lite.report`) of the records in ``--compare-folder``, finished or still running; it is
+skipped when no comparison has run (``python -m oar_lite compare``) and never trains.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from pathlib import Path
@@ -24,6 +26,24 @@ QUICK = {
     "oar_p_implementations": ["--model", "toy", "--sequences", "1", "--warmup", "0", "--repeats", "1"],
     "scaling": ["--lengths", "64", "128", "--warmup", "0", "--repeats", "1"],
 }
+
+
+def learning(folder: Path, out: Path) -> dict | None:
+    """The summary of the comparison in ``folder`` (`oar_lite.report.summarize`, at the target and
+    with the settings of its ``compare.json`` when it has one), written to ``out`` as JSON;
+    None when the folder holds no records."""
+    from oar_lite import compare, report
+
+    records = compare.load_records(folder) if folder.exists() else []
+    if not records:
+        return None
+    saved = json.loads((folder / "compare.json").read_text()) if (folder / "compare.json").exists() else {}
+    summary = report.summarize(records, target=saved.get("target", compare.DEFAULT_TARGET))
+    summary.update(settings=saved.get("settings"), command=saved.get("command"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(summary, indent=1) + "\n")
+    summary["markdown"] = report.render_markdown(summary)
+    return summary
 
 
 def main(argv=None) -> None:
@@ -40,7 +60,7 @@ def main(argv=None) -> None:
     ap.add_argument("--out", type=Path, default=common.DEFAULT_OUT)
     args = ap.parse_args(argv)
 
-    from benchmarks import learning, oar_p_implementations, scaling, step_cost
+    from benchmarks import oar_p_implementations, scaling, step_cost
 
     modules = {"step_cost": step_cost, "oar_p_implementations": oar_p_implementations, "scaling": scaling}
     suffix = "_quick" if args.quick else ""
@@ -50,11 +70,10 @@ def main(argv=None) -> None:
     for name in args.only:
         start = time.perf_counter()
         if name == "learning":
-            if not args.compare_folder.exists():
+            report = learning(args.compare_folder, args.out / f"learning{suffix}.json")
+            if report is None:
                 print(f"learning: no comparison in {args.compare_folder}; run `python -m oar_lite compare` first")
                 continue
-            report = learning.main(["--folder", str(args.compare_folder), "--out",
-                                    str(args.out / f"learning{suffix}.json")])
         else:
             extra = ["--out", str(args.out / f"{name}{suffix}.json")]
             if name == "scaling":

@@ -26,14 +26,12 @@ Writes ``benchmarks/results/scaling.json`` and the plot ``benchmarks/scaling.png
 """
 from __future__ import annotations
 
-import argparse
-import os
-import sys
 from pathlib import Path
 
 import torch
 
 from benchmarks import common
+from oar_lite import report as tables
 
 LENGTHS = (64, 128, 256, 512, 1024)
 MARKERS = {"smollm2": (" The answer is", " 42", "."), "toy": (" A=", "42", "</s>")}
@@ -155,56 +153,41 @@ def plot(report: dict, path: Path) -> Path:
 
 
 def render(report: dict) -> str:
-    lines = [f"{report['model']}, OAR-P batch_size {report['batch_size']}, warm-up {report['warmup']} "
-             "(median [min-max] over the repeats listed; tokens marked * are the planner's count, the run "
-             "scored only the first chunk's positions):", "",
-             "| L | T | R | repeats | OAR-P positions run | OAR-P (s) | OAR-G (s) | OAR-P / OAR-G | OAR-P peak MiB "
-             "| OAR-G peak MiB | OAR-P largest pass (tokens) | OAR-P tokens | / ideal | / naive | load (1 min) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = []
     for r in report["lengths"]:
-        def mem(k):
-            return common.fmt(r[k]["peak_mib"], "", 0) if r[k]["peak_mib"] else "n/a"
         tokens = r["oar_p_tokens"] or r["oar_p_planned_tokens"]
-        star = "" if r["oar_p_tokens"] else "*"
-        lines.append(f"| {r['length']} | {r['T']} | {r['R']} | {r['repeats']} | {r['oar_p_scored']} of {r['R']} "
-                     f"| {common.fmt(r['oar-p']['time'], '')} "
-                     f"| {common.fmt(r['oar-g']['time'], '', 3)} | {r['oar_p_over_oar_g']['median']:.1f}x "
-                     f"| {mem('oar-p')} | {mem('oar-g')} | {r['oar_p_max_pass_tokens']} | {tokens}{star} "
-                     f"| {tokens / r['ideal_tokens']:.3f} | {tokens / r['naive_tokens']:.2f} "
-                     f"| {r['loadavg'][0] if r['loadavg'] else '-'} |")
-    return "\n".join(lines) + "\n"
+        rows.append([r["length"], r["T"], r["R"], r["repeats"], f"{r['oar_p_scored']} of {r['R']}",
+                     common.fmt(r["oar-p"]["time"], ""), common.fmt(r["oar-g"]["time"], "", 3),
+                     f"{r['oar_p_over_oar_g']['median']:.1f}x", common.fmt(r["oar-p"]["peak_mib"], "", 0, "n/a"),
+                     common.fmt(r["oar-g"]["peak_mib"], "", 0, "n/a"), r["oar_p_max_pass_tokens"],
+                     f"{tokens}{'' if r['oar_p_tokens'] else '*'}", f"{tokens / r['ideal_tokens']:.3f}",
+                     f"{tokens / r['naive_tokens']:.2f}", r["loadavg"] and r["loadavg"][0]])
+    return "\n".join([
+        f"{report['model']}, OAR-P batch_size {report['batch_size']}, warm-up {report['warmup']} "
+        "(median [min-max] over the repeats listed; tokens marked * are the planner's count, the run "
+        "scored only the first chunk's positions):", "",
+        *tables.markdown_table(["L", "T", "R", "repeats", "OAR-P positions run", "OAR-P (s)", "OAR-G (s)", "OAR-P / OAR-G",
+                                "OAR-P peak MiB", "OAR-G peak MiB", "OAR-P largest pass (tokens)", "OAR-P tokens",
+                                "/ ideal", "/ naive", "load (1 min)"], rows)]) + "\n"
 
 
 def main(argv=None) -> dict:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = common.parser(__doc__, "scaling.json")
     ap.add_argument("--model", default="smollm2", choices=sorted(MARKERS))
     ap.add_argument("--lengths", nargs="+", type=int, default=list(LENGTHS))
-    ap.add_argument("--warmup", type=int, default=1, help="warm-up rounds (at the shortest length only)")
-    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--long", type=int, default=512, help="from this length on, use --long-repeats")
     ap.add_argument("--long-repeats", type=int, default=1)
     ap.add_argument("--batch-size", type=int, default=None, help="OAR-P's row cap per pass (default: none)")
     ap.add_argument("--token-budget", type=int, default=None, help="OAR-P's tokens per pass (default: by device)")
     ap.add_argument("--oar-p-first-chunk", action="store_true",
                     help="OAR-P on its first (widest) chunk's positions only: the peak memory of a full run")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--clock", choices=["cpu", "wall"], default=None,
-                    help="CPU seconds (default on a CPU) or wall-clock seconds (default on a GPU)")
-    ap.add_argument("--out", type=Path, default=common.DEFAULT_OUT / "scaling.json")
     ap.add_argument("--plot", type=Path, default=Path(__file__).resolve().parent / "scaling.png")
     ap.add_argument("--profile", type=int, default=None, metavar="L",
                     help="also profile one OAR-P and one OAR-G call at length L (torch.profiler top ops)")
-    ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
-    device = common.setup(args.threads, args.device, args.clock)
+    device, report = common.start(args, "scaling", argv, model=args.model, batch_size=args.batch_size,
+                                  oar_p_first_chunk=args.oar_p_first_chunk, lengths=[])
     model, tok = common.load(args.model, device)
-    report = {"command": "python -m benchmarks.scaling " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "machine": common.machine(device), "model": args.model, "batch_size": args.batch_size,
-              "oar_p_first_chunk": args.oar_p_first_chunk,
-              "warmup": args.warmup, "lengths": []}
     for i, L in enumerate(sorted(args.lengths)):
         repeats = args.long_repeats if L >= args.long else args.repeats
         row = measure_length(model, tok, args.model, L, warmup=args.warmup if i == 0 else 0, repeats=repeats,

@@ -24,16 +24,13 @@ Writes ``benchmarks/results/step_cost.json`` and prints a markdown table.
 """
 from __future__ import annotations
 
-import argparse
 import copy
-import os
 import statistics
-import sys
-from pathlib import Path
 
 import torch
 
 from benchmarks import common
+from oar_lite import report as tables
 from oar_lite.train import PHASES
 
 METHODS = ("uniform", "oar-g", "oar-p")
@@ -139,52 +136,31 @@ def render(report: dict) -> str:
         s = res["settings"]
         kind = "LoRA rank 8 (all linear layers)" if s.get("lora") else "full fine-tuning"
         B = s["prompts_per_step"] * s["group_size"]
+        rows = [[m, common.fmt(r["step"], ""), common.fmt(r["ratio_vs_grpo"], "x"),
+                 *(f"{r['phases'][p]['median']:.2f}" for p in PHASES), common.fmt(r["attribute_ratio_vs_grpo_step"], "x"),
+                 f"{r['scored_rows']:.1f}/{B}", r["attribute_s_per_scored_row"] and f"{r['attribute_s_per_scored_row']:.3f}",
+                 f"{r['completion_length']:.0f}"] for m, r in res["methods"].items()]
         lines += [f"**{res['model']}** ({res['parameters'] / 1e6:.1f}M parameters, {kind}, "
                   f"{res['trainable_parameters'] / 1e6:.2f}M trained): {s['prompts_per_step']} prompts x "
                   f"{s['group_size']} completions = {B} rows, up to {s['max_new_tokens']} new tokens; "
-                  f"{report['repeats']} rounds after {report['warmup']} warm-up; same rollouts across methods: "
-                  f"{res['same_rollouts']}.", "",
-                  "| method | step (s) | vs GRPO (paired) | generate | reward | attribute | update "
-                  "| attribute / GRPO step | rows scored | s per scored row | completion tokens |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
-        for m, r in res["methods"].items():
-            ph = r["phases"]
-            ratio = common.fmt(r["ratio_vs_grpo"], "x") if r["ratio_vs_grpo"] else "-"
-            per_row = f"{r['attribute_s_per_scored_row']:.3f}" if r["attribute_s_per_scored_row"] else "-"
-            lines.append(f"| {m} | {common.fmt(r['step'], '')} | {ratio} | {ph['generate']['median']:.2f} "
-                         f"| {ph['reward']['median']:.2f} | {ph['attribute']['median']:.2f} "
-                         f"| {ph['update']['median']:.2f} "
-                         f"| {common.fmt(r['attribute_ratio_vs_grpo_step'], 'x') if r['attribute_ratio_vs_grpo_step'] else '-'} "
-                         f"| {r['scored_rows']:.1f}/{B} | {per_row} "
-                         f"| {r['completion_length']:.0f} |")
-        lines.append("")
+                  f"{common.rounds(report)}; same rollouts across methods: {res['same_rollouts']}.", "",
+                  *tables.markdown_table(["method", "step (s)", "vs GRPO (paired)", *PHASES, "attribute / GRPO step",
+                                          "rows scored", "s per scored row", "completion tokens"], rows), ""]
     return "\n".join(lines)
 
 
 def main(argv=None) -> dict:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = common.parser(__doc__, "step_cost.json")
     ap.add_argument("--model", nargs="+", default=["toy", "smollm2"], choices=sorted(SETTINGS))
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS + EXTRA_METHODS))
-    ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--prompts", type=int, default=None, help="prompts per step (default: per model)")
     ap.add_argument("--group-size", type=int, default=None)
     ap.add_argument("--max-new-tokens", type=int, default=None)
     ap.add_argument("--full", action="store_true", help="full fine-tuning of SmolLM2 instead of LoRA")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--clock", choices=["cpu", "wall"], default=None,
-                    help="CPU seconds (default on a CPU) or wall-clock seconds (default on a GPU)")
-    ap.add_argument("--out", type=Path, default=common.DEFAULT_OUT / "step_cost.json")
-    ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
     if "uniform" not in args.methods:
         raise ValueError("--methods must include 'uniform' (plain GRPO, the baseline of the ratios)")
-    device = common.setup(args.threads, args.device)
-    report = {"command": "python -m benchmarks.step_cost " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "machine": common.machine(device), "warmup": args.warmup, "repeats": args.repeats, "models": []}
+    device, report = common.start(args, "step_cost", argv, models=[])
     for name in args.model:
         settings = copy.deepcopy(SETTINGS[name])
         for key, value in (("prompts_per_step", args.prompts), ("group_size", args.group_size),

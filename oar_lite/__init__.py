@@ -19,7 +19,8 @@ The algorithm contract is OAR-SPEC (Li et al. 2026, arXiv 2601.07408):
 - `oracle`: the toy world's ground-truth credit (scorers ``"oracle"``, ``"oracle-pivotal"``)
   and the controls ``"inverted:<method>"`` / ``"shuffled:<method>"``; `gradient_quality`:
   cosine, bias and SNR of each weighting's batch gradient; `regime`: steps to a target
-  over seeds with bootstrap intervals and the recovered fraction (notebook 07).
+  over seeds with bootstrap intervals and the recovered fraction (notebook 07); `report`:
+  the statistics, tables, verdict and figure of a comparison (`oar_lite.compare`).
 """
 from .attribution import (
     MODES,
@@ -57,7 +58,7 @@ from .segment import (
     segments_to_masks,
 )
 from . import toy
-from . import gradient_quality, oracle, regime
+from . import gradient_quality, oracle, regime, report
 from .credit import credit_benchmark, precision_at_k, results_table, roc_auc
 
 __version__ = "0.1.0"

@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(out) as f:
             print(f.read())
     else:
-        from .compare import verdict
+        from .report import verdict
 
         print("\n".join(verdict(summary)))
     print(f"wrote {args.out}/compare.md, compare.png, compare.jsonl")

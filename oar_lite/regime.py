@@ -4,10 +4,10 @@ share of the oracle's gain that a method recovers.
 The question is asked of `oar_lite.compare` records (every method trained from the same
 model with the same seeds, so seed s gives every method the same prompts at every step):
 
-- steps to target: per run, the first evaluated step whose held-out accuracy is at least
-  the target. A run that never gets there is censored at ``budget + eval_every`` (a lower
-  bound on its true value, so the comparison is conservative for whoever reaches it) and
-  counted in ``censored``.
+- steps to target (`oar_lite.report.steps_to_target`): per run, the first evaluated step
+  whose held-out accuracy is at least the target. A run that never gets there is censored
+  at ``budget + eval_every`` (a lower bound on its true value, so the comparison is
+  conservative for whoever reaches it) and counted in ``censored``.
 - a 95% bootstrap interval of each method's mean over seeds (seeds resampled with
   replacement), and of GRPO's mean divided by the method's mean (the speed-up), with
   seeds resampled *jointly* across methods (the pairing by prompts is kept);
@@ -25,28 +25,8 @@ from typing import Sequence
 
 import numpy as np
 
-
-def steps_to_target(evals: Sequence[dict], target: float, *, censor: float) -> tuple[float, bool]:
-    """``(step, reached)``: the first eval record (sorted by step, the step-0 one included)
-    with ``eval_accuracy >= target``, else ``(censor, False)``."""
-    for r in sorted(evals, key=lambda r: r["step"]):
-        if r["eval_accuracy"] >= target:
-            return float(r["step"]), True
-    return float(censor), False
-
-
-def bootstrap_interval(stat, samples: np.ndarray, *, n: int = 10_000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
-    """Percentile bootstrap interval of ``stat(samples[idx])`` over rows resampled with
-    replacement (``samples: [S, ...]``, one row per seed; columns stay together)."""
-    samples = np.asarray(samples, dtype=float)
-    if len(samples) < 2:
-        raise ValueError(f"a bootstrap interval needs at least 2 seeds, got {len(samples)}")
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(samples), size=(n, len(samples)))
-    values = np.array([stat(samples[i]) for i in idx], dtype=float)
-    values = values[np.isfinite(values)]
-    alpha = (1 - level) / 2
-    return float(np.quantile(values, alpha)), float(np.quantile(values, 1 - alpha))
+# Re-exported from `oar_lite.report`, which holds them: notebook 07 calls regime.intervals_overlap.
+from .report import bootstrap_interval, intervals_overlap, steps_to_target  # noqa: F401
 
 
 def learning_table(records: Sequence[dict], *, target: float, methods: Sequence[str] | None = None,
@@ -123,8 +103,3 @@ def learning_table(records: Sequence[dict], *, target: float, methods: Sequence[
                 entry["recovered_ci"] = bootstrap_interval(fraction, trio, n=n_boot)
         out[m] = entry
     return {"target": target, "seeds": seeds, "methods": out}
-
-
-def intervals_overlap(a: Sequence[float], b: Sequence[float]) -> bool:
-    """Whether two ``(low, high)`` intervals overlap."""
-    return a[0] <= b[1] and b[0] <= a[1]

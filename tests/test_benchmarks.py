@@ -1,14 +1,14 @@
 """Benchmarks run once at a tiny size so they do not rot (no timed assertions), and the
 pieces that make their numbers trustworthy: Captum's quantity equals OAR-P's, the
 interleaving rotates, the memory probe sees an allocation, the learning summary reads
-a comparison folder."""
+a comparison folder, the shared command line records what reproduces a run."""
 import json
 
 import pytest
 import torch
 from conftest import PAD, char_tokenizer, tiny_llama
 
-from benchmarks import common, learning, oar_p_implementations, run_all, scaling, step_cost
+from benchmarks import answer_checking, common, oar_p_implementations, run_all, scaling, step_cost
 from oar_lite import toy
 from oar_lite.attribution import perturbation_scores
 
@@ -108,6 +108,16 @@ def test_scaling_runs_and_plots(tmp_path):
     assert (tmp_path / "sc.png").stat().st_size > 10_000
 
 
+@toy_model
+def test_answer_checking_runs(tmp_path):
+    report = answer_checking.main(["--repeats", "1", "--no-progress", "--out", str(tmp_path / "a.json")])
+    sizes = report["sizes"]
+    assert [r["chars"] for r in sizes] == sorted(r["chars"] for r in sizes) and len(sizes) == 3
+    assert sizes[0]["reward_vs_smallest"]["median"] == sizes[0]["offsets_vs_smallest"]["median"] == 1.0
+    assert "| completion chars |" in report["markdown"]
+    assert json.loads((tmp_path / "a.json").read_text())["command"].endswith(str(tmp_path / "a.json"))
+
+
 def _compare_folder(path):
     """A finished comparison: 2 methods x 2 seeds, GRPO reaching 0.8 at step 10 on seed 0 only."""
     curves = {("uniform", 0): [0.5, 0.8, 0.8], ("uniform", 1): [0.5, 0.6, 0.7],
@@ -128,24 +138,33 @@ def _compare_folder(path):
         (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def test_learning_summary_reads_a_compare_folder(tmp_path):
-    _compare_folder(tmp_path / "cmp")
-    summary = learning.main(["--folder", str(tmp_path / "cmp"), "--target", "0.75", "--out", str(tmp_path / "l.json")])
+def test_run_all_summarises_a_compare_folder(tmp_path):
+    _compare_folder(tmp_path / "cmp")  # still running: no compare.json, so compare's default target 0.85
+    run_all.main(["--only", "learning", "--compare-folder", str(tmp_path / "cmp"), "--out", str(tmp_path)])
+    summary = json.loads((tmp_path / "learning.json").read_text())
     grpo, oar = summary["methods"]["uniform"], summary["methods"]["oar-g"]
-    assert grpo["steps_to_target"] == [5, None] and oar["steps_to_target"] == [5, 5]
-    assert oar["steps_done"] == [10, 10]
+    assert summary["target"] == 0.85
+    assert grpo["steps_to_target"] == [None, None] and oar["steps_to_target"] == [10, 5]
     assert oar["paired_diff_vs_grpo"] == pytest.approx([0.1, 0.2])
-    assert "not reached" in summary["markdown"]
-    # With an interleaved step-cost ratio, time to target in GRPO steps = steps x ratio.
-    cost = {"models": [{"model": "toy", "methods": {"uniform": {"ratio_vs_grpo": {"median": 1.0}},
-                                                    "oar-g": {"ratio_vs_grpo": {"median": 1.5}}}}]}
-    (tmp_path / "cost.json").write_text(json.dumps(cost))
-    summary = learning.main(["--folder", str(tmp_path / "cmp"), "--target", "0.75", "--step-cost",
-                             str(tmp_path / "cost.json"), "--out", str(tmp_path / "l.json")])
-    assert summary["methods"]["oar-g"]["grpo_steps_to_target"] == [7.5, 7.5]
-    assert summary["methods"]["uniform"]["grpo_steps_to_target"] == [5.0, None]
-    with pytest.raises(ValueError, match="no compare records"):
-        learning.summarize_folder(tmp_path, target=0.75)
+    md = (tmp_path / "summary.md").read_text()
+    assert "| GRPO (uniform) |" in md and "not reached (0/2)" in md and "7.5 (2/2)" in md
+    # A finished comparison's compare.json sets the target.
+    (tmp_path / "cmp" / "compare.json").write_text(json.dumps({"target": 0.75, "settings": None}))
+    run_all.main(["--only", "learning", "--compare-folder", str(tmp_path / "cmp"), "--out", str(tmp_path)])
+    summary = json.loads((tmp_path / "learning.json").read_text())
+    assert summary["methods"]["uniform"]["steps_to_target"] == [5, None]
+
+
+def test_parser_and_start_record_the_command_and_machine():
+    ap = common.parser("Title line\nmore", "x.json", repeats=5)
+    args = ap.parse_args(["--threads", "1", "--clock", "wall"])
+    assert args.repeats == 5 and args.warmup == 1 and args.out == common.DEFAULT_OUT / "x.json"
+    device, report = common.start(args, "demo", ["--threads", "1", "--note", "two words"], extra=3)
+    assert device.type == "cpu" and common.CLOCK["clock"] == "wall"
+    assert report["command"] == "python -m benchmarks.demo --threads 1 --note 'two words'"
+    assert report["machine"]["torch_threads"] == 1 and report["extra"] == 3
+    assert common.rounds(report) == "5 rounds after 1 warm-up"
+    common.setup(1, "cpu")  # back to CPU seconds for the other tests
 
 
 def test_run_all_skips_learning_without_a_comparison(tmp_path, capsys):

@@ -1,0 +1,260 @@
+"""What a comparison's records say (`oar_lite.compare` trains and writes them, see
+`oar_lite.train`): statistics over seeds (`summarize`, `steps_to_target`, `bootstrap_interval`),
+markdown tables (`render_markdown`, and `markdown_table`, which the benchmarks use too), the
+verdict in words and the figure (`save_figure`).
+"""
+from __future__ import annotations
+
+import statistics
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from .train import PHASES
+
+
+# ----------------------------------------------------------------------------- statistics
+
+def first_reaching(evals: Sequence[dict], target: float) -> dict | None:
+    """The first eval record by step (step 0 included) with ``eval_accuracy >= target``, else None."""
+    return next((r for r in sorted(evals, key=lambda r: r["step"]) if r["eval_accuracy"] >= target), None)
+
+
+def steps_to_target(evals: Sequence[dict], target: float, *, censor: float) -> tuple[float, bool]:
+    """``(step, reached)`` of `first_reaching`; ``(censor, False)`` for a run that never gets there."""
+    first = first_reaching(evals, target)
+    return (float(first["step"]), True) if first else (float(censor), False)
+
+
+def bootstrap_interval(stat, samples: np.ndarray, *, n: int = 10_000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``stat(samples[idx])`` over rows resampled with
+    replacement (``samples: [S, ...]``, one row per seed; columns stay together)."""
+    samples = np.asarray(samples, dtype=float)
+    if len(samples) < 2:
+        raise ValueError(f"a bootstrap interval needs at least 2 seeds, got {len(samples)}")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(samples), size=(n, len(samples)))
+    values = np.array([stat(samples[i]) for i in idx], dtype=float)
+    values = values[np.isfinite(values)]
+    alpha = (1 - level) / 2
+    return float(np.quantile(values, alpha)), float(np.quantile(values, 1 - alpha))
+
+
+def intervals_overlap(a: Sequence[float], b: Sequence[float]) -> bool:
+    """Whether two ``(low, high)`` intervals overlap."""
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+def _median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def phase_times(runs: Iterable[Sequence[dict]]) -> dict[str, float]:
+    """Median wall seconds per step of each phase over the train records of several runs."""
+    return {p: _median([r[f"time_{p}"] for rs in runs for r in rs]) or 0.0 for p in PHASES}
+
+
+def summarize(records: Sequence[dict], *, target: float, methods: Sequence[str] | None = None) -> dict:
+    """Per method, over seeds: held-out accuracy at the start and at the end (mean, std,
+    min, max), the best, steps and training wall time to first reach ``target``, the
+    median seconds per step in each phase, and per-seed differences to GRPO (``"uniform"``).
+
+    Returns:
+        ``{"target": target, "methods": {method: {...}}}`` (plain floats, JSON-ready).
+    """
+    from .plots import by_method_and_seed
+
+    evals = by_method_and_seed(records, "eval")
+    trains = by_method_and_seed(records, "train")
+    order = list(methods) if methods else sorted(evals, key=lambda m: (m != "uniform", m))
+    result = {}
+    for method in (m for m in order if m in evals):
+        runs = evals[method]
+        seeds = sorted(runs)
+        accs = {s: [r["eval_accuracy"] for r in runs[s]] for s in seeds}
+        finals = [accs[s][-1] for s in seeds]
+        reached = [first_reaching(runs[s], target) for s in seeds]
+        steps = [rs for s, rs in trains.get(method, {}).items() if s in runs]
+        phase = phase_times(steps)
+        curves = [statistics.mean(accs[s][1:] or accs[s][:1]) for s in seeds]
+        result[method] = {
+            "seeds": seeds,
+            "start_accuracy": statistics.mean(a[0] for a in accs.values()),
+            "final_accuracy": statistics.mean(finals),
+            "final_accuracy_std": statistics.pstdev(finals) if len(finals) > 1 else 0.0,
+            "final_accuracy_min": min(finals),
+            "final_accuracy_max": max(finals),
+            "final_accuracies": finals,
+            "best_accuracy": statistics.mean(max(a) for a in accs.values()),
+            # Mean held-out accuracy over the evaluations after step 0: the area under the curve,
+            # less sensitive to one noisy evaluation than a first crossing of the target.
+            "curve_accuracy": statistics.mean(curves),
+            "curve_accuracies": curves,
+            "reached": sum(r is not None for r in reached),
+            "steps_to_target": [r["step"] if r else None for r in reached],
+            "time_to_target": [r["wall_time"] if r else None for r in reached],
+            "final_step": max(runs[s][-1]["step"] for s in seeds),
+            "train_reward_last5": statistics.mean(r["reward_mean"] for rs in steps for r in rs[-5:]) if steps else None,
+            "weight_std": _median([r["weight_std"] for rs in steps for r in rs]),
+            "time_per_step": sum(phase.values()),
+            "time_per_phase": phase,
+            # Within one run the phases share the machine's load, so this ratio survives a busy
+            # machine better than comparing runs trained at different times.
+            "attribution_overhead": sum(phase.values()) / max(sum(phase.values()) - phase["attribute"], 1e-9),
+            "cpu_per_step": _median([sum(r[f"cpu_{p}"] for p in PHASES) for rs in steps for r in rs if "cpu_update" in r]),
+        }
+    grpo = result.get("uniform", {})
+    for m in result.values():
+        m["step_cost_vs_grpo"] = m["time_per_step"] / grpo["time_per_step"] if grpo.get("time_per_step") else None
+        m["cpu_cost_vs_grpo"] = (m["cpu_per_step"] / grpo["cpu_per_step"]
+                                 if grpo.get("cpu_per_step") and m["cpu_per_step"] else None)
+        # Paired by seed: the same seed gives every method the same prompts and sampling seeds,
+        # so per-seed differences are less noisy than differences of means.
+        if grpo:
+            for key, values in (("paired_diff_vs_grpo", "final_accuracies"), ("paired_curve_diff_vs_grpo", "curve_accuracies")):
+                base = dict(zip(grpo["seeds"], grpo[values]))
+                m[key] = [a - base[s] for s, a in zip(m["seeds"], m[values]) if s in base]
+    return {"target": target, "methods": result}
+
+
+# ----------------------------------------------------------------------------- tables and words
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence]) -> list[str]:
+    """The lines of a markdown table; a None cell shows as ``-``."""
+    line = lambda cells: "| " + " | ".join("-" if c is None else str(c) for c in cells) + " |"
+    return [line(header), "|" + "---|" * len(header), *(line(r) for r in rows)]
+
+
+def _fmt_target(values: list, n: int, fmt: str) -> str:
+    got = [v for v in values if v is not None]
+    return f"{fmt.format(statistics.mean(got))} ({len(got)}/{n})" if got else f"not reached (0/{n})"
+
+
+def _settings_lines(s: dict) -> list[str]:
+    lo, hi = s.get("digits") or (None, None)
+    digits = "" if lo is None else f"{lo}-digit problems, " if lo == hi else f"{lo}-{hi}-digit problems, "
+    noise = f", OAR-G noise std {s['noise_std']}" if "noise_std" in s else ""
+    elapsed = f"total {s.get('elapsed_s', 0) / 60:.1f} min"
+    if s.get("read_back"):
+        elapsed += (f" ({s['read_back']} of {s.get('runs')} runs read back from an earlier invocation, "
+                    "so this is not the training time)")
+    return [f"Settings: {s.get('steps')} steps x {s.get('prompts_per_step')} prompts x {s.get('group_size')} completions, "
+            f"{digits}learning rate {s.get('learning_rate')}, quantile {s.get('quantile')}, "
+            f"boost {s.get('boost')}, floor {s.get('floor')}{noise}, seeds {s.get('seeds')}, held-out problems "
+            f"{s.get('eval_size') or 'all'} (greedy, every {s.get('eval_every')} steps), model {s.get('model_dir')}.",
+            f"Machine: {s.get('machine')}; {s.get('jobs')} run(s) at a time, {s.get('threads')} torch thread(s) each; "
+            f"{elapsed}.", ""]
+
+
+def render_markdown(summary: dict) -> str:
+    """``compare.md``: the settings, one table row per method, and what happened in words."""
+    from .plots import method_label
+
+    methods = summary["methods"]
+    lines = ["# GRPO vs OAR on the toy task", ""]
+    if summary.get("command"):
+        lines += [f"Command: `{summary['command']}`", ""]
+    if summary.get("settings"):
+        lines += _settings_lines(summary["settings"])
+    rows = []
+    for method, m in methods.items():
+        n, diffs, cdiffs = len(m["seeds"]), m.get("paired_diff_vs_grpo") or [], m.get("paired_curve_diff_vs_grpo") or []
+        paired = "-" if method == "uniform" or not diffs else (
+            f"{statistics.mean(diffs):+.3f} ± {statistics.pstdev(diffs):.3f}" if len(diffs) > 1 else f"{diffs[0]:+.3f}")
+        curve = f"{m['curve_accuracy']:.3f}" + ("" if method == "uniform" or not cdiffs else f" ({statistics.mean(cdiffs):+.3f})")
+        rows.append([method_label(method), f"{m['start_accuracy']:.3f}",
+                     f"{m['final_accuracy']:.3f} ± {m['final_accuracy_std']:.3f}",
+                     f"{m['final_accuracy_min']:.3f}-{m['final_accuracy_max']:.3f}", paired, curve,
+                     f"{m['best_accuracy']:.3f}", _fmt_target(m["steps_to_target"], n, "{:.1f}"),
+                     _fmt_target(m["time_to_target"], n, "{:.0f}")])
+    lines += [
+        f"Target: held-out accuracy >= {summary['target']:g} (greedy). Steps and time to target: mean over the seeds "
+        "that reached it (how many did, of all); one noisy evaluation can cross it. \"mean acc. over run\": "
+        "held-out accuracy averaged over the evaluations after step 0. \"- GRPO\": minus GRPO's on the same "
+        "seed (same prompts), averaged over seeds.", "",
+        *markdown_table(["method", "start acc.", "final acc. (mean ± std)", "min-max", "final - GRPO",
+                         "mean acc. over run (- GRPO)", "best", "steps to target", "time to target (s)"], rows), "",
+        "Time per step (training only, evaluation excluded; medians over all steps and seeds). Wall seconds "
+        "compare badly across runs on a shared machine (each run meets different neighbours); CPU seconds "
+        "(one torch thread per run) measure the work. \"step / (step - attribute)\" is the attribution "
+        "overhead inside each method's own runs.", ""]
+    ratio = lambda x: f"{x:.2f}x" if x else None
+    lines += markdown_table(
+        ["method", "wall s/step", *PHASES, "wall vs GRPO", "CPU s/step", "CPU vs GRPO", "step / (step - attribute)"],
+        [[method_label(method), f"{m['time_per_step']:.2f}", *(f"{m['time_per_phase'][p]:.2f}" for p in PHASES),
+          ratio(m.get("step_cost_vs_grpo")), f"{m['cpu_per_step']:.2f}" if m.get("cpu_per_step") else None,
+          ratio(m.get("cpu_cost_vs_grpo")), ratio(m["attribution_overhead"])] for method, m in methods.items()])
+    return "\n".join([*lines, "", *verdict(summary), ""])
+
+
+def verdict(summary: dict) -> list[str]:
+    """What happened, in sentences, from the numbers (whichever method wins)."""
+    from .plots import method_label
+
+    methods = summary["methods"]
+    base = methods.get("uniform")
+    out = []
+    for method, m in methods.items():
+        if method == "uniform" or base is None:
+            continue
+        diff = m["final_accuracy"] - base["final_accuracy"]
+        diffs = m.get("paired_diff_vs_grpo") or [diff]
+        # "Higher" only when every paired seed agrees and the mean gap exceeds the seed spread;
+        # one seed has no spread to compare with, so it never decides.
+        spread = max(m["final_accuracy_std"], base["final_accuracy_std"])
+        if len(diffs) < 2:
+            word = "one seed, too few to tell it from"
+        elif all(d > 0 for d in diffs) and diff > spread:
+            word = "higher than"
+        elif all(d < 0 for d in diffs) and diff < -spread:
+            word = "lower than"
+        else:
+            word = "not distinguishable from"
+        n = len(m["seeds"])
+        mine = [v for v in m["steps_to_target"] if v is not None]
+        theirs = [v for v in base["steps_to_target"] if v is not None]
+        if mine and theirs:
+            pace = (f"reached the target in {statistics.mean(mine):.1f} steps on average ({len(mine)}/{n} seeds) "
+                    f"against {statistics.mean(theirs):.1f} for GRPO ({len(theirs)}/{len(base['seeds'])})")
+        else:
+            pace = f"reached the target in {len(mine)}/{n} seeds, GRPO in {len(theirs)}/{len(base['seeds'])}"
+        cost = (f", at {m['cpu_cost_vs_grpo']:.2f}x GRPO's CPU time per step" if m.get("cpu_cost_vs_grpo") else
+                f", at {m['step_cost_vs_grpo']:.2f}x GRPO's wall time per step" if m.get("step_cost_vs_grpo") else "")
+        out.append(f"- {method_label(method)}: final accuracy {m['final_accuracy']:.3f} vs GRPO {base['final_accuracy']:.3f} "
+                   f"({diff:+.3f}, {word} GRPO); {pace}{cost}.")
+    return out
+
+
+# ----------------------------------------------------------------------------- the figure
+
+def save_figure(records: Sequence[dict], path, *, target: float | None = None, methods: Sequence[str] | None = None):
+    """``compare.png``: held-out accuracy against steps and against training wall time, and
+    time per step by phase. When the records carry CPU time (one torch thread per run), a
+    third curve panel shows accuracy against CPU time, which a busy machine does not skew."""
+    # A bare Figure draws to a file without pyplot: no backend switch, nothing left open in
+    # a notebook that calls this (matplotlib.use("Agg") there would stop inline plots).
+    from matplotlib.figure import Figure
+
+    from .plots import by_method_and_seed, plot_curves, plot_phase_times
+
+    fig = Figure(figsize=(12, 8.5))
+    axes = fig.subplots(2, 2).ravel()
+    panels = [("step", "held-out accuracy by step"), ("wall_time", "held-out accuracy by training wall time")]
+    if all("cpu_time" in r for r in records if r.get("type") in ("train", "eval")):
+        panels.append(("cpu_time", "held-out accuracy by training CPU time"))
+    else:
+        axes[2].axis("off")
+    for ax, (x, title) in zip(axes, panels):
+        plot_curves(ax, records, x=x, methods=methods, target=target)
+        ax.set_title(title)
+    if len(panels) == 3:
+        axes[2].set_xlabel("training CPU time (s)")
+    trains = by_method_and_seed(records, "train")
+    plot_phase_times(axes[3], {m: phase_times(trains.get(m, {}).values()) for m in by_method_and_seed(records, "eval")},
+                     methods=methods)
+    axes[3].set_title("wall time per step, by phase")
+    axes[0].legend(loc="lower right", fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return path
