@@ -76,15 +76,17 @@ def measure_length(model, tokenizer, model_name: str, length: int, *, warmup: in
     scored = {"all": reasoning, "first": passes[0], "last": passes[-1]}[oar_p_positions]
     stats: dict = {}
     generator = torch.Generator(device=device).manual_seed(0)
+    # One pass's positions alone run as that one pass (no waste bound to split them again).
+    waste = {} if oar_p_positions == "all" else {"max_waste": float("inf")}
     if oar_p_path == "per-row":
         def oar_p():
             return perturbation_scores(model, ids, scored, answer, mode="last", pad_token_id=tokenizer.pad_token_id,
-                                       batch_size=batch_size, token_budget=budget, stats=stats)
+                                       batch_size=batch_size, token_budget=budget, stats=stats, **waste)
     else:
         def oar_p():
             return perturbation_scores_batch(model, ids[None], torch.ones_like(ids)[None], [scored], [answer], mode="last",
                                              pad_token_id=tokenizer.pad_token_id, batch_size=batch_size,
-                                             token_budget=budget, stats=stats)[0]
+                                             token_budget=budget, stats=stats, **waste)[0]
     calls = {
         "oar-p": oar_p,
         "oar-g": lambda: gradient_scores(model, ids, reasoning, answer, mode="answer_mean", generator=generator),
