@@ -668,20 +668,8 @@ def gradient_scores_batch(
     _check_mode(mode)
     if noise_std < 0:
         raise ValueError(f"noise_std must be >= 0, got {noise_std}")
-    if input_ids.dim() != 2 or attention_mask.shape != input_ids.shape:
-        raise ValueError(f"input_ids and attention_mask must both be [B, T], got {tuple(input_ids.shape)} and "
-                         f"{tuple(attention_mask.shape)}")
-    B = input_ids.shape[0]
-    if not (len(reasoning) == len(answer) == B):
-        raise ValueError(f"expected one reasoning and one answer span per row ({B}), got {len(reasoning)} and {len(answer)}")
-    if B == 0:
+    if not _padded_rows_spans(input_ids, attention_mask, reasoning, answer):
         return []
-    for i in range(B):
-        valid = mask_to_span(attention_mask[i].bool(), f"attention_mask row {i}")
-        if valid is None:
-            raise ValueError(f"row {i} has no attended tokens")
-        _check_sequence(input_ids[i, valid], slice(reasoning[i].start - valid.start, reasoning[i].stop - valid.start),
-                        slice(answer[i].start - valid.start, answer[i].stop - valid.start))
     spans = [_outcome_span(a, mode) for a in answer]  # (end, keep) per row, in padded columns
     T = max(end for end, _ in spans)
     prefix = min(r.start for r in reasoning) if reuse_prefix else 0
