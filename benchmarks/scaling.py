@@ -73,7 +73,8 @@ def measure_length(model, tokenizer, model_name: str, length: int, *, warmup: in
     # The OAR-P call's positions: all of them, or those of its first (longest copies) or last
     # (longest cached prefix) pass; the memory of a pass depends on its copies and their lengths only.
     oar_p_positions = "first" if first_chunk else oar_p_positions
-    scored = {"all": reasoning, "first": passes[0], "last": passes[-1]}[oar_p_positions]
+    widest = max(passes, key=lambda s: s.stop - s.start)  # the most copies, so the most tokens held (cache included)
+    scored = {"all": reasoning, "first": passes[0], "last": passes[-1], "widest": widest}[oar_p_positions]
     stats: dict = {}
     generator = torch.Generator(device=device).manual_seed(0)
     # One pass's positions alone run as that one pass (no waste bound to split them again).
@@ -224,9 +225,9 @@ def main(argv=None) -> dict:
                     help="OAR-P on its first (widest) chunk's positions only: the peak memory of a full run")
     ap.add_argument("--oar-p-path", choices=["per-row", "batched"], default="per-row",
                     help="perturbation_scores (one row) or perturbation_scores_batch (training's path, here one row)")
-    ap.add_argument("--oar-p-positions", choices=["all", "first", "last"], default="all",
-                    help="OAR-P on the positions of its first pass (longest copies) or last pass (longest cached "
-                         "prefix) only: between them, the peak memory of a full run without its CPU hours")
+    ap.add_argument("--oar-p-positions", choices=["all", "first", "last", "widest"], default="all",
+                    help="OAR-P on the positions of one pass only: its first (longest copies), last (longest cached "
+                         "prefix) or widest (most copies): the peak memory of a full run without its CPU hours")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--clock", choices=["cpu", "wall"], default=None,
