@@ -215,6 +215,52 @@ def measure_sequence(model, tokenizer, ids, reasoning, answer, *, implementation
     return out
 
 
+def measure_rows(model, tokenizer, seqs, *, warmup, repeats, device, tolerance: float, progress: bool,
+                 batch_size=None, token_budget: int | None = None) -> dict:
+    """All sampled sequences scored together, as `token_weights` scores a training batch:
+    `perturbation_scores_batch` on the left-padded rows ("rows", the default path of
+    training), against `perturbation_scores` on each row and Captum on each row (summed
+    per round). Interleaved rounds; scores checked equal to ``tolerance``."""
+    from oar_lite.attribution import perturbation_scores, perturbation_scores_batch
+
+    pad = tokenizer.pad_token_id
+    T = max(ids.numel() for ids, _, _ in seqs)
+    input_ids = torch.full((len(seqs), T), pad, dtype=seqs[0][0].dtype, device=device)
+    attention_mask = torch.zeros((len(seqs), T), dtype=torch.long, device=device)
+    reasoning, answer = [], []
+    for i, (ids, r, a) in enumerate(seqs):
+        off = T - ids.numel()
+        input_ids[i, off:], attention_mask[i, off:] = ids, 1
+        reasoning.append(slice(r.start + off, r.stop + off))
+        answer.append(slice(a.start + off, a.stop + off))
+    stats: dict = {}
+    calls = {
+        "rows": lambda r: perturbation_scores_batch(model, input_ids, attention_mask, reasoning, answer,
+                                                    mode="answer_joint", pad_token_id=pad, batch_size=batch_size,
+                                                    token_budget=token_budget, stats=stats),
+        "per_row": lambda r: [perturbation_scores(model, ids, rs, ans, mode="answer_joint", pad_token_id=pad,
+                                                  batch_size=batch_size, token_budget=token_budget)
+                              for ids, rs, ans in seqs],
+        "captum": lambda r: [(captum_scores(model, tokenizer, ids, rs, ans, pad_token_id=pad)
+                              / (ans.stop - ans.start)).clamp(min=0) for ids, rs, ans in seqs],
+    }
+    runs = common.interleaved(calls, warmup=warmup, repeats=repeats, device=device, progress=progress)
+    times = {k: [seconds for seconds, _ in v] for k, v in runs.items()}
+    last = {k: [s.float().cpu() for s in v[-1][1]] for k, v in runs.items()}
+    scale = max(float(s.abs().max()) for s in last["rows"]) or 1.0
+    agreement = {k: max(float((s - ref).abs().max()) for s, ref in zip(v, last["rows"])) for k, v in last.items()}
+    for k, err in agreement.items():
+        if err > tolerance * max(scale, 1.0):
+            raise AssertionError(f"{k} scores differ from perturbation_scores_batch by {err:.3g} (max |score| "
+                                 f"{scale:.3g}); expected agreement within {tolerance:g} x max(1, max |score|)")
+    ideal = sum(common.token_bounds(ids.numel(), r, a.stop - 1)["ideal"] for ids, r, a in seqs)
+    return {"rows": len(seqs), "reasoning_tokens": sum(r.stop - r.start for _, r, _ in seqs),
+            "time": {k: common.spread(v) for k, v in times.items()},
+            "vs_rows": common.paired_ratios(times, "rows"), "max_abs_diff": agreement, "max_abs_score": scale,
+            "tokens": stats.get("forward_tokens"), "ideal_tokens": ideal, "forward_passes": stats.get("forward_passes"),
+            "max_pass_held_tokens": stats.get("max_pass_held_tokens"), "loadavg": common.loadavg()}
+
+
 def render(report: dict) -> str:
     names = {"batched": "OAR-P (project, defaults)", "fixed64": "OAR-P, chunks of 64 from the first position (before)",
              "naive": "naive loop (full logits)",
@@ -246,7 +292,19 @@ def render(report: dict) -> str:
                   *tables.markdown_table(["seq", "T", "R", "batched (measured)", "chunks of 64 (before)",
                                           "ideal prefix reuse", "R*T/2", "naive (R+1)*T", "batched / ideal",
                                           "before / ideal", "batched / naive", "largest pass (tokens)"], tokens)]
-        bad = res["sequences"][0]["max_abs_diff"].get("captum_default_unchecked")
+        rows = res.get("rows_together")
+        if rows:
+            names_rows = {"rows": "OAR-P, rows together (perturbation_scores_batch)",
+                          "per_row": "OAR-P, row by row (perturbation_scores)", "captum": "Captum FeatureAblation, row by row"}
+            lines += ["", f"All {rows['rows']} sequences scored together ({rows['reasoning_tokens']} reasoning tokens), "
+                      f"as token_weights scores a batch; {rows['forward_passes']} passes, {rows['tokens']} tokens "
+                      f"({rows['tokens'] / rows['ideal_tokens']:.3f}x the ideal {rows['ideal_tokens']}, clean passes' "
+                      f"padding included), largest pass {rows['max_pass_held_tokens']} tokens held:", "",
+                      *tables.markdown_table(["implementation", "time (s)", "time / rows together (paired)", "max abs diff"],
+                                             [[names_rows[k], common.fmt(t, ""), common.fmt(rows["vs_rows"][k], "x"),
+                                               f"{rows['max_abs_diff'][k]:.1e}"] for k, t in rows["time"].items()]),
+                      ""]
+        bad = res["sequences"][0]["max_abs_diff"].get("captum_default_unchecked") if res["sequences"] else None
         if bad is not None:
             lines.append(f"Captum's default path (`forward_in_tokens=True, use_cached_outputs=True`) on sequence 0: "
                          f"max abs diff {bad:.2e} from the others (not timed; see the note on transformers 5).")
@@ -261,6 +319,11 @@ def main(argv=None) -> dict:
     ap.add_argument("--no-captum-default-check", action="store_true",
                     help="skip the (untimed) run of Captum's default cached path that records its error")
     ap.add_argument("--sequences", type=int, default=2, help="sampled sequences per model")
+    ap.add_argument("--rows-together", action="store_true",
+                    help="also time all sequences scored at once (perturbation_scores_batch, training's path) "
+                         "against row by row and Captum")
+    ap.add_argument("--per-sequence", type=int, default=None,
+                    help="time the implementations one sequence at a time on the first N sequences (default: all)")
     ap.add_argument("--min-reasoning", type=int, default=20)
     ap.add_argument("--max-reasoning", type=int, default=120)
     ap.add_argument("--shots", type=int, default=1, help="worked examples in SmolLM2's prompt")
@@ -280,7 +343,11 @@ def main(argv=None) -> dict:
         seqs = sample_sequences(name, model, tok, args.sequences, min_reasoning=args.min_reasoning,
                                 max_reasoning=args.max_reasoning, shots=args.shots, device=device)
         res = {"model": name, "sequences": []}
-        for ids, reasoning, answer in seqs:
+        if args.rows_together:
+            res["rows_together"] = measure_rows(model, tok, seqs, warmup=args.warmup, repeats=args.repeats,
+                                                device=device, tolerance=args.tolerance, batch_size=args.batch_size,
+                                                token_budget=args.token_budget, progress=not args.no_progress)
+        for ids, reasoning, answer in seqs[:args.per_sequence]:
             res["sequences"].append(measure_sequence(
                 model, tok, ids, reasoning, answer, implementations=args.implementations, warmup=args.warmup,
                 repeats=args.repeats, batch_size=args.batch_size, device=device, tolerance=args.tolerance,

@@ -43,20 +43,51 @@ def sequence(model_name: str, tokenizer, length: int, *, prompt_length: int = 32
                                      end=end, device=device)
 
 
+def oar_p_pass_positions(path: str, reasoning: slice, end: int, *, token_budget: int,
+                         batch_size: int | None) -> list[slice]:
+    """The positions of each pass OAR-P plans for one sequence (mode ``last``, ``end`` =
+    answer.start), on the per-row path (`plan_chunks`) or the batched one
+    (`perturbation_scores_batch`'s planner, one row)."""
+    from oar_lite.attribution import DEFAULT_MAX_WASTE, _plan_passes, plan_chunks
+
+    if path == "per-row":
+        return [slice(a, b) for a, b in plan_chunks(reasoning.start, reasoning.stop, end, token_budget=token_budget,
+                                                    max_rows=batch_size)]
+    per_pass = max(1, min(token_budget // end, batch_size or token_budget))
+    columns = list(range(reasoning.start, reasoning.stop))
+    return [slice(columns[lo], columns[hi - 1] + 1) for lo, hi in
+            _plan_passes(columns, end, per_pass=per_pass, max_waste=DEFAULT_MAX_WASTE, reuse_prefix=True)]
+
+
 def measure_length(model, tokenizer, model_name: str, length: int, *, warmup: int, repeats: int, batch_size: int | None,
-                   device, progress: bool, token_budget: int | None = None, first_chunk: bool = False) -> dict:
-    from oar_lite.attribution import default_token_budget, gradient_scores, perturbation_scores, plan_chunks
+                   device, progress: bool, token_budget: int | None = None, first_chunk: bool = False,
+                   oar_p_path: str = "per-row", oar_p_positions: str = "all") -> dict:
+    from oar_lite.attribution import default_token_budget, gradient_scores, perturbation_scores, perturbation_scores_batch
 
     ids, reasoning, answer = sequence(model_name, tokenizer, length, device=device)
     budget = token_budget or default_token_budget(device)
-    chunks = plan_chunks(reasoning.start, reasoning.stop, answer.start, token_budget=budget, max_rows=batch_size)
-    # The OAR-P call's positions: all of them, or those of its first (widest) chunk.
-    scored = slice(*chunks[0]) if first_chunk else reasoning
+    passes = oar_p_pass_positions(oar_p_path, reasoning, answer.start, token_budget=budget, batch_size=batch_size)
+    chunks = [(s.start, s.stop) for s in passes]
+    # The OAR-P call's positions: all of them, or those of its first (longest copies) or last
+    # (longest cached prefix) pass; the memory of a pass depends on its copies and their lengths only.
+    oar_p_positions = "first" if first_chunk else oar_p_positions
+    widest = max(passes, key=lambda s: s.stop - s.start)  # the most copies, so the most tokens held (cache included)
+    scored = {"all": reasoning, "first": passes[0], "last": passes[-1], "widest": widest}[oar_p_positions]
     stats: dict = {}
     generator = torch.Generator(device=device).manual_seed(0)
+    # One pass's positions alone run as that one pass (no waste bound to split them again).
+    waste = {} if oar_p_positions == "all" else {"max_waste": float("inf")}
+    if oar_p_path == "per-row":
+        def oar_p():
+            return perturbation_scores(model, ids, scored, answer, mode="last", pad_token_id=tokenizer.pad_token_id,
+                                       batch_size=batch_size, token_budget=budget, stats=stats, **waste)
+    else:
+        def oar_p():
+            return perturbation_scores_batch(model, ids[None], torch.ones_like(ids)[None], [scored], [answer], mode="last",
+                                             pad_token_id=tokenizer.pad_token_id, batch_size=batch_size,
+                                             token_budget=budget, stats=stats, **waste)[0]
     calls = {
-        "oar-p": lambda: perturbation_scores(model, ids, scored, answer, mode="last", pad_token_id=tokenizer.pad_token_id,
-                                             batch_size=batch_size, token_budget=budget, stats=stats),
+        "oar-p": oar_p,
         "oar-g": lambda: gradient_scores(model, ids, reasoning, answer, mode="answer_mean", generator=generator),
     }
     runs = common.interleaved({k: (lambda r, f=f: common.peak_memory(f, device)) for k, f in calls.items()},
@@ -65,9 +96,11 @@ def measure_length(model, tokenizer, model_name: str, length: int, *, warmup: in
     end = answer.start  # mode "last" reads x[:answer.start]
     bounds = common.token_bounds(ids.numel(), reasoning, end)
     out = {"length": length, "T": ids.numel(), "R": R, "repeats": repeats, "token_budget": budget,
-           "oar_p_positions": "first chunk" if first_chunk else "all", "oar_p_scored": scored.stop - scored.start,
+           "oar_p_path": oar_p_path, "oar_p_positions": oar_p_positions, "oar_p_scored": scored.stop - scored.start,
+           "oar_p_max_pass_held_tokens": stats.get("max_pass_held_tokens",
+                                                   max(b - a for a, b in chunks) * answer.start),
            "oar_p_max_pass_tokens": stats["max_pass_tokens"], "oar_p_chunks": len(chunks),
-           "oar_p_tokens": stats["forward_tokens"] if not first_chunk else None,
+           "oar_p_tokens": stats["forward_tokens"] if oar_p_positions == "all" else None,
            "oar_p_passes": stats["forward_passes"],
            "oar_p_planned_tokens": end + sum((b - a) * (end - a) for a, b in chunks),
            "naive_tokens": bounds["naive"], "half_RT": bounds["half_RT"], "ideal_tokens": bounds["ideal"],
@@ -156,7 +189,8 @@ def render(report: dict) -> str:
     rows = []
     for r in report["lengths"]:
         tokens = r["oar_p_tokens"] or r["oar_p_planned_tokens"]
-        rows.append([r["length"], r["T"], r["R"], r["repeats"], f"{r['oar_p_scored']} of {r['R']}",
+        rows.append([r["length"], r["T"], r["R"], r["repeats"],
+                     f"{r['oar_p_scored']} of {r['R']} ({r.get('oar_p_path', 'per-row')}, {r['oar_p_positions']})",
                      common.fmt(r["oar-p"]["time"], ""), common.fmt(r["oar-g"]["time"], "", 3),
                      f"{r['oar_p_over_oar_g']['median']:.1f}x", common.fmt(r["oar-p"]["peak_mib"], "", 0, "n/a"),
                      common.fmt(r["oar-g"]["peak_mib"], "", 0, "n/a"), r["oar_p_max_pass_tokens"],
@@ -165,7 +199,7 @@ def render(report: dict) -> str:
     return "\n".join([
         f"{report['model']}, OAR-P batch_size {report['batch_size']}, warm-up {report['warmup']} "
         "(median [min-max] over the repeats listed; tokens marked * are the planner's count, the run "
-        "scored only the first chunk's positions):", "",
+        "scored only one pass's positions):", "",
         *tables.markdown_table(["L", "T", "R", "repeats", "OAR-P positions run", "OAR-P (s)", "OAR-G (s)", "OAR-P / OAR-G",
                                 "OAR-P peak MiB", "OAR-G peak MiB", "OAR-P largest pass (tokens)", "OAR-P tokens",
                                 "/ ideal", "/ naive", "load (1 min)"], rows)]) + "\n"
@@ -181,6 +215,11 @@ def main(argv=None) -> dict:
     ap.add_argument("--token-budget", type=int, default=None, help="OAR-P's tokens per pass (default: by device)")
     ap.add_argument("--oar-p-first-chunk", action="store_true",
                     help="OAR-P on its first (widest) chunk's positions only: the peak memory of a full run")
+    ap.add_argument("--oar-p-path", choices=["per-row", "batched"], default="per-row",
+                    help="perturbation_scores (one row) or perturbation_scores_batch (training's path, here one row)")
+    ap.add_argument("--oar-p-positions", choices=["all", "first", "last", "widest"], default="all",
+                    help="OAR-P on the positions of one pass only: its first (longest copies), last (longest cached "
+                         "prefix) or widest (most copies): the peak memory of a full run without its CPU hours")
     ap.add_argument("--plot", type=Path, default=Path(__file__).resolve().parent / "scaling.png")
     ap.add_argument("--profile", type=int, default=None, metavar="L",
                     help="also profile one OAR-P and one OAR-G call at length L (torch.profiler top ops)")
@@ -192,7 +231,8 @@ def main(argv=None) -> dict:
         repeats = args.long_repeats if L >= args.long else args.repeats
         row = measure_length(model, tok, args.model, L, warmup=args.warmup if i == 0 else 0, repeats=repeats,
                              batch_size=args.batch_size, device=device, progress=not args.no_progress,
-                             token_budget=args.token_budget, first_chunk=args.oar_p_first_chunk)
+                             token_budget=args.token_budget, first_chunk=args.oar_p_first_chunk,
+                             oar_p_path=args.oar_p_path, oar_p_positions=args.oar_p_positions)
         report["lengths"].append(row)
         print(f"L={L}: OAR-P {row['oar-p']['time']['median']:.2f}s, OAR-G {row['oar-g']['time']['median']:.3f}s, "
               f"load {row['loadavg']}", flush=True)

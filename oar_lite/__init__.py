@@ -35,6 +35,7 @@ from .attribution import (
     parse_method,
     plan_chunks,
     perturbation_scores,
+    perturbation_scores_batch,
     perturbation_scores_naive,
     random_scores,
     register_scorer,

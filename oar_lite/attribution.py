@@ -329,6 +329,242 @@ def perturbation_scores_naive(
     return torch.stack(scores).float()
 
 
+def _padded_rows_spans(input_ids: torch.Tensor, attention_mask: torch.Tensor, reasoning: list[slice],
+                       answer: list[slice]) -> list[tuple[slice, slice, slice]]:
+    """Check a padded batch; per row ``(attended, reasoning, answer)``, the spans relative to
+    the row's first attended column."""
+    if input_ids.dim() != 2 or attention_mask.shape != input_ids.shape:
+        raise ValueError(f"input_ids and attention_mask must both be [B, T], got {tuple(input_ids.shape)} and "
+                         f"{tuple(attention_mask.shape)}")
+    B = input_ids.shape[0]
+    if not (len(reasoning) == len(answer) == B):
+        raise ValueError(f"expected one reasoning and one answer span per row ({B}), got {len(reasoning)} and {len(answer)}")
+    rows = []
+    for i in range(B):
+        valid = mask_to_span(attention_mask[i].bool(), f"attention_mask row {i}")
+        if valid is None:
+            raise ValueError(f"row {i} has no attended tokens")
+        off = valid.start
+        r, a = slice(reasoning[i].start - off, reasoning[i].stop - off), slice(answer[i].start - off, answer[i].stop - off)
+        _check_sequence(input_ids[i, valid], r, a)
+        rows.append((valid, r, a))
+    return rows
+
+
+def _outcome_rows(logits: torch.Tensor, answer_ids: torch.Tensor, keep: torch.Tensor, mode: str) -> torch.Tensor:
+    """P_final of rows whose answers differ in length: `_outcome` with a mask.
+
+    Args:
+        logits: ``[b, K, V]``, the last K logits of each row (K the longest ``keep``).
+        answer_ids: ``[b, K]`` each row's answer tokens, right-aligned (anything left of them).
+        keep: ``[b, K]`` bool, True on the last ``keep`` columns of each row.
+
+    Returns:
+        ``[b, V]`` log-probabilities (``last``, ``answer_mean``) or ``[b]`` phi (``answer_joint``).
+    """
+    logits = _upcast(logits)
+    if mode == "last":
+        return F.log_softmax(logits[:, -1], dim=-1)
+    weight = keep.to(logits.dtype)
+    if mode == "answer_mean":
+        return F.log_softmax((logits * weight[..., None]).sum(1) / weight.sum(1, keepdim=True), dim=-1)
+    logp = F.log_softmax(logits, dim=-1).gather(-1, answer_ids.unsqueeze(-1)).squeeze(-1)
+    return (logp * weight).sum(1) / weight.sum(1)
+
+
+def _select_cache(cache, rows: torch.Tensor, length: int):
+    """A new KV cache with the rows ``rows`` (repeats allowed) of ``cache``, cut to its first
+    ``length`` columns; ``cache`` itself is left as it is."""
+    layers = getattr(cache, "layers", None)
+    if layers and all(getattr(layer, "keys", None) is not None for layer in layers):
+        return type(cache)(ddp_cache_data=[(layer.keys[rows, :, :length], layer.values[rows, :, :length])
+                                           for layer in layers])
+    cache = copy.deepcopy(cache)  # older transformers: no per-layer tensors to index
+    cache.crop(length)
+    cache.batch_select_indices(rows)
+    return cache
+
+
+def _plan_passes(columns: list[int], end: int, *, per_pass: int, max_waste: float,
+                 reuse_prefix: bool) -> list[tuple[int, int]]:
+    """Groups the perturbed copies at sorted ``columns`` (one per copy, of one frame ending at
+    ``end``) into passes of at most ``per_pass`` consecutive copies.
+
+    A pass continues from the clean cache of the frame's columns before its first copy's
+    column s, so a copy at column c runs ``c - s`` tokens more than it would from its own
+    column. The copies that may share a pass lie within a span of columns: the planner
+    takes the fewest passes whose waste stays within ``max_waste`` times the ideal count
+    (every copy from its own column), and of those spans the narrowest (least waste).
+
+    Returns:
+        ``[(lo, hi), ...]`` half-open index ranges into ``columns``, in order.
+    """
+    n = len(columns)
+    ideal = sum(end - c for c in columns)
+
+    def greedy(span: int) -> tuple[list[tuple[int, int]], int]:
+        passes, waste, i = [], 0, 0
+        while i < n:
+            j = i + 1
+            while j < n and j - i < per_pass and (not reuse_prefix or columns[j] < columns[i] + span):
+                j += 1
+            passes.append((i, j))
+            waste += sum(columns[i:j]) - (j - i) * columns[i] if reuse_prefix else 0
+            i = j
+        return passes, waste
+
+    low, high = 1, end  # span 1 (copies of one column) wastes nothing
+    while low < high:
+        span = (low + high + 1) // 2
+        if greedy(span)[1] <= max_waste * ideal:
+            low = span
+        else:
+            high = span - 1
+    fewest = len(greedy(low)[0])
+    high, low = low, 1
+    while low < high:  # the narrowest span with as few passes
+        span = (low + high) // 2
+        if len(greedy(span)[0]) <= fewest:
+            high = span
+        else:
+            low = span + 1
+    return greedy(high)[0]
+
+
+def perturbation_scores_batch(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    reasoning: list[slice],
+    answer: list[slice],
+    *,
+    mode: str = "last",
+    pad_token_id: int,
+    batch_size: int | None = None,
+    token_budget: int | None = None,
+    max_waste: float = DEFAULT_MAX_WASTE,
+    reuse_prefix: bool = True,
+    stats: dict | None = None,
+) -> list[torch.Tensor]:
+    """OAR-P for every row of a padded batch: the scores `perturbation_scores` gives each
+    row alone, with the perturbed copies of several rows in each forward pass.
+
+    The rows are put in a common frame, right-aligned on the last token their P_final reads
+    (left-padded, masked, each row's position ids its own), so a copy of any row at frame
+    column c runs the frame's columns c..end and only those. Rows are grouped (longest
+    first) so that a group's clean pass holds at most ``token_budget`` tokens; the clean
+    pass keeps its KV cache, and each pass of perturbed copies continues from that cache
+    cut before the pass's first column s, for the rows its copies come from. A copy at
+    column c runs ``c - s`` tokens more than from its own position; `_plan_passes` packs
+    copies of all the group's rows, sorted by column, into the fewest passes whose total
+    waste stays within ``max_waste`` of the ideal (every copy from its own position). So
+    the perturbed copies run at most ``1 + max_waste`` times the ideal token count, plus
+    the clean passes' padding, in far fewer passes than row by row: what matters when the
+    model is small and a pass costs its overhead more than its tokens.
+
+    Memory: a pass holds at most ``token_budget`` tokens counting the cached columns
+    (copies x the frame length), not only the ones it runs, so the cache a pass extends is
+    bounded too; one row longer than the budget still runs, one copy per pass.
+
+    Equal to the per-row scores *up to floating-point rounding*, not exactly: padding,
+    masked columns and other batch shapes change the order of the sums in the matrix
+    products and the softmax (masked columns themselves contribute exact zeros). Tested
+    against `perturbation_scores` row by row at ``rtol=1e-6`` in float64, and at ``1e-6``
+    absolute in float32 (tests/test_attribution.py): a score (a small KL, or a difference
+    of log-probabilities) is a difference of log-probabilities of size about log(V), each
+    rounded to about 1e-7 of that size, so the error is absolute, whatever the score's
+    own size.
+
+    The model's parameters, their ``.grad`` and its modules' train/eval mode are left as
+    they were (no grad is taken).
+
+    Args:
+        model: a causal LM accepting ``attention_mask``, ``position_ids``, a KV cache and
+            ``logits_to_keep``.
+        input_ids, attention_mask: ``[B, T]``, padded (left, right or both); one
+            contiguous run of 1s per row.
+        reasoning, answer: per row, half-open spans into the *padded* row.
+        mode, pad_token_id, max_waste, reuse_prefix: as `perturbation_scores`.
+        batch_size: at most this many perturbed copies per pass (None: the budget decides).
+        token_budget: at most this many tokens held per pass (copies x frame length,
+            cached columns included); None: `default_token_budget` of the model's device.
+        stats: if a dict, receives ``forward_tokens`` (tokens run, cached columns
+            excluded, padding included), ``forward_passes``, ``max_pass_tokens`` (run)
+            and ``max_pass_held_tokens`` (cached + run).
+
+    Returns:
+        B float32 tensors ``[R_i]``, >= 0.
+    """
+    _check_mode(mode)
+    if pad_token_id is None:
+        raise ValueError("pad_token_id is required: the token that replaces each reasoning token")
+    if batch_size is not None and batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1 or None, got {batch_size}")
+    if max_waste < 0:
+        raise ValueError(f"max_waste must be >= 0, got {max_waste}")
+    if token_budget is None:
+        token_budget = default_token_budget(next(model.parameters()).device)
+    if token_budget < 1:
+        raise ValueError(f"token_budget must be >= 1, got {token_budget}")
+    rows = _padded_rows_spans(input_ids, attention_mask, reasoning, answer)
+    spans = [_outcome_span(a, mode) for _, _, a in rows]  # (end, keep) per row, relative to its first token
+    scores = [torch.zeros(r.stop - r.start, dtype=torch.float64) for _, r, _ in rows]
+    tokens = passes = widest = widest_held = 0
+    device = input_ids.device
+    # Groups of rows, longest first, whose clean pass fits the budget.
+    order = sorted(range(len(rows)), key=lambda i: -spans[i][0])
+    groups: list[list[int]] = []
+    for i in order:
+        if groups and (len(groups[-1]) + 1) * spans[groups[-1][0]][0] <= token_budget:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    with torch.no_grad(), eval_mode(model):
+        for group in groups:
+            n, E, K = len(group), spans[group[0]][0], max(spans[i][1] for i in group)
+            frame = torch.full((n, E), pad_token_id, dtype=input_ids.dtype, device=device)
+            frame_mask = torch.zeros((n, E), dtype=torch.long, device=device)
+            answer_ids = torch.zeros((n, K), dtype=input_ids.dtype, device=device)
+            keep_mask = torch.zeros((n, K), dtype=torch.bool, device=device)
+            copies = []  # (frame column, row in group, reasoning index)
+            for j, i in enumerate(group):
+                (valid, r, a), (end, keep) = rows[i], spans[i]
+                off = E - end
+                frame[j, off:] = input_ids[i, valid][:end]
+                frame_mask[j, off:] = 1
+                answer_ids[j, K - keep:] = input_ids[i, valid][a][-keep:]  # read by answer_joint, where keep = A
+                keep_mask[j, K - keep:] = True
+                copies += [(off + t, j, t - r.start) for t in range(r.start, r.stop)]
+            positions = (frame_mask.cumsum(-1) - 1).clamp(min=0)
+            out = model(input_ids=frame, attention_mask=frame_mask, position_ids=positions, use_cache=reuse_prefix,
+                        logits_to_keep=K)
+            clean = _outcome_rows(out.logits[:, -K:], answer_ids, keep_mask, mode)
+            clean_cache = _output_cache(out) if reuse_prefix else None
+            tokens, passes, widest, widest_held = tokens + n * E, passes + 1, max(widest, n * E), max(widest_held, n * E)
+            copies.sort()
+            per_pass = max(1, min(token_budget // E, batch_size or token_budget))
+            for lo, hi in _plan_passes([c for c, _, _ in copies], E, per_pass=per_pass, max_waste=max_waste,
+                                       reuse_prefix=reuse_prefix):
+                cols = torch.tensor([c for c, _, _ in copies[lo:hi]], device=device)
+                who = torch.tensor([j for _, j, _ in copies[lo:hi]], device=device)
+                b, s = hi - lo, copies[lo][0] if reuse_prefix else 0
+                variants = frame[who, s:].clone()
+                variants[torch.arange(b, device=device), cols - s] = pad_token_id
+                kwargs = {_cache_kwarg(model): _select_cache(clean_cache, who, s), "use_cache": True} if s > 0 \
+                    else {"use_cache": False}
+                logits = model(input_ids=variants, attention_mask=frame_mask[who], position_ids=positions[who, s:],
+                               logits_to_keep=K, **kwargs).logits[:, -K:]
+                changed = _divergence(clean[who], _outcome_rows(logits, answer_ids[who], keep_mask[who], mode), mode)
+                for (_, j, k), value in zip(copies[lo:hi], changed.tolist()):
+                    scores[group[j]][k] = value
+                tokens, passes = tokens + b * (E - s), passes + 1
+                widest, widest_held = max(widest, b * (E - s)), max(widest_held, b * E)
+    if stats is not None:
+        stats.update(forward_tokens=tokens, forward_passes=passes, max_pass_tokens=widest,
+                     max_pass_held_tokens=widest_held)
+    return [s.float().clamp(min=0) for s in scores]
+
+
 # ----------------------------------------------------------------------------- OAR-G
 
 def gradient_scores(
@@ -435,20 +671,8 @@ def gradient_scores_batch(
     _check_mode(mode)
     if noise_std < 0:
         raise ValueError(f"noise_std must be >= 0, got {noise_std}")
-    if input_ids.dim() != 2 or attention_mask.shape != input_ids.shape:
-        raise ValueError(f"input_ids and attention_mask must both be [B, T], got {tuple(input_ids.shape)} and "
-                         f"{tuple(attention_mask.shape)}")
-    B = input_ids.shape[0]
-    if not (len(reasoning) == len(answer) == B):
-        raise ValueError(f"expected one reasoning and one answer span per row ({B}), got {len(reasoning)} and {len(answer)}")
-    if B == 0:
+    if not _padded_rows_spans(input_ids, attention_mask, reasoning, answer):
         return []
-    for i in range(B):
-        valid = mask_to_span(attention_mask[i].bool(), f"attention_mask row {i}")
-        if valid is None:
-            raise ValueError(f"row {i} has no attended tokens")
-        _check_sequence(input_ids[i, valid], slice(reasoning[i].start - valid.start, reasoning[i].stop - valid.start),
-                        slice(answer[i].start - valid.start, answer[i].stop - valid.start))
     spans = [_outcome_span(a, mode) for a in answer]  # (end, keep) per row, in padded columns
     T = max(end for end, _ in spans)
     prefix = min(r.start for r in reasoning) if reuse_prefix else 0
@@ -639,7 +863,8 @@ def _score_rows(method: str, model, input_ids: torch.Tensor, spans: dict[int, tu
     Args:
         input_ids: ``[B, T]``.
         spans: ``{row: (attended, reasoning, answer)}``, slices in padded columns.
-        batched: OAR-G scores all rows in one padded pass (`gradient_scores_batch`);
+        batched: OAR-G scores all rows in one padded pass (`gradient_scores_batch`), OAR-P
+            packs all rows' perturbed copies into shared passes (`perturbation_scores_batch`);
             otherwise each row is scored alone, padding stripped.
 
     Returns:
@@ -657,6 +882,19 @@ def _score_rows(method: str, model, input_ids: torch.Tensor, spans: dict[int, tu
             model, input_ids[rows], attention, [spans[r][1] for r in rows], [spans[r][2] for r in rows],
             mode=mode or inspect.signature(gradient_scores).parameters["mode"].default,
             **{k: v for k, v in options.items() if k in ("noise_std", "generator") and v is not None})
+        raw = dict(zip(rows, scores))
+    elif batched and SCORERS[name] is perturbation_scores and spans:
+        # OAR-P: the perturbed copies of all scored rows packed into shared passes (same scores, up to rounding).
+        rows = list(spans)
+        attention = torch.zeros_like(input_ids[rows])
+        for i, r in enumerate(rows):
+            attention[i, spans[r][0]] = 1
+        scores = perturbation_scores_batch(
+            model, input_ids[rows], attention, [spans[r][1] for r in rows], [spans[r][2] for r in rows],
+            mode=mode or inspect.signature(perturbation_scores).parameters["mode"].default,
+            pad_token_id=options.get("pad_token_id"),
+            **{k: v for k, v in options.items()
+               if k in ("batch_size", "token_budget", "max_waste", "reuse_prefix", "stats") and v is not None})
         raw = dict(zip(rows, scores))
     else:
         raw = {}
@@ -763,7 +1001,9 @@ def token_weights(
     exactly the scores they would get alone), except for OAR-G (``"oar-g"``, any mode),
     whose scored rows all run in one padded pass (`gradient_scores_batch`: the per-row
     scores up to floating-point rounding, the noise drawn row by row from ``generator``
-    as the per-row loop would). Each row's reasoning scores go through
+    as the per-row loop would), and OAR-P (``"oar-p"``, any mode), whose rows' perturbed
+    copies share forward passes (`perturbation_scores_batch`: the per-row scores up to
+    floating-point rounding). Each row's reasoning scores go through
     `bilevel_weights`, and the weights are placed on the reasoning positions.
 
     Args:

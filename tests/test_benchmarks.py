@@ -118,6 +118,33 @@ def test_answer_checking_runs(tmp_path):
     assert json.loads((tmp_path / "a.json").read_text())["command"].endswith(str(tmp_path / "a.json"))
 
 
+@toy_model
+def test_oar_p_rows_together_agree_and_stay_within_the_work_bound(tmp_path):
+    report = oar_p_implementations.main(["--model", "toy", "--sequences", "3", "--min-reasoning", "5",
+                                         "--rows-together", "--per-sequence", "0", "--warmup", "0", "--repeats", "1",
+                                         "--threads", "1", "--no-progress", "--out", str(tmp_path / "r.json")])
+    rows = report["models"][0]["rows_together"]
+    assert rows["rows"] == 3 and report["models"][0]["sequences"] == []
+    for name in ("rows", "per_row", "captum"):
+        assert rows["max_abs_diff"][name] < 1e-4  # main() also raises when they disagree
+    assert rows["ideal_tokens"] <= rows["tokens"] <= 1.15 * rows["ideal_tokens"] + 3 * 70  # + clean-pass padding
+    assert "rows together" in report["markdown"]
+
+
+@toy_model
+@pytest.mark.parametrize("path", ["batched", "per-row"])
+def test_scaling_runs_one_pass_alone(tmp_path, path):
+    report = scaling.main(["--model", "toy", "--lengths", "40", "--repeats", "1", "--warmup", "0", "--threads", "1",
+                           "--oar-p-path", path, "--oar-p-positions", "widest", "--token-budget", "300",
+                           "--no-progress", "--out", str(tmp_path / "sc.json"), "--plot", str(tmp_path / "sc.png")])
+    row = report["lengths"][0]
+    assert row["oar_p_path"] == path and row["oar_p_positions"] == "widest"
+    assert row["oar_p_passes"] == 2  # the clean pass and the one pass, not split again
+    assert 1 < row["oar_p_scored"] < row["R"]
+    if path == "batched":  # the budget counts the cached prefix too
+        assert row["oar_p_max_pass_held_tokens"] <= 300
+
+
 def _compare_folder(path):
     """A finished comparison: 2 methods x 2 seeds, GRPO reaching 0.8 at step 10 on seed 0 only."""
     curves = {("uniform", 0): [0.5, 0.8, 0.8], ("uniform", 1): [0.5, 0.6, 0.7],
