@@ -63,7 +63,7 @@ bench: $(STAMP)
 bench-credit: $(STAMP)
 	$(PY) -m benchmarks.gradient_quality --batches 16 --prompts 8 --group-size 8
 	$(PY) -m benchmarks.gradient_quality --batches 40 --prompts 2 --group-size 4 --digits 2 4 --boost 9 \
-	  --json docs/when_credit_matters/gradient_quality_regime.json
+	  --json oar_lite/data/when_credit_matters/gradient_quality_regime.json
 	$(PY) -m benchmarks.credit_regime --name 'small batch (credit profile)' --profile credit --out results/credit \
 	  --methods uniform oracle inverted:oracle shuffled:oracle oar-p:answer_mean oar-g:answer_mean --jobs 2 \
 	  --note '2-4 digits, shipped model, 2 prompts x 4, boost 9 for every method, 16 steps, 5 seeds'

@@ -4,7 +4,7 @@ toy world with `oar_lite.compare`, then measure steps to a target accuracy over 
 fraction of the oracle's gain). Numbers go to benchmarks/RESULTS.md, "When credit matters".
 
 Each invocation adds (or replaces) one named entry in
-``docs/when_credit_matters/regimes.json``, which notebook 07 reads: screens (GRPO against
+``oar_lite/data/when_credit_matters/regimes.json`` (`oar_lite.regime.RESULTS_DIR`), which notebook 07 reads: screens (GRPO against
 the oracle only) and the full table alike, with their settings and command.
 
 Run (offline, from the repository root), e.g. the full table of the ``credit`` profile::
@@ -27,7 +27,9 @@ import sys
 import time
 from pathlib import Path
 
-OUT = Path("docs/when_credit_matters/regimes.json")
+from oar_lite.regime import RESULTS_DIR
+
+OUT = RESULTS_DIR / "regimes.json"
 
 
 def main(argv=None) -> dict:
