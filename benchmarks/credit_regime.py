@@ -52,6 +52,11 @@ def main(argv=None) -> dict:
     ap.add_argument("--out", default=None, help="compare folder (default: results/credit-<name>)")
     ap.add_argument("--json", type=Path, default=OUT)
     ap.add_argument("--note", default="", help="what this regime changes, in words")
+    ap.add_argument("--reuse", nargs="*", default=[], metavar="DIR",
+                    help="other compare folders whose runs of methods not trained here join the table (e.g. GRPO's "
+                         "runs of the same seeds when only the boost changes, which uniform credit ignores)")
+    ap.add_argument("--reuse-methods", nargs="+", default=["uniform"],
+                    help="the methods taken from --reuse folders (default: GRPO's runs only)")
     args = ap.parse_args(argv)
     overrides = {}
     for item in args.set:
@@ -65,13 +70,21 @@ def main(argv=None) -> dict:
                           digits=args.digits[0] if args.digits and len(args.digits) == 1 else args.digits,
                           progress=False, command=command)
     records = cmp.load_records(out)
-    table = regime.learning_table(records, target=summary["target"], methods=args.methods,
+    trained, methods = {r.get("method") for r in records}, list(args.methods)
+    for folder in args.reuse:  # the same seeds give the same prompts, so the pairing holds
+        reused = [r for r in cmp.load_records(folder) if r.get("method") in args.reuse_methods
+                  and r.get("method") not in trained]
+        records += reused
+        methods = [m for m in dict.fromkeys(r["method"] for r in reused if "method" in r) if m not in methods] + methods
+    table = regime.learning_table(records, target=summary["target"], methods=methods,
                                   max_step=summary["settings"]["steps"])
     # The same runs read at a target 0.05 lower and higher: does the verdict hang on the target chosen?
-    others = {f"{t:g}": regime.learning_table(records, target=t, methods=args.methods, max_step=summary["settings"]["steps"])
+    others = {f"{t:g}": regime.learning_table(records, target=t, methods=methods, max_step=summary["settings"]["steps"])
               for t in (round(summary["target"] - 0.05, 4), round(summary["target"] + 0.05, 4)) if 0 < t <= 1}
+    # Without a target: the mean held-out accuracy over the run, paired against GRPO seed by seed.
+    area = regime.accuracy_area_table(records, methods=methods, max_step=summary["settings"]["steps"])
     entry = {"name": args.name, "note": args.note, "command": command, "settings": summary["settings"],
-             "table": table, "other_targets": others, "wall_s": time.time() - t0}
+             "table": table, "other_targets": others, "area": area, "wall_s": time.time() - t0}
     data = json.loads(args.json.read_text()) if args.json.exists() else {}
     data[args.name] = entry
     args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -90,6 +103,13 @@ def render(entry: dict) -> str:
         lines.append(f"| {m} | {e['mean']:.1f} ({e['ci'][0]:.1f}-{e['ci'][1]:.1f}) | {e['reached']}/{len(t['seeds'])} "
                      f"| {e['speedup']:.2f}x ({e['speedup_ci'][0]:.2f}-{e['speedup_ci'][1]:.2f}) | {rec} "
                      f"| {e['final_accuracy']:.3f} |")
+    if "area" in entry:
+        lines += ["", "Mean held-out accuracy over the run (steps " + f"{entry['area']['steps'][0]}-{entry['area']['steps'][-1]}"
+                  + "), minus GRPO's, paired by seed: " + "; ".join(
+                      f"{m} {e['mean']:.3f} ({e['diff']:+.3f}, {e['diff_ci'][0]:+.3f} to {e['diff_ci'][1]:+.3f}"
+                      + ("" if e["recovered"] is None else f", recovered {e['recovered']:.2f} "
+                         f"({e['recovered_ci'][0]:.2f} to {e['recovered_ci'][1]:.2f})") + ")"
+                      for m, e in entry["area"]["methods"].items())]
     for target, other in entry.get("other_targets", {}).items():
         lines.append("")
         lines.append(f"At target {target}: " + "; ".join(

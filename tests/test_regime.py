@@ -71,3 +71,22 @@ def test_snr_ratio_interval_ranks_a_quieter_weighting():
         gq.snr_ratio_intervals({"quiet": quiet})
     with pytest.raises(ValueError, match="same 80 batches"):
         gq.snr_ratio_intervals({"uniform": loud, "short": quiet[:10]})
+
+
+def test_credit_regime_benchmark_reuses_grpo_runs_and_reports_the_area(tmp_path):
+    """A screen that changes only the boost trains the oracle and reads GRPO's runs from another folder."""
+    from benchmarks import credit_regime as bench
+    js = tmp_path / "regimes.json"
+    first = bench.main(["--name", "base", "--profile", "tiny", "--seeds", "0", "1", "--methods", "uniform", "oracle",
+                        "--target", "0.95", "--out", str(tmp_path / "a"), "--json", str(js)])
+    assert set(first["table"]["methods"]) == {"uniform", "oracle"}
+    second = bench.main(["--name", "boost 3", "--profile", "tiny", "--seeds", "0", "1", "--methods", "oracle",
+                         "--set", "boost=3", "--target", "0.95", "--out", str(tmp_path / "b"), "--json", str(js),
+                         "--reuse", str(tmp_path / "a")])
+    assert list(second["table"]["methods"]) == ["uniform", "oracle"]  # GRPO reused, the oracle retrained
+    assert second["table"]["methods"]["uniform"]["steps"] == first["table"]["methods"]["uniform"]["steps"]
+    assert not (tmp_path / "b" / "runs" / "uniform-seed0").exists()
+    area = second["area"]["methods"]
+    assert area["uniform"]["diff"] == 0 and len(area["oracle"]["area"]) == 2
+    assert set(bench.json.loads(js.read_text())) == {"base", "boost 3"}
+    assert "Mean held-out accuracy over the run" in bench.render(second)
