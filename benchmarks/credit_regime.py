@@ -84,7 +84,8 @@ def main(argv=None) -> dict:
     # Without a target: the mean held-out accuracy over the run, paired against GRPO seed by seed.
     area = regime.accuracy_area_table(records, methods=methods, max_step=summary["settings"]["steps"])
     entry = {"name": args.name, "note": args.note, "command": command, "settings": summary["settings"],
-             "table": table, "other_targets": others, "area": area, "wall_s": time.time() - t0}
+             "table": table, "other_targets": others, "area": area, "wall_s": time.time() - t0,
+             "reused": {"folders": args.reuse, "methods": [m for m in methods if m not in args.methods]}}
     data = json.loads(args.json.read_text()) if args.json.exists() else {}
     data[args.name] = entry
     args.json.parent.mkdir(parents=True, exist_ok=True)
