@@ -58,15 +58,20 @@ lab: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks.run_all
 
-# Issue 13 (notebook 07): gradient quality at 8 x 8, then the credit regime's learning table
-# (30 runs of the "credit" profile; most of an hour on 2 idle cores).
+# Issue 13 (notebook 07): gradient quality at 8 x 8 and at the regime's 2 x 4, then the credit regime's
+# confirmatory runs (GRPO vs the oracle, 10 seeds x 30 steps) and OAR on seeds 0-2 reusing them
+# (hours on 2 cores under load; see benchmarks/RESULTS.md, "When credit matters").
 bench-credit: $(STAMP)
 	$(PY) -m benchmarks.gradient_quality --batches 16 --prompts 8 --group-size 8
-	$(PY) -m benchmarks.gradient_quality --batches 40 --prompts 2 --group-size 4 --digits 2 4 --boost 9 \
-	  --json docs/when_credit_matters/gradient_quality_regime.json
-	$(PY) -m benchmarks.credit_regime --name 'small batch (credit profile)' --profile credit --out results/credit \
-	  --methods uniform oracle inverted:oracle shuffled:oracle oar-p:answer_mean oar-g:answer_mean --jobs 2 \
-	  --note '2-4 digits, shipped model, 2 prompts x 4, boost 9 for every method, 16 steps, 5 seeds'
+	$(PY) -m benchmarks.gradient_quality --batches 80 --prompts 2 --group-size 4 --digits 2 4 --boost 9 \
+	  --json oar_lite/data/when_credit_matters/gradient_quality_regime.json
+	$(PY) -m benchmarks.credit_regime --name 'small batch, 30 steps: GRPO vs oracle, 10 seeds' --profile credit \
+	  --steps 30 --target 0.75 --jobs 2 --seeds 0 1 2 3 4 5 6 7 8 9 --out results/credit --methods uniform oracle \
+	  --note '2-4 digits, shipped model, 2 prompts x 4, boost 9, 30 steps, 10 seeds; target 0.75 fixed before the runs'
+	$(PY) -m benchmarks.credit_regime --name 'small batch, 30 steps: OAR, 3 seeds' --profile credit --steps 30 \
+	  --target 0.75 --jobs 2 --seeds 0 1 2 --out results/credit-oar --reuse results/credit --reuse-methods uniform oracle \
+	  --methods oar-p:answer_mean oar-p:last oar-g:answer_mean oar-g:last \
+	  --note 'as the 10-seed table (2 prompts x 4, boost 9, 30 steps), OAR-P and OAR-G, seeds 0-2'
 
 # ---- the course (scripts/course.py) ----
 # Re-execute the series in place, one notebook at a time (after a merge, before committing outputs).

@@ -4,7 +4,7 @@ toy world with `oar_lite.compare`, then measure steps to a target accuracy over 
 fraction of the oracle's gain). Numbers go to benchmarks/RESULTS.md, "When credit matters".
 
 Each invocation adds (or replaces) one named entry in
-``docs/when_credit_matters/regimes.json``, which notebook 07 reads: screens (GRPO against
+``oar_lite/data/when_credit_matters/regimes.json`` (`oar_lite.regime.RESULTS_DIR`), which notebook 07 reads: screens (GRPO against
 the oracle only) and the full table alike, with their settings and command.
 
 Run (offline, from the repository root), e.g. the full table of the ``credit`` profile::
@@ -27,7 +27,9 @@ import sys
 import time
 from pathlib import Path
 
-OUT = Path("docs/when_credit_matters/regimes.json")
+from oar_lite.regime import RESULTS_DIR
+
+OUT = RESULTS_DIR / "regimes.json"
 
 
 def main(argv=None) -> dict:
@@ -50,6 +52,11 @@ def main(argv=None) -> dict:
     ap.add_argument("--out", default=None, help="compare folder (default: results/credit-<name>)")
     ap.add_argument("--json", type=Path, default=OUT)
     ap.add_argument("--note", default="", help="what this regime changes, in words")
+    ap.add_argument("--reuse", nargs="*", default=[], metavar="DIR",
+                    help="other compare folders whose runs of methods not trained here join the table (e.g. GRPO's "
+                         "runs of the same seeds when only the boost changes, which uniform credit ignores)")
+    ap.add_argument("--reuse-methods", nargs="+", default=["uniform"],
+                    help="the methods taken from --reuse folders (default: GRPO's runs only)")
     args = ap.parse_args(argv)
     overrides = {}
     for item in args.set:
@@ -63,13 +70,23 @@ def main(argv=None) -> dict:
                           digits=args.digits[0] if args.digits and len(args.digits) == 1 else args.digits,
                           progress=False, command=command)
     records = cmp.load_records(out)
-    table = regime.learning_table(records, target=summary["target"], methods=args.methods,
+    trained, methods = {r.get("method") for r in records}, list(args.methods)
+    for folder in args.reuse:  # the same seeds give the same prompts, so the pairing holds
+        reused = [r for r in cmp.load_records(folder) if r.get("method") in args.reuse_methods
+                  and r.get("method") not in trained]
+        records += reused
+        methods = [m for m in dict.fromkeys(r["method"] for r in reused if "method" in r) if m not in methods] + methods
+    methods.sort(key=lambda m: (m != "uniform", m != "oracle"))  # GRPO, the oracle, then the rest in order
+    table = regime.learning_table(records, target=summary["target"], methods=methods,
                                   max_step=summary["settings"]["steps"])
     # The same runs read at a target 0.05 lower and higher: does the verdict hang on the target chosen?
-    others = {f"{t:g}": regime.learning_table(records, target=t, methods=args.methods, max_step=summary["settings"]["steps"])
+    others = {f"{t:g}": regime.learning_table(records, target=t, methods=methods, max_step=summary["settings"]["steps"])
               for t in (round(summary["target"] - 0.05, 4), round(summary["target"] + 0.05, 4)) if 0 < t <= 1}
+    # Without a target: the mean held-out accuracy over the run, paired against GRPO seed by seed.
+    area = regime.accuracy_area_table(records, methods=methods, max_step=summary["settings"]["steps"])
     entry = {"name": args.name, "note": args.note, "command": command, "settings": summary["settings"],
-             "table": table, "other_targets": others, "wall_s": time.time() - t0}
+             "table": table, "other_targets": others, "area": area, "wall_s": time.time() - t0,
+             "reused": {"folders": args.reuse, "methods": [m for m in methods if m not in args.methods]}}
     data = json.loads(args.json.read_text()) if args.json.exists() else {}
     data[args.name] = entry
     args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -94,6 +111,13 @@ def render(entry: dict) -> str:
     lines = [f"{entry['name']}: target {t['target']:g}, seeds {t['seeds']}", "",
              *markdown_table(["method", "steps to target (mean, 95% CI)", "reached", "speed-up vs GRPO (95% CI)",
                               "recovered (95% CI)", "final acc."], rows)]
+    if "area" in entry:
+        lines += ["", "Mean held-out accuracy over the run (steps " + f"{entry['area']['steps'][0]}-{entry['area']['steps'][-1]}"
+                  + "), minus GRPO's, paired by seed: " + "; ".join(
+                      f"{m} {e['mean']:.3f} ({e['diff']:+.3f}, {e['diff_ci'][0]:+.3f} to {e['diff_ci'][1]:+.3f}"
+                      + ("" if e["recovered"] is None else f", recovered {e['recovered']:.2f} "
+                         f"({e['recovered_ci'][0]:.2f} to {e['recovered_ci'][1]:.2f})") + ")"
+                      for m, e in entry["area"]["methods"].items())]
     for target, other in entry.get("other_targets", {}).items():
         lines += ["", f"At target {target}: " + "; ".join(
             f"{m} {e['mean']:.1f} ({e['ci'][0]:.1f}-{e['ci'][1]:.1f}, {e['censored']} censored)"
@@ -109,13 +133,17 @@ def render_regimes(data: dict) -> str:
     for name, e in data.items():
         t, s = e["table"], e["settings"]
         g, o = t["methods"]["uniform"], t["methods"].get("oracle")
-        if o is not None:
-            rows.append([name, e["note"], f"{s['prompts_per_step']}x{s['group_size']}, {s['steps']}", f"{t['target']:g}",
-                         len(t["seeds"]), _ci(g["mean"], g["ci"]), _ci(o["mean"], o["ci"]),
-                         _ci(o["speedup"], o["speedup_ci"], 2, "x"),
-                         "overlap" if intervals_overlap(g["ci"], o["ci"]) else "disjoint"])
+        if o is None or "oracle" in e.get("reused", {}).get("methods", []):  # each oracle run listed once
+            continue
+        a = e.get("area", {}).get("methods", {}).get("oracle")
+        rows.append([name, e["note"], f"{s['prompts_per_step']}x{s['group_size']}, {s['steps']}", f"{t['target']:g}",
+                     len(t["seeds"]), _ci(g["mean"], g["ci"]), _ci(o["mean"], o["ci"]),
+                     _ci(o["speedup"], o["speedup_ci"], 2, "x"),
+                     "overlap" if intervals_overlap(g["ci"], o["ci"]) else "disjoint",
+                     None if a is None else f"{a['diff']:+.3f} ({a['diff_ci'][0]:+.3f} to {a['diff_ci'][1]:+.3f})"])
     return "\n".join(markdown_table(["regime", "what changes", "P x G, steps", "target", "seeds", "GRPO steps (95% CI)",
-                                      "oracle steps (95% CI)", "speed-up (95% CI)", "intervals"], rows))
+                                      "oracle steps (95% CI)", "speed-up (95% CI)", "intervals",
+                                      "mean acc. oracle - GRPO (95% CI)"], rows))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ Run (offline, from the repository root; about 6 CPU-minutes for 60 batches of 8 
     PYTHONHASHSEED=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python -m benchmarks.gradient_quality \\
         --batches 60 --prompts 8 --group-size 8
 
-Writes ``docs/when_credit_matters/gradient_quality.json`` (the notebook reads it) and a
+Writes ``oar_lite/data/when_credit_matters/gradient_quality.json`` (`oar_lite.regime.RESULTS_DIR`) (the notebook reads it) and a
 figure next to it.
 """
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from benchmarks import common
+from oar_lite.regime import RESULTS_DIR
 
 # Weightings of the same rollouts. The oracle's binary scores become weights 1 + boost
 # on its tokens against 1 elsewhere (before the mass is rescaled): boost 9 is "0.1 elsewhere".
@@ -42,7 +43,12 @@ WEIGHTINGS = {
     "OAR-G answer_mean": "oar-g:answer_mean",
     "entropy": "entropy",
 }
-OUT = Path("docs/when_credit_matters/gradient_quality.json")
+OUT = RESULTS_DIR / "gradient_quality.json"
+
+
+def _ci(ci) -> str:
+    """`` (-10% to +40%)``: an SNR-ratio interval as changes against uniform ('' for none, or uniform's own)."""
+    return "" if ci is None or ci[0] == ci[1] == 1.0 else f" ({ci[0] - 1:+.0%} to {ci[1] - 1:+.0%})"
 
 
 def render(report: dict) -> str:
@@ -50,14 +56,15 @@ def render(report: dict) -> str:
 
     s = report["settings"]
     base = report["stats"]["uniform"]["snr"]
+    cis = report.get("snr_vs_uniform_ci", {})
     rows = [[label, f"{st['cosine']:.3f}", f"{st['bias_cosine']:.3f}", f"{st['snr']:.3f}",
-             f"{(st['snr'] / base - 1) if base else float('nan'):+.0%}", f"{st['scale']:.2f}",
+             f"{(st['snr'] / base - 1) if base else float('nan'):+.0%}{_ci(cis.get(label))}", f"{st['scale']:.2f}",
              f"{report['blame'][label]['share']:.3f}"] for label, st in report["stats"].items()]
     return "\n".join([
         f"{s['batches']} batches of {s['prompts']} prompts x {s['group_size']} completions, "
         f"{s['digits'][0]}-{s['digits'][1]}-digit problems, mean reward {report['mean_reward']:.3f}, "
         f"{report['cpu_s']:.0f} CPU s; {common.machine_line(report['machine'])}", "",
-        *markdown_table(["weighting", "mean cosine to the true gradient", "bias cosine", "SNR", "SNR vs uniform",
+        *markdown_table(["weighting", "mean cosine to the true gradient", "bias cosine", "SNR", "SNR vs uniform (95% CI)",
                          "step scale", "blame share"], rows), "",
         f"Blame share over {report['blame']['uniform']['n']} wrong completions with a wrong reasoning token "
         f"(uniform credit gives the share of wrong tokens, {report['blame']['_tokens']['share']:.3f})."])
@@ -118,6 +125,7 @@ def main(argv=None) -> dict:
                      "boost": args.boost,
                      "weightings": {k: list(v) if isinstance(v, tuple) else v for k, v in WEIGHTINGS.items()}},
         "stats": gq.gradient_stats(grads),
+        "snr_vs_uniform_ci": gq.snr_ratio_intervals(grads),
         "blame": oracle.blame_shares(info["rows"], info["weights"]),
         "mean_reward": sum(info["rewards"]) / len(info["rewards"]),
         "mixed": sum(info["mixed"]) / len(info["mixed"]),

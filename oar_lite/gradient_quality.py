@@ -21,6 +21,9 @@ For each weighting this module measures, from the same batches:
   mean is corrected for its own noise, ``- noise / N``).
 - ``scale``: |mean g_w| / |g*|, the step length compared with GRPO's.
 
+`snr_ratio_intervals` gives a bootstrap interval (batches resampled) of each SNR divided
+by the uniform one's: how many batches it takes to rank two weightings.
+
 `batch_gradients` samples the batches and returns the per-batch gradients (``[N, D]``
 per weighting, same rollouts for every weighting); `gradient_stats` turns them into the
 numbers above and knows nothing about models, so it can be checked on constructed
@@ -187,6 +190,55 @@ def gradient_stats(gradients: Mapping[str, torch.Tensor], *, reference: str = "u
             "snr": signal / noise if noise > 0 else float("inf"),
             "scale": float(mean.norm() / truth.norm()) if truth.norm() > 0 else float("nan"),
         }
+    return out
+
+
+def snr_ratio_intervals(gradients: Mapping[str, torch.Tensor], *, reference: str = "uniform", n_boot: int = 2000,
+                        seed: int = 0, level: float = 0.95) -> dict[str, tuple[float, float]]:
+    """Percentile bootstrap interval of each weighting's SNR divided by the reference's.
+
+    Batches are resampled with replacement, jointly for every weighting (row b of every
+    label comes from the same rollouts), and the SNR of `gradient_stats` is recomputed on
+    each resample from the batches' Gram matrix (``[N, N]`` per label, so a resample costs
+    no pass over the ``D`` parameters).
+
+    Args:
+        gradients: ``{label: [N, D]}`` per-batch gradients, as for `gradient_stats`.
+        reference: the weighting the ratios are taken against (uniform: GRPO).
+        n_boot, seed, level: resamples, their seed, the interval's coverage.
+
+    Returns:
+        ``{label: (low, high)}`` of SNR(label) / SNR(reference); resamples where the
+        reference's SNR is 0 are dropped.
+    """
+    import numpy as np
+
+    if reference not in gradients:
+        raise ValueError(f"gradients needs the reference weighting {reference!r}; got {sorted(gradients)}")
+    N = gradients[reference].shape[0]
+    if N < 2:
+        raise ValueError(f"a bootstrap over batches needs at least 2 batches, got {N}")
+    counts = np.random.default_rng(seed).multinomial(N, np.full(N, 1 / N), size=n_boot).astype(float)  # [K, N]
+
+    def snrs(g: torch.Tensor) -> np.ndarray:
+        if g.shape[0] != N:
+            raise ValueError(f"every weighting needs the same {N} batches, got {g.shape[0]}")
+        gram = (g.double() @ g.double().T).numpy()  # [N, N]
+        mean_sq = np.einsum("kn,nm,km->k", counts, gram, counts) / N**2  # |mean of the resample|^2
+        noise = (counts @ np.diag(gram) - N * mean_sq) / (N - 1)
+        signal = np.maximum(mean_sq - noise / N, 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(noise > 0, signal / noise, np.inf)
+
+    base = snrs(gradients[reference])
+    alpha = (1 - level) / 2
+    out = {}
+    for label, g in gradients.items():
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = snrs(g) / base
+        ratio = ratio[np.isfinite(ratio)]
+        out[label] = (float(np.quantile(ratio, alpha)), float(np.quantile(ratio, 1 - alpha))) if len(ratio) else (
+            float("nan"), float("nan"))
     return out
 
 

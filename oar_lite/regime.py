@@ -16,17 +16,29 @@ model with the same seeds, so seed s gives every method the same prompts at ever
   than GRPO; negative: worse), with its paired bootstrap interval. Meaningless when the
   oracle saves nothing; then it is ``None``.
 
-`learning_table` returns all of it as plain numbers; the benchmark
-``benchmarks/credit_regime.py`` writes them next to the settings.
+Steps to a target hang on the target chosen; `accuracy_area_table` asks the same question
+without one: the mean held-out accuracy over a run's evaluations (the area under its
+learning curve, divided by its length), paired against GRPO seed by seed.
+
+`learning_table` and `accuracy_area_table` return plain numbers; the benchmark
+``benchmarks/credit_regime.py`` writes them next to the settings, into `RESULTS_DIR`.
 """
 from __future__ import annotations
 
+from importlib import resources
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 # Re-exported from `oar_lite.report`, which holds them: notebook 07 calls regime.intervals_overlap.
 from .report import bootstrap_interval, intervals_overlap, steps_to_target  # noqa: F401
+
+RESULTS_DIR = Path(str(resources.files(__package__) / "data" / "when_credit_matters"))
+"""The measured results notebook 07 reads (``oar_lite/data/when_credit_matters``: the
+regimes' learning tables and the gradient-quality reports, written by
+``benchmarks/credit_regime.py`` and ``benchmarks/gradient_quality.py``). Package data, so a
+pip or Colab install without a clone of the repository has them too."""
 
 
 def learning_table(records: Sequence[dict], *, target: float, methods: Sequence[str] | None = None,
@@ -103,3 +115,69 @@ def learning_table(records: Sequence[dict], *, target: float, methods: Sequence[
                 entry["recovered_ci"] = bootstrap_interval(fraction, trio, n=n_boot)
         out[m] = entry
     return {"target": target, "seeds": seeds, "methods": out}
+
+
+def accuracy_area_table(records: Sequence[dict], *, methods: Sequence[str] | None = None,
+                        reference: str = "uniform", oracle: str = "oracle", max_step: int | None = None,
+                        n_boot: int = 10_000) -> dict:
+    """The mean held-out accuracy over each run's evaluations, paired against GRPO.
+
+    A threshold-free reading of the same runs as `learning_table`: per run, the mean of
+    ``eval_accuracy`` over its evaluations at steps 1..``max_step`` (step 0, the same model
+    for every method, is left out; with evaluations every k steps this is the area under
+    the learning curve divided by its length). Every run of every method must have been
+    evaluated at the same steps, so the means are comparable.
+
+    Args:
+        records: `oar_lite.compare` records (``type`` "eval" with ``method``, ``seed``,
+            ``step``, ``eval_accuracy``).
+        methods: which methods, in order (default: all in the records).
+        reference: GRPO's method name; oracle: the oracle's.
+        max_step: evaluations after this step are ignored (default: all).
+
+    Returns:
+        ``{"seeds", "steps" (the evaluated steps used), "methods": {method: {"area": [per
+        seed], "mean", "ci", "diff" (mean of method - reference, paired by seed),
+        "diff_ci", "recovered", "recovered_ci"}}}``; ``recovered`` = diff / the oracle's
+        diff (None for the reference and the oracle, or when the oracle gains nothing).
+    """
+    from .plots import by_method_and_seed
+
+    evals = by_method_and_seed(records, "eval")
+    if reference not in evals:
+        raise ValueError(f"the records hold no {reference!r} runs to compare with; got {sorted(evals)}")
+    methods = [m for m in (list(methods) if methods else list(evals)) if m in evals]
+    seeds = sorted(set.intersection(*(set(evals[m]) for m in methods)))
+    if len(seeds) < 2:
+        raise ValueError(f"need at least 2 seeds shared by every method, got {seeds}")
+    keep = lambda r: r["step"] > 0 and (max_step is None or r["step"] <= max_step)
+    steps = [r["step"] for r in evals[reference][seeds[0]] if keep(r)]
+    if not steps:
+        raise ValueError(f"no evaluation after step 0{'' if max_step is None else f' and up to step {max_step}'}")
+    area = {}
+    for m in methods:
+        rows = []
+        for s in seeds:
+            ev = [r for r in evals[m][s] if keep(r)]
+            if [r["step"] for r in ev] != steps:
+                raise ValueError(f"{m!r} seed {s} was evaluated at steps {[r['step'] for r in ev]}, expected {steps} "
+                                 f"like {reference!r} seed {seeds[0]}: areas over different steps do not compare")
+            rows.append(float(np.mean([r["eval_accuracy"] for r in ev])))
+        area[m] = np.array(rows)
+    out = {}
+    for m in methods:
+        diff = area[m] - area[reference]  # [S], paired by seed
+        entry = {"area": area[m].tolist(), "mean": float(area[m].mean()),
+                 "ci": bootstrap_interval(np.mean, area[m][:, None], n=n_boot),
+                 "diff": float(diff.mean()), "diff_ci": bootstrap_interval(np.mean, diff[:, None], n=n_boot),
+                 "recovered": None, "recovered_ci": None}
+        if oracle in area and m not in (reference, oracle):
+            gain = area[oracle] - area[reference]
+            if gain.mean() > 0:
+                entry["recovered"] = float(diff.mean() / gain.mean())
+                pair = np.stack([diff, gain], axis=1)  # [S, 2]: seeds resampled jointly
+                entry["recovered_ci"] = bootstrap_interval(
+                    lambda p: p[:, 0].mean() / p[:, 1].mean() if p[:, 1].mean() > 0 else np.nan, pair, n=n_boot)
+        out[m] = entry
+    return {"seeds": seeds, "steps": steps, "methods": out}
+
