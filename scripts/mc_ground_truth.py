@@ -250,7 +250,7 @@ def assemble(args, tokenizer, chosen: list[dict], mc: dict, scores: dict) -> Non
         completions.append({
             **{k: rec[k] for k in ("question", "answer", "template", "steps", "completion", "correct",
                                    "reasoning", "answer_span", "group_correct", "problem_index")},
-            "selection_round": rec.get("selection_round", 1),
+            "selection_round": rec.get("selection_round", 1), "mc_passes": 2 if f"{i}/2" in mc else 1,
             "prompt_tokens": len(rec["prompt_ids"]), "completion_ids": ids,
             "tokens": [tokenizer.decode([t]) for t in ids],
             "successes": counts, "rollouts": rollouts,
@@ -300,7 +300,8 @@ def report(args) -> None:
     summary = credit.ground_truth_summary(data, threshold=args.threshold)
     print(credit.ground_truth_markdown(credit.ground_truth_table(data, threshold=args.threshold)))
     print(json.dumps(summary, indent=1))
-    print("\n" + error_statement(summary) + "\n")
+    passes = [c.get("mc_passes", 1) for c in data["completions"]]
+    print("\n" + error_statement(summary, passes.count(2)) + "\n")
     for r in sorted({c.get("selection_round", 1) for c in data["completions"]}):
         part = {**data, "completions": [c for c in data["completions"] if c.get("selection_round", 1) == r]}
         n_pivot = credit.ground_truth_summary(part, threshold=args.threshold)["completions_with_pivot"]
@@ -330,14 +331,16 @@ def report(args) -> None:
     print(f"wrote {args.figure}")
 
 
-def error_statement(summary: dict) -> str:
-    """The Monte-Carlo error paragraph of benchmarks/RESULTS.md, from `credit.ground_truth_summary`."""
+def error_statement(summary: dict, refined: int) -> str:
+    """The Monte-Carlo error paragraph of benchmarks/RESULTS.md, from `credit.ground_truth_summary`
+    and the number of completions whose pass 2 is done (``refined``)."""
     noise = summary["pivotal_tokens"] - summary["pivotal_tokens_beyond_2se"]
     return (f"**Monte-Carlo error** (from the file, `--phase report`). SE = sqrt(p(1-p)/K) per prefix: "
             f"mean {summary['se_mean']:.3f} over all {summary['prefixes']} prefixes, {summary['se_mean_inside']:.3f} over the "
             f"{summary['prefixes_inside']} strictly inside (0, 1), largest {summary['se_max']:.3f}; "
             f"K = {summary['rollouts_min']}-{summary['rollouts_max']} rollouts per prefix, at least "
-            f"{summary['rollouts_inside_min']} wherever 0 < p < 1. At p = 0 or 1 the formula gives 0, so the file also "
+            f"{summary['rollouts_inside_min']} wherever 0 < p < 1 (pass 2, K = {summary['rollouts_max']} there, done for "
+            f"{refined} of the {summary['completions']} completions). At p = 0 or 1 the formula gives 0, so the file also "
             f"holds the 95% Wilson interval. A jump's SE is sqrt(SE[t]^2 + SE[t+1]^2): "
             f"{summary['pivot_delta_se_mean']:.3f} on average over the {summary['pivotal_tokens']} pivotal tokens "
             f"(|delta P| >= {summary['threshold']}) in {summary['completions_with_pivot']} of the {summary['completions']} "
