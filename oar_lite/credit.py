@@ -529,8 +529,10 @@ def ground_truth_summary(data=None, *, threshold: float = PIVOT_THRESHOLD) -> di
     """What the ground-truth file holds and how precise it is: counts of completions
     (right, wrong), reasoning tokens and pivotal tokens (and how many of those jump by more
     than twice their standard error), rollouts per prefix (min, max),
-    the mean and largest Monte-Carlo standard error of p, the mean standard error of
-    ``delta P`` over pivotal tokens, and the CPU seconds the file cost."""
+    the mean and largest Monte-Carlo standard error of p (the mean over all prefixes and
+    over those strictly inside (0, 1), where the error is), the fewest rollouts at such a
+    prefix, the mean standard error of ``delta P`` over pivotal tokens, and the CPU
+    seconds the file cost."""
     if not isinstance(data, dict):
         data = load_ground_truth(data)
     completions = data["completions"]
@@ -538,6 +540,7 @@ def ground_truth_summary(data=None, *, threshold: float = PIVOT_THRESHOLD) -> di
     se = [s for rec in completions for s in rec["se"]]
     jumps = [probability_jumps(rec) for rec in completions]
     pivot_se = [float(s) for d, ds in jumps for s in ds[d.abs() >= threshold - 1e-9]]
+    inside = [(s, k) for rec in completions for s, k, p in zip(rec["se"], rec["rollouts"], rec["p"]) if 0.0 < p < 1.0]
     settings = data.get("settings", {})
     return {"completions": len(completions), "right": sum(bool(r.get("correct")) for r in completions),
             "wrong": sum(not r.get("correct") for r in completions),
@@ -547,7 +550,10 @@ def ground_truth_summary(data=None, *, threshold: float = PIVOT_THRESHOLD) -> di
             "pivotal_tokens_beyond_2se": sum(int(((d.abs() >= threshold - 1e-9) & (d.abs() >= 2 * ds)).sum())
                                              for d, ds in jumps),
             "threshold": threshold, "rollouts_min": min(rollouts), "rollouts_max": max(rollouts),
-            "se_mean": _mean(se), "se_max": max(se), "pivot_delta_se_mean": _mean(pivot_se),
+            "prefixes": len(se), "prefixes_inside": len(inside),
+            "rollouts_inside_min": min((k for _, k in inside), default=None),
+            "se_mean": _mean(se), "se_mean_inside": _mean([s for s, _ in inside]), "se_max": max(se),
+            "pivot_delta_se_mean": _mean(pivot_se),
             "mc_cpu_seconds": settings.get("mc_cpu_seconds"), "score_cpu_seconds": settings.get("score_cpu_seconds")}
 
 

@@ -67,41 +67,64 @@ def read_json(path: Path, default):
     return json.loads(path.read_text()) if path.exists() else default
 
 
+def _sample_problem(args, model, tokenizer, i: int, problem) -> tuple[list[dict], list[dict]]:
+    """Problem ``i``'s group of ``--group-size`` completions at T = 1, split into the usable
+    right and wrong ones (ended, a parseable answer, 3 .. ``--max-reasoning`` reasoning tokens)."""
+    eos = tokenizer.eos_token_id
+    prompt_ids = tokenizer(format_prompt(problem, tokenizer), add_special_tokens=False)["input_ids"]
+    rows = credit.sample_continuations(model, tokenizer, prompt_ids, k=args.group_size,
+                                       max_new_tokens=args.sample_tokens, seed=args.seed * 1000 + i)
+    texts = [tokenizer.decode(row, skip_special_tokens=True) for row in rows]
+    group_correct = sum(math_reward(text, problem.answer) == 1.0 for text in texts)
+    right, wrong = [], []
+    for row, text in zip(rows, texts):
+        seg = segment_completion_ids(tokenizer, row)
+        if len(row) >= args.sample_tokens or seg is None or not 3 <= seg.reasoning.stop <= args.max_reasoning:
+            continue  # unfinished, no parseable answer, or too long
+        correct = math_reward(text, problem.answer) == 1.0
+        rec = {"problem_index": i, "question": problem.question, "answer": problem.answer,
+               "template": problem.template, "steps": problem.steps, "prompt_ids": prompt_ids,
+               "completion_ids": row + [eos], "completion": text,
+               "reasoning": [seg.reasoning.start, seg.reasoning.stop],
+               "answer_span": [seg.answer.start, seg.answer.stop], "correct": correct,
+               "group_correct": group_correct}
+        (right if correct else wrong).append(rec)
+    log(f"select: problem {i} {problem.template}: {len(right)} right, {len(wrong)} wrong usable "
+        f"({group_correct}/{len(rows)} right in the group)")
+    return right, wrong
+
+
 def select(args, model, tokenizer) -> list[dict]:
+    """Round 1 (``--completions`` from at most ``--problems`` problems: mixed pairs, then
+    fill-ups), then round 2 (``--extra-completions`` more, mixed pairs only, from the
+    problems after round 1's). Each round's samples are kept, so a killed run resumes."""
     path = args.work / "selection.json"
-    if path.exists():
-        return json.loads(path.read_text())
+    chosen = read_json(path, None)
+    if chosen is None:
+        chosen = _select_round_one(args, model, tokenizer)
+        write_json(path, chosen)
+    for rec in chosen:
+        rec.setdefault("selection_round", 1)
+    if args.extra_completions and sum(r["selection_round"] == 2 for r in chosen) < args.extra_completions:
+        chosen = [r for r in chosen if r["selection_round"] == 1] + _select_round_two(args, model, tokenizer)
+        write_json(path, chosen)
+    return chosen
+
+
+def _select_round_one(args, model, tokenizer) -> list[dict]:
+    """Problems in order until ``--completions / 2`` have both a usable right and a usable
+    wrong completion (or ``--problems`` are sampled); one right and one wrong from each
+    such problem, then the others' first wrong, then first right (wrong first, shorter first)."""
     t0 = time.process_time()
     problems = make_problems(args.problems, seed=args.problem_seed, steps=args.steps)
-    eos = tokenizer.eos_token_id
-    sampled = read_json(args.work / "sampled.json", [])  # per problem: (right, wrong), resumable
-    by_problem = [tuple(x) for x in sampled]
+    by_problem = [tuple(x) for x in read_json(args.work / "sampled.json", [])]  # per problem: (right, wrong)
     for i, problem in enumerate(problems):
         if i < len(by_problem):
             continue
         if 2 * sum(bool(r and w) for r, w in by_problem) >= args.completions:
             break  # enough problems with both a right and a wrong completion
-        prompt_ids = tokenizer(format_prompt(problem, tokenizer), add_special_tokens=False)["input_ids"]
-        rows = credit.sample_continuations(model, tokenizer, prompt_ids, k=args.group_size,
-                                           max_new_tokens=args.sample_tokens, seed=args.seed * 1000 + i)
-        texts = [tokenizer.decode(row, skip_special_tokens=True) for row in rows]
-        group_correct = sum(math_reward(text, problem.answer) == 1.0 for text in texts)
-        right, wrong = [], []
-        for row, text in zip(rows, texts):
-            seg = segment_completion_ids(tokenizer, row)
-            if len(row) >= args.sample_tokens or seg is None or not 3 <= seg.reasoning.stop <= args.max_reasoning:
-                continue  # unfinished, no parseable answer, or too long
-            correct = math_reward(text, problem.answer) == 1.0
-            rec = {"problem_index": i, "question": problem.question, "answer": problem.answer,
-                   "template": problem.template, "steps": problem.steps, "prompt_ids": prompt_ids,
-                   "completion_ids": row + [eos], "completion": text,
-                   "reasoning": [seg.reasoning.start, seg.reasoning.stop],
-                   "answer_span": [seg.answer.start, seg.answer.stop], "correct": correct,
-                   "group_correct": group_correct}
-            (right if correct else wrong).append(rec)
-        by_problem.append((right, wrong))
+        by_problem.append(_sample_problem(args, model, tokenizer, i, problem))
         write_json(args.work / "sampled.json", by_problem)
-        log(f"select: problem {i + 1}/{len(problems)} {problem.template}: {len(right)} right, {len(wrong)} wrong usable")
     chosen = []
     for right, wrong in by_problem:  # one right and one wrong from each mixed problem first
         if right and wrong and len(chosen) + 2 <= args.completions:
@@ -109,8 +132,34 @@ def select(args, model, tokenizer) -> list[dict]:
     rest = [r for right, wrong in by_problem for r in (wrong[:1] + right[:1]) if r not in chosen]
     rest.sort(key=lambda r: (r["correct"], r["reasoning"][1]))  # wrong ones first, then shorter
     chosen += rest[: args.completions - len(chosen)]
-    write_json(path, chosen)
-    log(f"select: {len(chosen)} completions ({sum(c['correct'] for c in chosen)} right), "
+    log(f"select round 1: {len(chosen)} completions ({sum(c['correct'] for c in chosen)} right), "
+        f"{time.process_time() - t0:.0f} CPU s")
+    return [{**r, "selection_round": 1} for r in chosen]
+
+
+def _select_round_two(args, model, tokenizer) -> list[dict]:
+    """Problems after round 1's (index ``len(sampled.json)`` on, at most ``--extra-problems``),
+    in order; from each one that has both a usable right and a usable wrong completion, the
+    first right and the first wrong one, until ``--extra-completions`` are chosen. No
+    fill-ups: a problem no sample gets right (or none wrong) leaves P(correct | prefix) flat."""
+    t0 = time.process_time()
+    start = len(read_json(args.work / "sampled.json", []))
+    if start == 0:
+        raise SystemExit("round 2 needs round 1's samples (sampled.json); run --phase select without "
+                         "--extra-completions first")
+    problems = make_problems(start + args.extra_problems, seed=args.problem_seed, steps=args.steps)
+    by_problem = [tuple(x) for x in read_json(args.work / "sampled-round2.json", [])]
+    chosen = []
+    for j, problem in enumerate(problems[start:]):
+        if len(chosen) + 2 > args.extra_completions:
+            break
+        if j == len(by_problem):
+            by_problem.append(_sample_problem(args, model, tokenizer, start + j, problem))
+            write_json(args.work / "sampled-round2.json", by_problem)
+        right, wrong = by_problem[j]
+        if right and wrong:
+            chosen += [{**right[0], "selection_round": 2}, {**wrong[0], "selection_round": 2}]
+    log(f"select round 2: {len(chosen)} completions from problems {start}..{start + len(by_problem) - 1}, "
         f"{time.process_time() - t0:.0f} CPU s")
     return chosen
 
@@ -133,7 +182,7 @@ def monte_carlo(args, model, tokenizer, chosen: list[dict]) -> dict:
             if pass_no == 1:
                 positions = list(range(R + 1))
             else:
-                first = done[f"{i}/1"]["counts"]
+                first = {**_all_mc(args), **done}[f"{i}/1"]["counts"]  # pass 1 may be in another shard's file
                 positions = [t for t, c in enumerate(first) if 0 < c < args.k]
             t0, w0 = time.process_time(), time.time()
             counts = credit.prefix_success_counts(
@@ -200,7 +249,8 @@ def assemble(args, tokenizer, chosen: list[dict], mc: dict, scores: dict) -> Non
         ids = rec["completion_ids"]
         completions.append({
             **{k: rec[k] for k in ("question", "answer", "template", "steps", "completion", "correct",
-                                   "reasoning", "answer_span", "group_correct")},
+                                   "reasoning", "answer_span", "group_correct", "problem_index")},
+            "selection_round": rec.get("selection_round", 1), "mc_passes": 2 if f"{i}/2" in mc else 1,
             "prompt_tokens": len(rec["prompt_ids"]), "completion_ids": ids,
             "tokens": [tokenizer.decode([t]) for t in ids],
             "successes": counts, "rollouts": rollouts,
@@ -247,8 +297,24 @@ def report(args) -> None:
     from oar_lite.plots import plot_ground_truth
 
     data = credit.load_ground_truth(args.out)
+    summary = credit.ground_truth_summary(data, threshold=args.threshold)
     print(credit.ground_truth_markdown(credit.ground_truth_table(data, threshold=args.threshold)))
-    print(json.dumps(credit.ground_truth_summary(data, threshold=args.threshold), indent=1))
+    print(json.dumps(summary, indent=1))
+    passes = [c.get("mc_passes", 1) for c in data["completions"]]
+    print("\n" + error_statement(summary, passes.count(2)) + "\n")
+    for r in sorted({c.get("selection_round", 1) for c in data["completions"]}):
+        part = {**data, "completions": [c for c in data["completions"] if c.get("selection_round", 1) == r]}
+        n_pivot = credit.ground_truth_summary(part, threshold=args.threshold)["completions_with_pivot"]
+        print(f"selection round {r}: {len(part['completions'])} completions, {n_pivot} with a pivot")
+        if n_pivot:
+            print(credit.ground_truth_markdown(credit.ground_truth_table(part, threshold=args.threshold)))
+    print("per completion (round, template, right, R, pivots, largest |delta P|, K at 0 < p < 1):")
+    for i, c in enumerate(data["completions"]):
+        delta, _ = credit.probability_jumps(c)
+        ks = sorted({k for k, p in zip(c["rollouts"], c["p"]) if 0 < p < 1})
+        print(f"  {i:2d} r{c.get('selection_round', 1)} {c['template']:15s} {'right' if c['correct'] else 'wrong'} "
+              f"R={len(delta):2d} pivots={int((delta.abs() >= args.threshold - 1e-9).sum())} "
+              f"max={float(delta.abs().max()):.2f} K={ks}")
     # the figure: the completions with the largest total movement of P, one right and one wrong if there are both
     ranked = sorted(data["completions"], key=lambda r: -float(credit.probability_jumps(r)[0].abs().sum()))
     shown = [next((r for r in ranked if not r["correct"]), None), next((r for r in ranked if r["correct"]), None)]
@@ -263,6 +329,22 @@ def report(args) -> None:
     args.figure.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.figure, dpi=110)
     print(f"wrote {args.figure}")
+
+
+def error_statement(summary: dict, refined: int) -> str:
+    """The Monte-Carlo error paragraph of benchmarks/RESULTS.md, from `credit.ground_truth_summary`
+    and the number of completions whose pass 2 is done (``refined``)."""
+    noise = summary["pivotal_tokens"] - summary["pivotal_tokens_beyond_2se"]
+    return (f"**Monte-Carlo error** (from the file, `--phase report`). SE = sqrt(p(1-p)/K) per prefix: "
+            f"mean {summary['se_mean']:.3f} over all {summary['prefixes']} prefixes, {summary['se_mean_inside']:.3f} over the "
+            f"{summary['prefixes_inside']} strictly inside (0, 1), largest {summary['se_max']:.3f}; "
+            f"K = {summary['rollouts_min']}-{summary['rollouts_max']} rollouts per prefix, at least "
+            f"{summary['rollouts_inside_min']} wherever 0 < p < 1 (pass 2, K = {summary['rollouts_max']} there, done for "
+            f"{refined} of the {summary['completions']} completions). At p = 0 or 1 the formula gives 0, so the file also "
+            f"holds the 95% Wilson interval. A jump's SE is sqrt(SE[t]^2 + SE[t+1]^2): "
+            f"{summary['pivot_delta_se_mean']:.3f} on average over the {summary['pivotal_tokens']} pivotal tokens "
+            f"(|delta P| >= {summary['threshold']}) in {summary['completions_with_pivot']} of the {summary['completions']} "
+            f"completions; {summary['pivotal_tokens_beyond_2se']} of them jump by more than 2 SE, the other {noise} may be noise.")
 
 
 def _wrap(text: str, width: int) -> list[str]:
@@ -282,6 +364,9 @@ def main(argv=None) -> None:
     ap.add_argument("--completions", type=int, default=10)
     ap.add_argument("--problems", type=int, default=40,
                     help="most problems sampled for the selection (it stops when it has enough mixed ones)")
+    ap.add_argument("--extra-completions", type=int, default=0,
+                    help="round 2: this many more, one right and one wrong from each later problem that has both")
+    ap.add_argument("--extra-problems", type=int, default=40, help="most problems sampled in round 2")
     ap.add_argument("--problem-seed", type=int, default=0)
     ap.add_argument("--steps", type=int, nargs="+", default=[1], help="template steps (1: one-step problems)")
     ap.add_argument("--group-size", type=int, default=8)

@@ -123,6 +123,10 @@ def test_table_on_a_hand_made_file(tmp_path):
     assert summary["reasoning_tokens"] == 10 and summary["pivotal_tokens"] == 4
     assert summary["completions_with_pivot"] == 2 and summary["rollouts_min"] == 16
     assert summary["pivotal_tokens_beyond_2se"] == 4  # 1 -> 0.75 has SE 0.108: beyond 2 SE
+    assert summary["prefixes"] == 13 and summary["prefixes_inside"] == 8 and summary["rollouts_inside_min"] == 16
+    inside_se = [s for rec in (p1, p2, p3) for s, x in zip(credit.mc_standard_error([round(x * 16) for x in rec], 16).tolist(), rec)
+                 if 0 < x < 1]
+    assert summary["se_mean_inside"] == pytest.approx(sum(inside_se) / 8) and summary["se_mean_inside"] > summary["se_mean"]
     noisy = credit.ground_truth_summary(make_file(tmp_path, [completion([0.5, 0.75], {"m": [1.0]})], "noisy.json"))
     assert noisy["pivotal_tokens"] == 1 and noisy["pivotal_tokens_beyond_2se"] == 0  # 0.25 < 2 * 0.165
 
@@ -179,3 +183,27 @@ def test_the_shipped_file_loads_and_gives_a_table_without_a_model():
     for rec in data["completions"]:  # the recorded error is the formula's
         se = credit.mc_standard_error(rec["successes"], rec["rollouts"])
         assert se.tolist() == pytest.approx(rec["se"], abs=1e-5)
+        assert [c / k for c, k in zip(rec["successes"], rec["rollouts"])] == pytest.approx(rec["p"], abs=1e-5)
+
+
+def test_the_shipped_file_is_complete_and_follows_its_selection_rule():
+    """Every completion has every method's scores; K is k at p = 0 or 1 and, strictly inside
+    (0, 1), k after pass 1 and k + k_extra after pass 2; the AUC has an interval (two or
+    more completions with a pivot); round 2 of the selection holds one right and one wrong
+    completion of each of its problems, all after round 1's."""
+    data = credit.load_ground_truth()
+    settings, completions = data["settings"], data["completions"]
+    k = settings["k"]
+    for rec in completions:
+        assert set(rec["scores"]) == set(settings["methods"])
+        inside_k = k + settings["k_extra"] if rec["mc_passes"] == 2 else k
+        assert all(n == (inside_k if 0 < p < 1 else k) for n, p in zip(rec["rollouts"], rec["p"]))
+    summary = credit.ground_truth_summary(data)
+    assert summary["completions_with_pivot"] >= 2
+    first = [rec for rec in completions if rec["selection_round"] == 1]
+    second = [rec for rec in completions if rec["selection_round"] == 2]
+    assert len(first) == settings["completions"] and len(second) == settings["extra_completions"]
+    assert min(rec["problem_index"] for rec in second) > max(rec["problem_index"] for rec in first)
+    for right, wrong in zip(second[::2], second[1::2]):
+        assert right["correct"] and not wrong["correct"] and right["problem_index"] == wrong["problem_index"]
+        assert 0 < right["group_correct"] < settings["group_size"]
