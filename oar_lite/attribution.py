@@ -439,7 +439,7 @@ def perturbation_scores_batch(
     answer: list[slice],
     *,
     mode: str = "last",
-    pad_token_id: int,
+    pad_token_id: int | None = None,
     batch_size: int | None = None,
     token_budget: int | None = None,
     max_waste: float = DEFAULT_MAX_WASTE,
@@ -855,6 +855,14 @@ def _score(name: str, mode: str | None, model, input_ids: torch.Tensor, reasonin
     return scorer(model, input_ids, reasoning, answer, **kwargs)
 
 
+# Scorers with a batched form: one row's scorer -> (the batched scorer, the options it takes).
+_BATCHED = {
+    gradient_scores: (gradient_scores_batch, ("noise_std", "generator")),
+    perturbation_scores: (perturbation_scores_batch,
+                          ("pad_token_id", "batch_size", "token_budget", "max_waste", "reuse_prefix", "stats")),
+}
+
+
 def _score_rows(method: str, model, input_ids: torch.Tensor, spans: dict[int, tuple[slice, slice, slice]],
                 options: dict, *, batched: bool = True) -> dict[int, torch.Tensor]:
     """Scores of the rows of a padded batch: the one place a method name becomes scores,
@@ -872,29 +880,17 @@ def _score_rows(method: str, model, input_ids: torch.Tensor, spans: dict[int, tu
     """
     controls, _ = split_controls(method)
     name, mode = parse_method(method)
-    if batched and SCORERS[name] is gradient_scores and spans:
-        # OAR-G: every scored row in one padded forward + backward (same scores, up to rounding).
+    batch_scorer, batch_options = _BATCHED.get(SCORERS[name], (None, ()))
+    if batched and batch_scorer is not None and spans:
+        # OAR-G / OAR-P: all scored rows in shared padded passes (the per-row scores, up to rounding).
         rows = list(spans)
         attention = torch.zeros_like(input_ids[rows])
         for i, r in enumerate(rows):
             attention[i, spans[r][0]] = 1
-        scores = gradient_scores_batch(
+        scores = batch_scorer(
             model, input_ids[rows], attention, [spans[r][1] for r in rows], [spans[r][2] for r in rows],
-            mode=mode or inspect.signature(gradient_scores).parameters["mode"].default,
-            **{k: v for k, v in options.items() if k in ("noise_std", "generator") and v is not None})
-        raw = dict(zip(rows, scores))
-    elif batched and SCORERS[name] is perturbation_scores and spans:
-        # OAR-P: the perturbed copies of all scored rows packed into shared passes (same scores, up to rounding).
-        rows = list(spans)
-        attention = torch.zeros_like(input_ids[rows])
-        for i, r in enumerate(rows):
-            attention[i, spans[r][0]] = 1
-        scores = perturbation_scores_batch(
-            model, input_ids[rows], attention, [spans[r][1] for r in rows], [spans[r][2] for r in rows],
-            mode=mode or inspect.signature(perturbation_scores).parameters["mode"].default,
-            pad_token_id=options.get("pad_token_id"),
-            **{k: v for k, v in options.items()
-               if k in ("batch_size", "token_budget", "max_waste", "reuse_prefix", "stats") and v is not None})
+            mode=mode or inspect.signature(SCORERS[name]).parameters["mode"].default,
+            **{k: v for k, v in options.items() if k in batch_options and v is not None})
         raw = dict(zip(rows, scores))
     else:
         raw = {}
