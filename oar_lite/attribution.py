@@ -162,6 +162,18 @@ def default_token_budget(device: torch.device | str) -> int:
     return DEFAULT_TOKEN_BUDGET.get(torch.device(device).type, DEFAULT_TOKEN_BUDGET["cpu"])
 
 
+def _largest_fitting(fits, low: int, high: int) -> int:
+    """The largest ``x`` in ``[low, high]`` with ``fits(x)``, by bisection: ``fits`` must hold
+    at ``low`` and, once false, stay false for larger ``x``."""
+    while low < high:
+        mid = (low + high + 1) // 2
+        if fits(mid):
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
 def plan_chunks(first: int, stop: int, end: int, *, token_budget: int, max_waste: float = DEFAULT_MAX_WASTE,
                 max_rows: int | None = None, reuse_prefix: bool = True) -> list[tuple[int, int]]:
     """How OAR-P groups the perturbed copies of positions ``first..stop-1`` into forward passes.
@@ -195,15 +207,8 @@ def plan_chunks(first: int, stop: int, end: int, *, token_budget: int, max_waste
             start += b
         return chunks, waste
 
-    # Bisect on the size (the waste grows with it); size 1 wastes nothing, so it always fits.
-    low, high = 1, stop - first
-    while low < high:
-        size = (low + high + 1) // 2
-        if chunks_of(size)[1] <= max_waste * ideal:
-            low = size
-        else:
-            high = size - 1
-    return chunks_of(low)[0]
+    # The waste grows with the size; size 1 wastes nothing, so it always fits.
+    return chunks_of(_largest_fitting(lambda size: chunks_of(size)[1] <= max_waste * ideal, 1, stop - first))[0]
 
 
 def perturbation_scores(
@@ -413,15 +418,10 @@ def _plan_passes(columns: list[int], end: int, *, per_pass: int, max_waste: floa
             i = j
         return passes, waste
 
-    low, high = 1, end  # span 1 (copies of one column) wastes nothing
-    while low < high:
-        span = (low + high + 1) // 2
-        if greedy(span)[1] <= max_waste * ideal:
-            low = span
-        else:
-            high = span - 1
-    fewest = len(greedy(low)[0])
-    high, low = low, 1
+    # span 1 (copies of one column) wastes nothing, so it always fits
+    widest = _largest_fitting(lambda span: greedy(span)[1] <= max_waste * ideal, 1, end)
+    fewest = len(greedy(widest)[0])
+    high, low = widest, 1
     while low < high:  # the narrowest span with as few passes
         span = (low + high) // 2
         if len(greedy(span)[0]) <= fewest:

@@ -212,14 +212,13 @@ def _std(xs: list[float]) -> float:
 
 def results_table(results: dict, *, digits: int = 3) -> str:
     """Render `credit_benchmark`'s dict as a markdown table (one row per method)."""
-    rows = ["| method | AUC pivotal vs neutral | AUC pivotal vs rest | precision@k | s / completion | n |",
-            "|---|---|---|---|---|---|"]
-    for m, r in results.items():
-        rows.append(f"| `{m}` | {r['auc_mean']:.{digits}f} ± {r['auc_std']:.{digits}f} "
-                    f"| {r['auc_all_mean']:.{digits}f} ± {r['auc_all_std']:.{digits}f} "
-                    f"| {r['p_at_k_mean']:.{digits}f} ± {r['p_at_k_std']:.{digits}f} "
-                    f"| {r['seconds_per_completion']:.4f} | {r['n']} |")
-    return "\n".join(rows)
+    from .report import markdown_table
+
+    pm = lambda r, key: f"{r[key + '_mean']:.{digits}f} ± {r[key + '_std']:.{digits}f}"
+    return "\n".join(markdown_table(
+        ["method", "AUC pivotal vs neutral", "AUC pivotal vs rest", "precision@k", "s / completion", "n"],
+        [[f"`{m}`", pm(r, "auc"), pm(r, "auc_all"), pm(r, "p_at_k"), f"{r['seconds_per_completion']:.4f}", r["n"]]
+         for m, r in results.items()]))
 
 
 def rank_agreement(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -559,10 +558,9 @@ def ground_truth_summary(data=None, *, threshold: float = PIVOT_THRESHOLD) -> di
 
 def ground_truth_markdown(table: dict, *, digits: int = 2) -> str:
     """Render `ground_truth_table`'s dict as a markdown table (one row per method)."""
-    rows = ["| method | AUC pivotal vs rest (95% CI) | Spearman vs abs(delta P) (95% CI) | n (AUC / Spearman) |",
-            "|---|---|---|---|"]
-    for m, r in table.items():
-        rows.append(f"| `{m}` | {r['auc_mean']:.{digits}f} ± {r['auc_ci95']:.{digits}f} "
-                    f"| {r['spearman_mean']:.{digits}f} ± {r['spearman_ci95']:.{digits}f} "
-                    f"| {r['auc_n']} / {r['spearman_n']} |")
-    return "\n".join(rows)
+    from .report import markdown_table
+
+    pm = lambda r, key: f"{r[key + '_mean']:.{digits}f} ± {r[key + '_ci95']:.{digits}f}"
+    return "\n".join(markdown_table(
+        ["method", "AUC pivotal vs rest (95% CI)", "Spearman vs abs(delta P) (95% CI)", "n (AUC / Spearman)"],
+        [[f"`{m}`", pm(r, "auc"), pm(r, "spearman"), f"{r['auc_n']} / {r['spearman_n']}"] for m, r in table.items()]))
