@@ -1,6 +1,6 @@
 """The package as a user installs it (``make test-wheel``, run by .ci/run after ``make test``).
 
-Builds the wheel from the package's own files, makes a fresh virtual environment in a
+Checks the sdist carries the package and its data, builds the wheel from the package's own files, makes a fresh virtual environment in a
 temporary folder, installs torch==2.13.0 (CPU) and then the wheel the way the notebooks'
 Colab cell does (notebooks/setup_cell.py with ``OAR_LITE_SOURCE`` pointing at the wheel,
 under constraints.txt), and from a working directory outside the repository runs the
@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -38,14 +39,40 @@ def _ok(proc):
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    """``(python of the fresh venv, a working directory outside the repository, the wheel)``."""
-    tmp = tmp_path_factory.mktemp("wheel")
-    source = tmp / "source"  # only what the wheel is built from: no build/ left over from earlier builds
-    source.mkdir()
+def source(tmp_path_factory):
+    """A folder with only what the package is built from: no build/ left over from earlier builds."""
+    source = tmp_path_factory.mktemp("source")
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, source / name)
     shutil.copytree(ROOT / "oar_lite", source / "oar_lite", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return source
+
+
+def _files(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
+
+
+def test_sdist_carries_the_package_and_its_data(source, tmp_path):
+    """What PyPI would get: every file of the package (code and data) and the project files; a
+    wheel built from the sdist, as pip builds one, carries the package and its data too."""
+    _ok(_run([sys.executable, "-c", "import sys; from setuptools import build_meta; build_meta.build_sdist(sys.argv[1])",
+              tmp_path / "sdist"], cwd=source))
+    (sdist,) = (tmp_path / "sdist").glob("oar_lite-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    package = {name for name in _files(source) if name.startswith("oar_lite/")}
+    missing = (package | {"pyproject.toml", "README.md", "LICENSE"}) - names
+    assert not missing, sorted(missing)
+    _ok(_run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", tmp_path / "dist",
+              sdist], cwd=tmp_path))
+    (wheel,) = (tmp_path / "dist").glob("oar_lite-*.whl")
+    assert not package - set(zipfile.ZipFile(wheel).namelist()), sorted(package - set(zipfile.ZipFile(wheel).namelist()))
+
+
+@pytest.fixture(scope="module")
+def installed(source, tmp_path_factory):
+    """``(python of the fresh venv, a working directory outside the repository, the wheel)``."""
+    tmp = tmp_path_factory.mktemp("wheel")
     _ok(_run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", tmp / "dist",
               source], cwd=tmp))
     (wheel,) = (tmp / "dist").glob("oar_lite-*.whl")
