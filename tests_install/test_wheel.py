@@ -1,11 +1,12 @@
 """The package as a user installs it (``make test-wheel``, run by .ci/run after ``make test``).
 
-Checks the sdist carries the package and its data, builds the wheel from the package's own files, makes a fresh virtual environment in a
-temporary folder, installs torch==2.13.0 (CPU) and then the wheel the way the notebooks'
-Colab cell does (notebooks/setup_cell.py with ``OAR_LITE_SOURCE`` pointing at the wheel,
-under constraints.txt), and from a working directory outside the repository runs the
-smallest real comparison and notebook 06 under nbval. No editable install; the
-repository is never on the path.
+Checks that the sdist carries the package and its data; builds the wheel from the
+package's own files, makes a fresh virtual environment in a temporary folder, installs
+torch==2.13.0 (CPU) and then the wheel the way the notebooks' Colab cell does
+(notebooks/setup_cell.py with ``OAR_LITE_SOURCE`` pointing at the wheel, under
+constraints.txt), and from a working directory outside the repository runs the smallest
+real comparison and notebook 06 under nbval. No editable install; the repository is
+never on the path.
 """
 import os
 import shutil
