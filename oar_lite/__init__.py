@@ -1,26 +1,11 @@
 """oar-lite: Outcome-grounded Advantage Reshaping (OAR) for GRPO, small and readable.
 
-The algorithm contract is OAR-SPEC (Li et al. 2026, arXiv 2601.07408):
-
-- `group_advantages`, `policy_loss`, `token_advantages`: GRPO (`oar_lite.grpo`).
-- `perturbation_scores` (OAR-P), `gradient_scores` (OAR-G) and baselines, one calling
-  convention, and `token_weights`, the batched entry point, with its settings in one
-  `CreditConfig` (`oar_lite.attribution`).
-- `bilevel_weights`: scores -> token weights (`oar_lite.reshape`).
-- `find_answer`, `segment_completion`, `segment_completion_ids`, `segments_to_masks`:
-  where the reasoning ends and the answer is (`oar_lite.segment`).
-- `math_reward`: verifiable reward with math-verify (`oar_lite.reward`).
-- `load_smollm2` (SmolLM2-135M-Instruct offline, from its PyPI wheel) and `load_hub_model`
-  (hub models for GPUs) (`oar_lite.models`); `problems`: arithmetic word problems with
-  exact answers and chat prompts (`problems.make_problems`, `problems.format_prompt`).
-- `toy`: the addition world with known pivotal tokens and its shipped model
-  (`toy.make_problems`, `toy.load_model`, `toy.token_labels`); `credit_benchmark` scores
-  attribution methods against its labels (`oar_lite.credit`).
-- `oracle`: the toy world's ground-truth credit (scorers ``"oracle"``, ``"oracle-pivotal"``)
-  and the controls ``"inverted:<method>"`` / ``"shuffled:<method>"``; `gradient_quality`:
-  cosine, bias and SNR of each weighting's batch gradient; `regime`: steps to a target
-  over seeds with bootstrap intervals and the recovered fraction (notebook 07); `report`:
-  the statistics, tables, verdict and figure of a comparison (`oar_lite.compare`).
+The algorithm contract is OAR-SPEC (Li et al. 2026, arXiv 2601.07408); the notebooks
+teach it in order. GRPO is in `grpo`; the scorers (OAR-P, OAR-G, baselines) and
+`token_weights` with its `CreditConfig` in `attribution`; scores -> weights in `reshape`;
+answer spans in `segment`; rewards in `reward`; models in `models`, `toy` (addition with
+known pivotal tokens) and `problems`; measuring credit in `credit`, `oracle`,
+`gradient_quality` and `regime`; experiments in `train`, `compare` and `report`.
 """
 from .attribution import (
     MODES,

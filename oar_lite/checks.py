@@ -1,11 +1,5 @@
-"""Range checks for numeric settings: one helper, so every config says the same thing.
-
-`check_number` refuses NaN, infinities, booleans, non-numbers, non-integers where an
-integer is needed, and values outside the field's range, with a ValueError that names the
-owner and the field, the value, and the allowed range::
-
-    TrainConfig.max_grad_norm=0 is out of range: expected a finite number > 0
-"""
+"""Range checks for numeric settings, one helper so every config says the same, e.g.
+``TrainConfig.max_grad_norm=0 is out of range: expected a finite number > 0``."""
 from __future__ import annotations
 
 import math
@@ -29,9 +23,9 @@ def describe_range(*, integer: bool = False, low=None, high=None, low_open: bool
 
 def check_number(owner: str, name: str, value, *, integer: bool = False, low=None, high=None,
                  low_open: bool = False, high_open: bool = False, optional: bool = False):
-    """Return ``value`` if it is a number in range, else raise ValueError naming
-    ``owner.name`` (``name`` alone when ``owner`` is empty, e.g. a command-line flag), the
-    value and the range. ``optional`` lets ``None`` through."""
+    """``value`` if it is a real number (an integer if ``integer``; finite otherwise; never a
+    bool) in range, else a ValueError naming ``owner.name`` (``name`` alone when ``owner`` is
+    empty), the value and the range. ``optional`` lets ``None`` through."""
     if value is None and optional:
         return value
     expected = describe_range(integer=integer, low=low, high=high, low_open=low_open, high_open=high_open,

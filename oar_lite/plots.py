@@ -1,7 +1,6 @@
-"""Matplotlib helpers for training results: learning curves with a band over seeds, and
-time per step split by phase. They take the metric records `oar_lite.train` writes
-(``{"type": "train" | "eval", "method", "seed", "step", ...}``) and draw on an axis you
-give them, so notebooks and ``python -m oar_lite compare`` draw the same pictures.
+"""Matplotlib pictures of training runs, drawn on an axis you give, so notebooks and
+``python -m oar_lite compare`` draw the same: learning curves over seeds and time per phase
+from `oar_lite.train`'s metric records, TRL log histories, and the Monte-Carlo ground truth.
 """
 from __future__ import annotations
 
@@ -11,6 +10,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from .train import PHASES
+
 METHOD_COLORS = {"uniform": "#555555", "oar-g": "#1f77b4", "oar-p": "#d62728", "entropy": "#2ca02c", "random": "#9467bd"}
 PHASE_COLORS = {"generate": "#8da0cb", "reward": "#a6d854", "attribute": "#fc8d62", "update": "#66c2a5"}
 
@@ -28,6 +28,19 @@ def method_color(method: str, index: int = 0) -> str:
     return METHOD_COLORS.get(method, METHOD_COLORS.get(base, plt.get_cmap("tab10")(index % 10)))
 
 
+def _in_order(methods: Sequence[str] | None, available) -> list[str]:
+    """``methods`` if given, else all ``available`` sorted with uniform first."""
+    return list(methods) if methods else sorted(available, key=lambda m: (m != "uniform", m))
+
+
+def _moving_average(window: int, x: np.ndarray, *ys: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``x`` and each ``y`` averaged over ``window`` points (x cut to match), unchanged when too short."""
+    if window <= 1 or len(x) < window:
+        return (x, *ys)
+    kernel = np.ones(window) / window
+    return (x[window - 1:], *(np.convolve(y, kernel, mode="valid") for y in ys))
+
+
 def by_method_and_seed(records: Iterable[dict], kind: str = "eval") -> dict[str, dict[int, list[dict]]]:
     """Group records of one ``type`` as ``{method: {seed: [records sorted by step]}}``."""
     out: dict[str, dict[int, list[dict]]] = defaultdict(lambda: defaultdict(list))
@@ -38,10 +51,8 @@ def by_method_and_seed(records: Iterable[dict], kind: str = "eval") -> dict[str,
 
 
 def seed_band(runs: Sequence[Sequence[dict]], x: str, y: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Mean curve and min/max band over seeds.
-
-    Runs are aligned by position (the same evaluation schedule), cut to the shortest.
-    ``x`` is averaged too (wall time differs from seed to seed).
+    """Mean curve and min/max band over seeds: runs aligned by position (the same schedule),
+    cut to the shortest, ``x`` averaged too (wall time differs by seed).
 
     Returns:
         ``(x_mean [K], y_mean [K], y_low [K], y_high [K])``.
@@ -59,26 +70,19 @@ def plot_curves(ax, records: Iterable[dict], *, x: str = "step", y: str = "eval_
     """One line per method (mean over seeds) with a min-max band over seeds.
 
     Args:
-        ax: a matplotlib axis.
         records: metric records of several runs.
-        x, y: record fields (``"step"`` or ``"wall_time"``; ``"eval_accuracy"``,
-            ``"reward_mean"``, ``"entropy"``, ...).
+        x, y: record fields (``"step"`` or ``"wall_time"``; ``"eval_accuracy"``, ...).
         kind: ``"eval"`` or ``"train"`` records.
-        methods: which methods, in this order (default: all, sorted with uniform first).
+        methods: which methods, in this order (default: all, uniform first).
         target: draw a dotted horizontal line at this value.
-        smooth: moving-average window over points (1: none), for noisy train metrics.
+        smooth: moving-average window (1: none), for noisy train metrics.
     """
     grouped = by_method_and_seed(records, kind)
-    order = list(methods) if methods else sorted(grouped, key=lambda m: (m != "uniform", m))
-    for i, method in enumerate(order):
+    for i, method in enumerate(_in_order(methods, grouped)):
         if method not in grouped:
             continue
         runs = list(grouped[method].values())
-        xm, ym, lo, hi = seed_band(runs, x, y)
-        if smooth > 1 and len(ym) >= smooth:
-            kernel = np.ones(smooth) / smooth
-            ym, lo, hi = (np.convolve(v, kernel, mode="valid") for v in (ym, lo, hi))
-            xm = xm[smooth - 1:]
+        xm, ym, lo, hi = _moving_average(smooth, *seed_band(runs, x, y))
         color = method_color(method, i)
         label = f"{method_label(method)} ({len(runs)} seed{'s' if len(runs) != 1 else ''})"
         ax.plot(xm, ym, color=color, label=label, lw=2, marker="o" if kind == "eval" else None, ms=3)
@@ -93,13 +97,9 @@ def plot_curves(ax, records: Iterable[dict], *, x: str = "step", y: str = "eval_
 
 
 def plot_phase_times(ax, phase_times: dict[str, dict[str, float]], *, methods: Sequence[str] | None = None):
-    """Stacked horizontal bars: seconds per step in each phase, one bar per method.
-
-    Args:
-        phase_times: ``{method: {"generate": s, "reward": s, "attribute": s, "update": s}}``.
-    """
-    order = list(methods) if methods else sorted(phase_times, key=lambda m: (m != "uniform", m))
-    order = [m for m in order if m in phase_times]
+    """Stacked horizontal bars, one per method, of ``phase_times``: ``{method: {phase:
+    seconds per step}}`` for the phases of `oar_lite.train.PHASES`."""
+    order = [m for m in _in_order(methods, phase_times) if m in phase_times]
     left = np.zeros(len(order))
     for phase in PHASES:
         values = np.array([phase_times[m].get(phase, 0.0) for m in order])
@@ -114,14 +114,9 @@ def plot_phase_times(ax, phase_times: dict[str, dict[str, float]], *, methods: S
 
 
 def log_history_series(log_history: Iterable[dict], key: str, *, x: str = "step") -> tuple[np.ndarray, np.ndarray]:
-    """One metric of a ``transformers``/TRL ``trainer.state.log_history`` as arrays.
-
-    Entries without ``key`` (evaluation and end-of-training entries, other loggers) are
-    skipped; so are entries whose value is None or NaN.
-
-    Returns:
-        ``(x [K], values [K])``, in logging order.
-    """
+    """One metric of a TRL ``trainer.state.log_history`` as ``(x [K], values [K])`` in logging
+    order, skipping entries without it or with None/NaN; ValueError naming the logged keys
+    when no entry has it."""
     log_history = list(log_history)
     rows = [h for h in log_history if h.get(key) is not None and h.get(x) is not None]
     rows = [h for h in rows if not (isinstance(h[key], float) and np.isnan(h[key]))]
@@ -133,16 +128,9 @@ def log_history_series(log_history: Iterable[dict], key: str, *, x: str = "step"
 
 def plot_log_history(ax, log_history: Iterable[dict], keys: str | Sequence[str], *, x: str = "step",
                      labels: Sequence[str] | None = None, smooth: int = 1):
-    """Draw metrics of a TRL run (``trainer.state.log_history``) against ``x``, one line per key.
-
-    Args:
-        ax: a matplotlib axis.
-        log_history: the trainer's list of logged dicts.
-        keys: metric names, e.g. ``"reward"`` or ``["oar/frac_suppressed", "oar/frac_boosted"]``.
-        x: the x field (``"step"``, ``"epoch"``).
-        labels: legend labels, one per key (default: the keys).
-        smooth: moving-average window (1: none), for noisy per-step metrics.
-    """
+    """Metrics of a TRL run (``trainer.state.log_history``) against ``x``, one line per key
+    (e.g. ``"reward"``), labelled ``labels`` (default: the keys), smoothed over ``smooth``
+    points (1: none)."""
     keys = [keys] if isinstance(keys, str) else list(keys)
     if not keys:
         raise ValueError("keys is empty; expected one or more logged metric names")
@@ -152,10 +140,7 @@ def plot_log_history(ax, log_history: Iterable[dict], keys: str | Sequence[str],
         raise ValueError(f"smooth must be >= 1, got {smooth}")
     log_history = list(log_history)
     for i, key in enumerate(keys):
-        xs, ys = log_history_series(log_history, key, x=x)
-        if smooth > 1 and len(ys) >= smooth:
-            ys = np.convolve(ys, np.ones(smooth) / smooth, mode="valid")
-            xs = xs[smooth - 1:]
+        xs, ys = _moving_average(smooth, *log_history_series(log_history, key, x=x))
         ax.plot(xs, ys, marker="o" if len(xs) <= 30 else None, ms=3, lw=2, label=labels[i] if labels else key)
     ax.set_xlabel(x)
     if len(keys) == 1:
@@ -170,16 +155,10 @@ def plot_ground_truth(axes, completion: dict, *, methods: Sequence[str] = ("oar-
                       threshold: float | None = None, title: str | None = None):
     """One completion of the Monte-Carlo ground truth (`oar_lite.credit.load_ground_truth`).
 
-    Top axis: P(correct | prefix) after each reasoning token (a step line, from the prompt
-    alone at the left) with its 95% Wilson band; pivotal tokens (``|delta P| >= threshold``)
-    shaded. Bottom axis: each method's scores of the same tokens, divided by their maximum,
-    as grouped bars. The x ticks are the tokens.
-
-    Args:
-        axes: two matplotlib axes ``(top, bottom)`` sharing x.
-        completion: one entry of the file's ``"completions"``.
-        methods: score names in ``completion["scores"]``.
-        threshold: pivot threshold (default `oar_lite.credit.PIVOT_THRESHOLD`).
+    On ``axes = (top, bottom)`` sharing x: P(correct | prefix) after each reasoning token with
+    its 95% Wilson band, pivotal tokens (``|delta P| >= threshold``, default
+    `oar_lite.credit.PIVOT_THRESHOLD`) shaded; below, each of ``methods``' scores in
+    ``completion["scores"]`` over its maximum, as grouped bars.
     """
     from .credit import PIVOT_THRESHOLD, probability_jumps
 

@@ -1,20 +1,10 @@
-"""A bank of arithmetic word problems with exact integer answers, written by the project.
+"""Arithmetic word problems with exact integer answers (one to three steps about shopping,
+ages, distances, time, sharing or saving), written by the project, and their prompts.
 
-Each template draws a few small integers and writes a one-, two- or three-step problem
-about shopping, ages, distances, time, sharing or saving. `make_problems` is
-deterministic in its seed, so a benchmark, a test and a notebook that ask for
-``make_problems(64, seed=0)`` see the same 64 problems::
-
-    >>> from oar_lite.problems import make_problems, format_prompt
-    >>> p = make_problems(1, seed=0)[0]
-    >>> p.question, p.answer, p.steps
-    ('A box has 9 red marbles and 11 blue marbles. They are shared equally among 4 children. Each child then gives away 1 marble. How many marbles does each child have now?', 4, 3)
-    >>> prompt = format_prompt(p, tokenizer)       # doctest: +SKIP
-
-The prompt (two worked examples as earlier chat turns, by default, then the question)
-asks for step-by-step reasoning that ends in ``The answer is N.``, the
-``"answer_is"`` format of `oar_lite.segment`; the reward is `oar_lite.reward.math_reward`
-with ``problem.answer`` as the reference.
+`make_problems` is deterministic in its seed, so a benchmark, a test and a notebook see the
+same problems. `format_prompt` asks for step-by-step reasoning ending in ``The answer is N.``
+(`oar_lite.segment`'s ``"answer_is"`` format); the reward is `oar_lite.reward.math_reward`
+against ``problem.answer``. `load_gsm8k` gives GSM8K rows for TRL with the same prompts.
 """
 from __future__ import annotations
 
@@ -24,8 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 INSTRUCTION = 'Solve it step by step, then write "The answer is" and the number.'
-"""Follows every question: asks for reasoning and the ``answer_is`` format. (A placeholder
-such as ``<number>`` gets copied verbatim by SmolLM2 when sampling at T=1.)"""
+"""Follows every question. (No placeholder such as ``<number>``: SmolLM2 copies it verbatim.)"""
 
 SHOTS = (
     ("Kim buys 4 pens at $3 each. She pays with $20. How many dollars does she get back?",
@@ -35,22 +24,14 @@ SHOTS = (
     ("Ben is 9 years old. His sister is 3 years older. What is the sum of their ages?",
      "His sister is 9 + 3 = 12 years old.\nTogether they are 9 + 12 = 21 years old.\nThe answer is 21.", 21),
 )
-"""Worked examples ``(question, solution, answer)`` shown before the question as earlier
-chat turns (few-shot). They teach a 135M model the format: with two of them SmolLM2 ends
-nearly every completion with ``The answer is N.`` and writes short, line-per-step solutions."""
+"""Worked examples ``(question, solution, answer)``, shown as earlier chat turns: they teach
+a small model the format and short, line-per-step solutions."""
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One word problem.
-
-    Attributes:
-        question: the problem text.
-        answer: the exact answer (an integer).
-        template: name of the template that wrote it (a key of `TEMPLATES`).
-        steps: arithmetic operations needed (1 to 3).
-        numbers: the values the template drew, by name, so the answer can be checked.
-    """
+    """One word problem: its text, exact answer, `TEMPLATES` key, arithmetic steps (1 to 3)
+    and the values the template drew, by name, so the answer can be checked."""
 
     question: str
     answer: int
@@ -224,19 +205,11 @@ def make_problems(
     templates: Sequence[str] | None = None,
     steps: int | Sequence[int] | None = None,
 ) -> list[Problem]:
-    """``n`` word problems, the same ones for the same arguments.
+    """``n`` `Problem`s, the same ones for the same arguments.
 
-    Templates are used in turn (a seeded shuffle of their order, repeated), so any ``n``
-    covers them evenly; each problem's numbers come from ``random.Random(seed)``.
-
-    Args:
-        n: how many problems.
-        seed: the seed; different seeds give different problems.
-        templates: names from `TEMPLATES` to use (default: all).
-        steps: keep only templates with this many steps (an int or a collection).
-
-    Returns:
-        ``n`` `Problem`s.
+    Templates take turns (a seeded shuffle of their order, repeated), so any ``n`` covers
+    them evenly. ``templates`` limits them to these `TEMPLATES` names, ``steps`` to those
+    with this many steps (an int or a collection); a ValueError when none is left.
     """
     if not isinstance(n, int) or n < 0:
         raise ValueError(f"n must be a non-negative int, got {n!r}")
@@ -263,11 +236,8 @@ def make_problems(
 def prompt_messages(
     problem: Problem | str, *, shots: int = 2, instruction: str = INSTRUCTION, system: str | None = None
 ) -> list[dict]:
-    """The chat messages for one problem (TRL's conversational prompt format).
-
-    An optional system turn, then ``shots`` worked examples from `SHOTS` as user/assistant
-    turns, then the question followed by ``instruction`` as the last user turn.
-    """
+    """The chat messages (TRL's conversational format) for one problem: an optional system
+    turn, ``shots`` worked examples from `SHOTS`, then the question and ``instruction``."""
     question = problem.question if isinstance(problem, Problem) else problem
     if not isinstance(question, str) or not question.strip():
         raise ValueError(f"problem must be a Problem or a non-empty question string, got {problem!r}")
@@ -287,12 +257,9 @@ def prompt_messages(
 def format_prompt(
     problem: Problem | str, tokenizer, *, shots: int = 2, instruction: str = INSTRUCTION, system: str | None = None
 ) -> str:
-    """The prompt text for one problem, ready for `oar_lite.rollout.sample_completions`.
-
-    With a chat tokenizer: `prompt_messages` through its chat template, ending with the
-    opening of the assistant turn (pass ``add_special_tokens=False`` when sampling: the
-    template already holds the special tokens). Without a chat template: plain text,
-    ``"Question: ...\nAnswer: ..."`` for each shot, then ``"Question: ...\nAnswer:"``.
+    """The prompt text of `prompt_messages` for `oar_lite.rollout.sample_completions`: through
+    the tokenizer's chat template, opening the assistant turn (sample with
+    ``add_special_tokens=False``), or without one as ``"Question: ...\nAnswer:"`` turns.
     """
     messages = prompt_messages(problem, shots=shots, instruction=instruction, system=system)
     if getattr(tokenizer, "chat_template", None):
@@ -314,15 +281,12 @@ def format_prompts(problems: Sequence[Problem], tokenizer, **options) -> list[st
 # ----------------------------------------------------------------------------- GSM8K, for TRL
 
 GSM8K_FORMATS = ("answer_is", "boxed", "hash")
-"""Where a GSM8K answer is looked for: the prompts ask for ``The answer is N.``; math models
-often write ``\\boxed{N}``, and some copy GSM8K's ``#### N``."""
+"""Where a GSM8K answer is looked for: the asked-for format, then what math models also write."""
 
 
 def gsm8k_example(example: dict, *, shots: int = 2) -> dict:
-    """One ``openai/gsm8k`` row (``question``; ``answer``: a worked solution ending in
-    ``#### N``) as a TRL row: ``prompt``, chat messages with ``shots`` worked examples
-    (`oar_lite.problems.prompt_messages`), and ``answer``, the final number ``N`` without
-    thousands separators."""
+    """One ``openai/gsm8k`` row (an ``answer`` ending in ``#### N``) as a TRL row: ``prompt``
+    (`prompt_messages`) and ``answer``, ``N`` without thousands separators."""
     if not isinstance(example, dict) or "question" not in example or "####" not in str(example.get("answer", "")):
         raise ValueError("expected a GSM8K row with 'question' and an 'answer' that ends in '#### <number>', "
                          f"got {example!r:.200}")

@@ -1,8 +1,6 @@
-"""Progress of runs trained in other processes: one tqdm bar per method.
-
-`oar_lite.compare` trains its runs in worker processes, whose own bars would overwrite each
-other. Each run appends a record per step to its ``metrics.jsonl``; `MethodBars` reads those
-files and moves one bar per method over the training steps of all its runs (every seed).
+"""Progress of runs trained in worker processes (`oar_lite.compare`), whose own bars would
+overwrite each other: `MethodBars` reads each run's ``metrics.jsonl`` and moves one tqdm
+bar per method over the steps of all its runs.
 """
 from __future__ import annotations
 
@@ -16,12 +14,8 @@ from .train import METRICS
 
 
 class MethodBars:
-    """One bar per method, ``total`` = the steps of all its runs.
-
-    Args:
-        runs: ``(method, run folder, steps)`` of each run.
-        disable: show nothing (`write` still prints).
-    """
+    """One bar per method over the steps of its ``runs``, each ``(method, run folder, steps)``;
+    ``disable`` shows no bars (`finish` still prints its message)."""
 
     def __init__(self, runs: Sequence[tuple[str, str | Path, int]], *, disable: bool = False):
         self.runs = [(method, Path(folder) / METRICS, steps) for method, folder, steps in runs]

@@ -1,21 +1,11 @@
-"""Verifiable rewards: 1.0 when the completion's final answer equals the reference, else 0.0.
+"""Verifiable rewards: 1.0 when the completion's final answer equals the reference, else 0.0
+(notebook 01, section 1). The answer is located with `oar_lite.segment.find_answer` (the
+spans credit assignment uses) and compared by `math_verify`; model text is parsed, never run.
 
-The answer is located with `oar_lite.segment.find_answer` (the same spans the credit
-assignment uses) and parsed and compared by `math_verify` (symbolic equivalence:
-``1,234 == 1234``, ``0.5 == \\frac{1}{2} == \\dfrac{2}{4}``, ``\\sqrt{12} == 2\\sqrt{3}``,
-``\\$18 == 18``, ``18 \\text{ dollars} == 18``). Model text is parsed, never evaluated as code.
-
-How an answer is handed to math-verify: math-verify reads LaTeX only inside a math
-environment, and the located answer *is* the final answer, which is what ``\\boxed{}``
-marks for it. So an answer (or a reference) that contains LaTeX (a backslash or a brace)
-is parsed as ``\\boxed{answer}`` with `math_verify.LatexExtractionConfig`; plain text
-("1,234", "$18", "90 years") with `math_verify.ExprExtractionConfig`, which reads the
-leading number and drops a unit after it. A Unicode minus sign (U+2212) reads as ``-``.
-
-Threads: math-verify's own timeout uses ``signal.alarm``, which works only on the main
-thread; there it is used (`TIMEOUT_SECONDS`). Off the main thread (data loaders, TRL
-reward workers) parsing runs without that timeout; what bounds the work is that only the
-located answer is parsed, and an answer longer than `MAX_ANSWER_CHARS` scores 0.
+Only the located answer is parsed: with LaTeX (a backslash or brace) as ``\\boxed{answer}``,
+since math-verify reads LaTeX only in a math environment; else as plain text, which reads the
+leading number and drops a unit. math-verify's timeout uses ``signal.alarm``, so it applies
+on the main thread only (`TIMEOUT_SECONDS`); elsewhere `MAX_ANSWER_CHARS` bounds the work.
 """
 from __future__ import annotations
 
@@ -41,8 +31,8 @@ def _timeout() -> int | None:
 
 
 def parse_answer(answer: str) -> list:
-    """math-verify's parse of one final answer (or reference): a list of sympy objects
-    and strings, empty when nothing parses. See the module docstring for how."""
+    """math-verify's parse of one final answer or reference (see the module docstring): sympy
+    objects and strings, empty when nothing parses."""
     answer = str(answer).replace("\u2212", "-").strip()
     if not answer or len(answer) > MAX_ANSWER_CHARS:
         return []
@@ -52,9 +42,8 @@ def parse_answer(answer: str) -> list:
 
 
 def math_reward(completion: str, reference: str | int | float, *, formats: Sequence[str] = FORMATS) -> float:
-    """Reward of one completion: 1.0 if its final answer is mathematically equal to
-    ``reference``, 0.0 otherwise (also when no answer in ``formats`` is found). Safe to
-    call from any thread."""
+    """1.0 if the completion's final answer is mathematically equal to ``reference``, else 0.0
+    (also when no answer in ``formats`` is found); safe from any thread."""
     match = find_answer(completion, formats)
     if match is None:
         return 0.0
@@ -74,12 +63,9 @@ def math_rewards(completions: Sequence[str], references: Sequence[str | int | fl
 
 
 def accuracy_reward(formats: Sequence[str] = FORMATS):
-    """A TRL reward function: 1.0 when a completion's final answer equals its row's
-    ``answer`` column (`math_reward`, with math-verify), else 0.0.
-
-    TRL calls it as ``reward(completions, answer=[...], **other_columns)``; a completion is
-    a string, or chat messages whose last ``content`` is the text (conversational datasets).
-    """
+    """A TRL reward function, `math_reward` against each row's ``answer`` column, called as
+    ``reward(completions, answer=[...], **other_columns)``; a completion is a string or chat
+    messages whose last ``content`` is the text."""
     formats = check_formats(formats)
 
     def accuracy(completions, answer, **kwargs):

@@ -1,9 +1,5 @@
-"""Sampling groups of completions and laying them out for scoring and training.
-
-`sample_completions` is the one place that turns prompts into a `Rollouts` batch:
-``input_ids [B, T]`` = left-padded prompt + right-padded completion, with the masks every
-later step needs (completion mask, reasoning and answer masks from `oar_lite.segment`).
-The toy world, the SmolLM2 measurements, the readable trainer and the notebooks all use it.
+"""Sampling groups of completions: `sample_completions` is the one place that turns prompts
+into a `Rollouts` batch, laid out with the masks that scoring and training need.
 """
 from __future__ import annotations
 
@@ -47,15 +43,9 @@ class Rollouts:
         return self.input_ids.shape[0]
 
     def sequence(self, row: int) -> tuple[torch.Tensor, slice | None, slice | None]:
-        """Row ``row`` without padding, laid out as the scorers take it.
-
-        Returns:
-            ``(input_ids [T], reasoning, answer)``: the row's prompt + completion tokens
-            (left padding and right padding removed) and its two spans, indexing that
-            ``input_ids``; ``reasoning`` and ``answer`` are ``None`` when the completion has
-            no parseable answer. So ``ol.perturbation_scores(model, *rollouts.sequence(i),
-            pad_token_id=...)`` scores row ``i``.
-        """
+        """``(input_ids [T], reasoning, answer)``: row ``row`` without padding and its two spans
+        into it (``None`` without a parseable answer), as the scorers take them:
+        ``ol.perturbation_scores(model, *rollouts.sequence(i), pad_token_id=...)``."""
         if not isinstance(row, int) or not 0 <= row < len(self):
             raise ValueError(f"row must be an int in [0, {len(self)}), got {row!r}")
         ids = self.input_ids[row][self.attention_mask[row].bool()]
@@ -85,21 +75,19 @@ def sample_completions(
     add_special_tokens: bool = True,
     seed: int | None = None,
 ) -> Rollouts:
-    """Sample ``group_size`` completions per prompt (greedy when ``temperature == 0``).
+    """`Rollouts` of ``group_size`` completions per prompt (greedy when ``temperature == 0``).
 
     Args:
-        model, tokenizer: a causal LM and its tokenizer (needs a pad token).
-        prompts: a list of prompt texts (already chat-formatted if the model needs it); a
-            single string is refused, not read as a list of one-character prompts.
-        group_size: G completions per prompt.
-        max_new_tokens: completion length cap.
-        temperature, top_p: sampling; ``temperature=0`` is greedy decoding; ``top_p`` in (0, 1].
+        model, tokenizer: a causal LM and its tokenizer (which needs a pad token).
+        prompts: a list of prompt texts (chat-formatted if the model needs it); one string
+            is refused rather than read as one-character prompts.
+        top_p: in (0, 1].
         formats: answer formats for segmentation (`oar_lite.segment.FORMATS`).
         add_special_tokens: passed to the tokenizer (False for chat-templated text).
-        seed: if given, ``torch.manual_seed(seed)`` first, for reproducible samples.
+        seed: if given, ``torch.manual_seed(seed)`` first.
 
-    Returns:
-        `Rollouts` with ``len(prompts) * group_size`` rows.
+    Raises:
+        ValueError: bad prompts, a setting out of range, or no pad token.
     """
     if isinstance(prompts, str):
         raise ValueError(f"prompts must be a list of prompt strings, got one string {prompts[:50]!r}; "
@@ -144,18 +132,10 @@ def sample_completions(
     prompt_mask = enc["attention_mask"].repeat_interleave(group_size, dim=0)
     attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
     completion_ids = [row[: int(m.sum())].tolist() for row, m in zip(completion, completion_mask)]
-    texts = tokenizer.batch_decode([ids for ids in completion_ids], skip_special_tokens=True)
+    texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
     # Segment without the trailing EOS: its text ("</s>", "<|im_end|>") is not part of the answer.
     segments = [segment_completion_ids(tokenizer, ids[:-1] if ids and ids[-1] == tokenizer.eos_token_id else ids, formats)
                 for ids in completion_ids]
-    return Rollouts(
-        input_ids=out,
-        attention_mask=attention_mask,
-        completion_mask=completion_mask,
-        prompt_length=P,
-        group_size=group_size,
-        completions=texts,
-        completion_ids=completion_ids,
-        prompts=[p for p in prompts for _ in range(group_size)],
-        segments=segments,
-    )
+    return Rollouts(input_ids=out, attention_mask=attention_mask, completion_mask=completion_mask, prompt_length=P,
+                    group_size=group_size, completions=texts, completion_ids=completion_ids,
+                    prompts=[p for p in prompts for _ in range(group_size)], segments=segments)

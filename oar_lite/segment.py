@@ -1,17 +1,9 @@
-"""Answer segmentation: where the reasoning ends and the final answer sits (spec section 2).
+"""Answer segmentation: reasoning | conclude marker | answer | rest (OAR-SPEC section 2).
 
-A completion is split into
-
-    reasoning | conclude marker | answer | rest (end of text, a closing period...)
-
-`find_answer` works on text (character spans); `segment_completion` maps those spans to
-token spans with the tokenizer's offsets; `segment_completion_ids` does both for generated
-ids; `segments_to_masks` turns a batch of segments into the boolean `[B, T]` masks the
-batched attribution entry point takes. A completion without a parseable answer gives
-`None`: it gets no reshaping (all weights 1) and no reward.
-
-Formats (tried in the order given; the last occurrence of the first format that matches
-wins, so "The answer is \\boxed{5}." is read as a boxed answer):
+`find_answer` gives character spans, `segment_completion` token spans, and
+`segments_to_masks` the ``[B, T]`` masks of a batch; no parseable answer gives ``None``.
+Formats are tried in the order given, the last occurrence of the first that matches wins
+(so "The answer is \\boxed{5}." is read as boxed):
 
 - ``"boxed"``: ``\\boxed{...}`` with balanced braces; the answer is the inside.
 - ``"hash"``: GSM8K's ``#### 42``; the answer runs to the end of the line.
@@ -45,12 +37,9 @@ class AnswerMatch:
 
 @dataclass(frozen=True)
 class Segments:
-    """Token spans of a completion (indices into the completion's own tokens).
-
-    ``reasoning`` is ``slice(0, k)`` (the tokens before the conclude marker) and
-    ``answer`` the tokens that overlap the answer text. Shift both by the prompt
-    length (`shift`) to index the full sequence ``prompt + completion``.
-    """
+    """Token spans in the completion's own tokens: ``reasoning = slice(0, k)`` before the
+    conclude marker, ``answer`` the tokens that overlap the answer text (`shift` by the
+    prompt length to index ``prompt + completion``)."""
 
     reasoning: slice
     answer: slice
@@ -59,12 +48,8 @@ class Segments:
 
     def shift(self, offset: int) -> "Segments":
         """The same segments, moved right by ``offset`` tokens (e.g. the prompt length)."""
-        return Segments(
-            slice(self.reasoning.start + offset, self.reasoning.stop + offset),
-            slice(self.answer.start + offset, self.answer.stop + offset),
-            self.answer_text,
-            self.format,
-        )
+        return Segments(slice(self.reasoning.start + offset, self.reasoning.stop + offset),
+                        slice(self.answer.start + offset, self.answer.stop + offset), self.answer_text, self.format)
 
 
 _NUMBER = r"[-\u2212]?\d[\d,]*(?:\.\d+)?"  # a Unicode minus (U+2212) is a minus too
@@ -75,8 +60,7 @@ _NUMBER_THEN_WORD = re.compile(r"(" + _NUMBER + r")\s+[A-Za-z]")
 
 
 def _last_boxed(text: str) -> AnswerMatch | None:
-    """The last ``\\boxed{...}`` with balanced braces and a non-blank inside; one pass over
-    the text (a stack of open braces gives every brace its closing partner)."""
+    """The last ``\\boxed{...}`` with balanced braces and a non-blank inside (one pass)."""
     opener = "\\boxed{"
     if opener not in text:
         return None
@@ -119,12 +103,12 @@ def _last_answer_is(text: str) -> AnswerMatch | None:
     return None
 
 
-def _last_regex(pattern: re.Pattern, name: str, text: str) -> AnswerMatch | None:
-    matches = list(pattern.finditer(text))
+def _last_a_equals(text: str) -> AnswerMatch | None:
+    matches = list(_A_EQUALS.finditer(text))
     if not matches:
         return None
     m = matches[-1]
-    return AnswerMatch(name, m.start(), m.start(1), m.end(1), m.group(1))
+    return AnswerMatch("a_equals", m.start(), m.start(1), m.end(1), m.group(1))
 
 
 def _last_hash(text: str) -> AnswerMatch | None:
@@ -149,27 +133,21 @@ def _last_hash(text: str) -> AnswerMatch | None:
         end = line_start
 
 
+_FINDERS = {"boxed": _last_boxed, "hash": _last_hash, "answer_is": _last_answer_is, "a_equals": _last_a_equals}
+
+
 def find_answer(text: str, formats: Sequence[str] = FORMATS) -> AnswerMatch | None:
     """Find the final answer in ``text``; ``None`` when no format in ``formats`` matches."""
-    check_formats(formats)
-    for name in formats:
-        if name == "boxed":
-            found = _last_boxed(text)
-        elif name == "answer_is":
-            found = _last_answer_is(text)
-        elif name == "hash":
-            found = _last_hash(text)
-        else:
-            found = _last_regex(_A_EQUALS, "a_equals", text)
+    for name in check_formats(formats):
+        found = _FINDERS[name](text)
         if found is not None:
             return found
     return None
 
 
 def check_formats(formats: Sequence[str], name: str = "formats") -> tuple[str, ...]:
-    """``formats`` as a tuple after checking it is a non-empty sequence of names from
-    `FORMATS`; a ValueError naming the argument ``name`` otherwise. The one check for
-    answer formats, used by `find_answer`, the TRL config and the TRL reward."""
+    """``formats`` as a tuple if it is a non-empty sequence of names from `FORMATS`, else a
+    ValueError naming the argument ``name``: the one check of answer formats."""
     if isinstance(formats, str):
         raise ValueError(f"{name} must be a sequence of format names, got the string {formats!r}; "
                          f"wrap it: [{formats!r}]")
@@ -184,18 +162,9 @@ def check_formats(formats: Sequence[str], name: str = "formats") -> tuple[str, .
 def segment_completion(
     text: str, offsets: Sequence[tuple[int, int]], formats: Sequence[str] = FORMATS
 ) -> Segments | None:
-    """Token spans of the reasoning and the answer of one completion.
-
-    Args:
-        text: the completion's text.
-        offsets: ``[(start, end)]`` character span of each completion token in ``text``
-            (the tokenizer's ``offset_mapping``, or `completion_offsets`).
-        formats: answer formats to look for (see module docstring).
-
-    Returns:
-        `Segments` in completion-token indices, or ``None`` when the text has no answer
-        in any of ``formats`` (or no token covers it).
-    """
+    """`Segments` of one completion's ``text`` given each token's character span
+    ``offsets`` (``[(start, end)]``, e.g. from `completion_offsets`); ``None`` when no
+    answer in ``formats`` is found or no token covers it."""
     match = find_answer(text, formats)
     if match is None:
         return None
@@ -217,17 +186,12 @@ _OFFSET_WINDOW = 8
 
 
 def completion_offsets(tokenizer, completion_ids: Sequence[int]) -> tuple[str, list[tuple[int, int]]]:
-    """Decode generated ids to text with the character span of every token.
+    """``(text, offsets)``: generated ids decoded, and each token's ``(start, end)`` span.
 
-    A token's span is what it adds to the decoded text of the ids before it (decoding
-    growing prefixes), so the spans are right for any tokenizer (byte-level BPE included)
-    and need no re-tokenisation of the text, which could split it differently from what
-    the model generated. The growth is measured on a window of `_OFFSET_WINDOW` tokens
-    before each token (linear time); if the window's lengths do not add up to the decoded
-    text, the spans are taken from whole prefixes instead (quadratic, exact).
-
-    Returns:
-        ``(text, offsets)`` with ``len(offsets) == len(completion_ids)``.
+    A span is what the token adds to the decoded text before it, so it is right for any
+    tokenizer and needs no re-tokenisation (which could split the text differently from
+    what the model generated). It is measured on a window of `_OFFSET_WINDOW` tokens
+    (linear time), falling back to whole prefixes (quadratic) if the windows do not add up.
     """
     ids = [int(i) for i in completion_ids]
 
@@ -262,17 +226,15 @@ def segment_completion_ids(
 def segments_to_masks(
     segments: Sequence[Segments | None], completion_start: int | Sequence[int], seq_len: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Boolean masks for a batch of sequences ``prompt + completion``.
+    """``(reasoning_mask, answer_mask)``, each ``[B, T]`` bool, of a batch ``prompt + completion``.
 
     Args:
-        segments: one `Segments` (completion-token indices) or ``None`` per row.
-        completion_start: index of the first completion token in each row (one int for
-            all rows, e.g. the padded prompt length).
+        segments: B `Segments` (completion-token indices) or ``None`` (an all-False row).
+        completion_start: each row's first completion column, or one int for all rows.
         seq_len: T, the padded sequence length.
 
-    Returns:
-        ``(reasoning_mask, answer_mask)``, each ``[B, T]`` bool; rows with ``None`` are
-        all False.
+    Raises:
+        ValueError: ``completion_start`` not one per row, or an answer past ``seq_len``.
     """
     batch = len(segments)
     starts = [int(completion_start)] * batch if isinstance(completion_start, int) else [int(s) for s in completion_start]

@@ -1,56 +1,28 @@
-"""The toy reasoning world: multi-digit addition with a chain of thought whose pivotal
-tokens are known, a shipped ~1M-parameter model, and the helpers around them.
+"""The toy reasoning world: multi-digit addition whose chain of thought has known pivotal
+tokens, and its shipped small Llama (notebook 00, section 2, teaches it).
 
-A problem is two numbers with the same number of digits; the prompt is ``"473+258:"``.
-The completion adds column by column from the right, one step per column, with filler
-words interleaved at random, then the conclude marker ``A=`` and the answer::
+The prompt is ``"473+258:"``; the completion writes one step ``a+b+c=kd`` per column from
+the right (digits ``a`` and ``b``, carry in ``c``, carry out ``k``, result digit ``d``),
+filler words between, then ``A=`` and the answer: the result digits read back, led by
+the last carry when it is 1::
 
     3+8+0=11 hmm 7+5+1=13 4+2+1=07 so A=731
 
-A step ``a+b+c=kd`` reads: digit ``a`` of the first number plus digit ``b`` of the second
-plus the carry ``c`` coming in equals ``kd`` (``k`` the carry out, ``d`` the column's
-result digit; always two digits). The answer is the result digits read from the last
-column to the first, preceded by the last carry when it is 1. `oar_lite.segment`'s
-``"a_equals"`` format finds the answer; `reward` scores it with `math_reward`.
+Ground-truth labels (`parse_chain`, `token_labels`) follow what was written, so a wrong
+chain is labelled too:
 
-Ground-truth labels (`parse_chain`, `token_labels`), one per completion character/token:
+- ``PIVOTAL`` (2): each result digit ``d`` and the last carry ``k``: the answer is copied
+  from them. Pre-training chains sometimes write a wrong ``d`` that the answer copies
+  (`chain_of_thought`'s ``noise``), so the model reads the answer off the chain rather
+  than re-adding the operands, and these labels are true of the model, not only of the text.
+- ``SUPPORT`` (1): what a step computes from (operand digits, carry in, carries out but
+  the last): they decide the results, but once written the answer does not read them.
+- ``NEUTRAL`` (0): filler words, spaces, ``+`` and ``=``.
+- ``OUTSIDE`` (-1): ``A=``, the answer, end of text.
 
-- ``PIVOTAL`` (2): every step's result digit ``d`` and the last step's carry ``k``. These
-  are the tokens the answer is written from: answer digit i is a copy of column i's
-  result (the leading 1 is the last carry; a last carry of 0 decides that there is no
-  leading digit). Change one, keep the rest of the text fixed, and the right answer to
-  read off the chain changes. The pre-training data makes this true of the model, not
-  only of the grammar: some chains write a wrong result digit and the answer copies it
-  (`chain_of_thought`'s ``noise``), so the answer cannot be recomputed from the
-  operand digits. (Without that noise the shipped model's answer ignored the result
-  digits and re-added the operand digits of each step: a pad in place of a result digit
-  left the answer unchanged, and the labels above would not have been the truth.)
-- ``SUPPORT`` (1): the digits a step *computes from*: operand digits ``a``, ``b`` (copies
-  of the prompt), the carry in ``c`` (a copy of the previous step's ``k``) and the carries
-  out of all steps but the last. They decide the results while the chain is being
-  written, but once the results are on the page the answer does not read them. This is
-  a separate label on purpose: they are neither filler nor what the answer hangs on.
-- ``NEUTRAL`` (0): filler words, spaces and the ``+`` / ``=`` separators of the steps.
-- ``OUTSIDE`` (-1): the marker ``A=``, the answer, end of text: not reasoning tokens.
-
-Labels follow the *structure* of what was written, so a wrong chain is labelled as well
-as a right one (a step that says ``7+5+1=14`` still has its pivotal ``4``). A completion
-that does not follow the grammar ``(step|filler)( (step|filler))* A=<digits>`` cannot
-be parsed: `parse_chain` returns ``None`` and so does `token_labels`. The credit
-benchmark (`oar_lite.credit`) scores pivotal against neutral tokens.
-
-The tokenizer (`build_tokenizer`) is a real ``PreTrainedTokenizerFast``: one token per
-digit, symbol and space, one per whole word, plus ``<pad> <s> </s> <unk>``; decoding
-concatenates tokens, so offsets are exact. The model is a ``LlamaForCausalLM``
-(`model_config`), pre-trained by ``scripts/pretrain_toy.py`` and shipped with its
-tokenizer in ``oar_lite/data/toy-model`` (`load_model`); the held-out problems are in
-``oar_lite/data/toy_eval.jsonl`` (`load_eval_set`), and never appear in pre-training.
-
-The shipped model is pre-trained to leave GRPO room on the held-out problems: it answers
-well short of all of them greedily (worse the more digits), nearly always in a parseable
-format, and at temperature 1 most groups of completions have mixed rewards. Its settings
-and measured accuracies are in ``oar_lite/data/toy-model/pretrain_metrics.json`` (`evaluate`
-recomputes them); ``scripts/pretrain_toy.py`` says how it was tuned.
+The model (`load_model`) and the held-out problems (`load_eval_set`) are package data
+written by ``scripts/pretrain_toy.py``; its settings and accuracies are in
+``data/toy-model/pretrain_metrics.json`` (`evaluate` recomputes them).
 """
 from __future__ import annotations
 
@@ -68,13 +40,11 @@ from .reward import math_reward, math_rewards
 from .segment import completion_offsets, segment_completion_ids
 
 DATA_DIR = Path(str(resources.files(__package__) / "data"))
-"""The package's data folder (``oar_lite/data``: the toy model and the held-out set). It is
-package data, so an editable install, a wheel and an sdist all read the same files; a
-wheel is installed unzipped, so the folder is a real directory that `transformers` can load."""
+"""``oar_lite/data`` (toy model, held-out set): package data, a real folder in every install."""
 MODEL_DIR = DATA_DIR / "toy-model"
 EVAL_PATH = DATA_DIR / "toy_eval.jsonl"
 EVAL_SEED = 20260107
-"""Seed of the held-out set in ``oar_lite/data/toy_eval.jsonl`` (written by scripts/pretrain_toy.py)."""
+"""Seed of the held-out set `EVAL_PATH` (written by scripts/pretrain_toy.py)."""
 
 FORMATS = ("a_equals",)
 """The answer format of the toy world, for `oar_lite.segment` and `oar_lite.reward`."""
@@ -91,13 +61,10 @@ MAX_DIGITS = 6
 # ----------------------------------------------------------------------------- tokenizer
 
 def build_tokenizer():
-    """The toy tokenizer: a ``PreTrainedTokenizerFast`` built with ``tokenizers``.
-
-    Vocabulary: ``<pad>=0 <s>=1 </s>=2 <unk>=3``, one token per digit / symbol / space,
-    ``A`` and the filler words. Words are whole tokens, everything else one character per
-    token; unknown words map to ``<unk>``. Encoding adds ``<s>`` in front (not ``</s>``),
-    decoding concatenates (``decoders.Fuse``), so ``decode(encode(text)) == text``.
-    """
+    """The toy ``PreTrainedTokenizerFast``: ``<pad>=0 <s>=1 </s>=2 <unk>=3``, one token per
+    digit, symbol and space, one per word (``A``, filler words; others are ``<unk>``).
+    Encoding prepends ``<s>``; decoding concatenates, so ``decode(encode(text)) == text``
+    and character offsets are exact."""
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
@@ -115,6 +82,7 @@ def build_tokenizer():
 # ----------------------------------------------------------------------------- problems
 
 def digit_range(digits) -> tuple[int, int]:
+    """``(low, high)`` from an int or an inclusive pair, checked against `MAX_DIGITS`."""
     lo, hi = (digits, digits) if isinstance(digits, int) else tuple(digits)
     if not (isinstance(lo, int) and isinstance(hi, int)) or not 1 <= lo <= hi <= MAX_DIGITS:
         raise ValueError(f"digits must be an int or a (low, high) pair with 1 <= low <= high <= {MAX_DIGITS}, "
@@ -129,19 +97,18 @@ def make_prompt(a: int, b: int) -> str:
 
 def make_problems(n: int, *, seed: int, digits: int | tuple[int, int] = (2, 4),
                   exclude: Iterable[str | dict] = ()) -> list[dict]:
-    """``n`` distinct addition problems, reproducible from ``seed``.
+    """``n`` distinct addition problems, the same ones in the same order for a ``seed``.
 
     Args:
-        n: number of problems.
-        seed: the same seed gives the same problems, in the same order.
-        digits: digits of both operands (leading digit non-zero), an int or an inclusive
-            ``(low, high)`` range drawn uniformly per problem.
-        exclude: prompts (or problem dicts) to skip, e.g. ``load_eval_set()`` so that
-            training problems never hit the held-out set.
+        digits: digits of both operands, an int or an inclusive ``(low, high)`` range
+            drawn uniformly per problem.
+        exclude: prompts (or problem dicts) to skip, e.g. ``load_eval_set()``.
 
     Returns:
-        a list of dicts ``{"prompt": "473+258:", "answer": "731", "a": 473, "b": 258,
-        "digits": 3}``.
+        dicts ``{"prompt": "473+258:", "answer": "731", "a": 473, "b": 258, "digits": 3}``.
+
+    Raises:
+        ValueError: a bad ``n`` or ``digits``, or more problems than the digits allow.
     """
     if not isinstance(n, int) or n < 0:
         raise ValueError(f"n must be a non-negative int, got {n!r}")
@@ -169,17 +136,11 @@ def chain_of_thought(a: int, b: int, *, rng: random.Random | None = None, filler
 
     Args:
         a, b: non-negative operands with the same number of digits.
-        rng: source of the filler words and the noise (a fresh ``random.Random(0)`` if
-            omitted).
-        filler_rate: at each of the gaps (before every step and before ``A=``), a filler
-            word appears with this probability, and another with the same probability,
-            up to ``max_fillers`` per gap. 0 gives no filler.
-        noise: probability that a step writes a wrong result digit (another digit drawn
-            at random; its carry stays right). The answer is always read off the
-            *written* results, so it is wrong exactly when a result digit is. Training
-            on such chains teaches the model that the answer is a copy of the written
-            results and cannot be recomputed from the operands, which is what makes the
-            result digits pivotal (see the module docstring).
+        rng: source of fillers and noise (default ``random.Random(0)``).
+        filler_rate: chance of a filler word in each gap (before every step and ``A=``),
+            tried again after each one, up to ``max_fillers`` per gap.
+        noise: chance that a step writes a wrong result digit (its carry stays right); the
+            answer copies the written digits, which makes them pivotal (module docstring).
 
     Returns:
         e.g. ``"3+8+0=11 hmm 7+5+1=13 4+2+1=07 A=731"``.
@@ -286,13 +247,11 @@ def parse_chain(text: str) -> Chain | None:
     """Parse a toy completion and label every character (see the module docstring).
 
     Args:
-        text: the completion text, without special tokens (a trailing ``</s>`` is
-            tolerated and labelled `OUTSIDE`).
+        text: the completion text (a trailing ``</s>`` is labelled `OUTSIDE`).
 
     Returns:
-        a `Chain`, or ``None`` when ``text`` does not follow the grammar
-        ``item( item)* A=<digits>`` with items steps ``d+d+d=dd`` or lower-case words,
-        separated by single spaces, and at least one step.
+        a `Chain`, or ``None`` unless ``text`` is ``item( item)* A=<digits>``, items being
+        steps ``d+d+d=dd`` or lower-case words, at least one step.
     """
     if not isinstance(text, str):
         raise ValueError(f"text must be a str, got {type(text).__name__}")
@@ -329,13 +288,12 @@ def token_labels(tokenizer, completion_ids: Sequence[int]) -> torch.Tensor | Non
     """Ground-truth label of every completion token, or ``None`` if it cannot be parsed.
 
     Args:
-        tokenizer: the toy tokenizer (any tokenizer whose decode round-trips works).
-        completion_ids: the completion's ids (no prompt; a trailing EOS is fine).
+        tokenizer: the toy tokenizer (any whose decode round-trips).
+        completion_ids: ``[C]`` the completion's ids (no prompt; a trailing EOS is fine).
 
     Returns:
-        ``[C]`` long tensor with C = ``len(completion_ids)``: the highest label among each
-        token's characters (`PIVOTAL` > `SUPPORT` > `NEUTRAL`), `OUTSIDE` for the marker,
-        the answer, EOS and tokens with no text.
+        ``[C]`` long tensor: the highest label among each token's characters, `OUTSIDE`
+        for the marker, the answer, EOS and tokens with no text.
     """
     ids = [int(i) for i in completion_ids]
     if ids and ids[-1] == tokenizer.eos_token_id:
@@ -350,30 +308,23 @@ def token_labels(tokenizer, completion_ids: Sequence[int]) -> torch.Tensor | Non
 
 
 def rollout_labels(rollouts, tokenizer) -> list[torch.Tensor | None]:
-    """`token_labels` of every row of an `oar_lite.rollout.Rollouts`: ``[C_i]`` per row
-    (aligned with ``rollouts.completion_ids[i]``; shift by ``rollouts.prompt_length`` to
-    index ``rollouts.input_ids``), ``None`` for rows that cannot be parsed."""
+    """`token_labels` of each row of a `Rollouts`: ``[C_i]`` aligned with
+    ``rollouts.completion_ids[i]``, or ``None`` for rows that cannot be parsed."""
     return [token_labels(tokenizer, ids) for ids in rollouts.completion_ids]
 
 
 def example(tokenizer, prompt: str, completion: str | Sequence[int]) -> dict | None:
-    """One toy completion laid out for the scorers, with its ground truth.
-
-    The same record `oar_lite.credit.credit_benchmark` builds for each sampled
-    completion, for one completion of your choice (a hand-written chain, or a row of
-    `oar_lite.rollout.Rollouts`: ``example(tok, ro.prompts[i], ro.completion_ids[i])``).
+    """One completion laid out for the scorers with its ground truth: the record
+    `oar_lite.credit.credit_benchmark` builds per sample.
 
     Args:
-        tokenizer: the toy tokenizer.
-        prompt: the prompt text, e.g. ``"473+258:"`` (encoded with ``<s>`` in front, as
-            `oar_lite.rollout.sample_completions` encodes it).
-        completion: the completion text, or its generated ids (a trailing EOS is kept).
+        prompt: e.g. ``"473+258:"`` (encoded with ``<s>`` in front, as sampling does).
+        completion: its text, or its generated ids (a trailing EOS is kept).
 
     Returns:
-        ``{"input_ids": [T] prompt + completion, "reasoning": slice, "answer": slice``
-        (both into ``input_ids``), ``"labels": [R]`` the ground truth of the reasoning
-        tokens (`PIVOTAL`, `SUPPORT`, `NEUTRAL`), ``"completion"``, ``"prompt"}``; or
-        ``None`` when the completion cannot be parsed (no ground truth) or has no answer.
+        ``{"input_ids": [T] prompt + completion, "reasoning": slice, "answer": slice,
+        "labels": [R] labels of the reasoning tokens, "completion", "prompt"}``, or
+        ``None`` when the completion cannot be parsed or has no answer.
     """
     if not isinstance(prompt, str) or not prompt:
         raise ValueError(f"prompt must be a non-empty str such as '473+258:', got {prompt!r}")
@@ -406,14 +357,14 @@ def reward(completion: str, answer: str | int | dict) -> float:
 
 
 def rewards(completions: Sequence[str], answers: Sequence[str | int | dict]) -> list[float]:
-    """`reward` for a batch, one answer (or problem) per completion (`oar_lite.reward.math_rewards`)."""
+    """`reward` for a batch, one answer (or problem) per completion."""
     return math_rewards(completions, [_reference(a) for a in answers], formats=FORMATS)
 
 
 # ----------------------------------------------------------------------------- model and data
 
 def model_config(vocab_size: int | None = None, **overrides):
-    """The toy ``LlamaConfig`` (about 0.8M parameters): 4 layers, width 128, 4 heads."""
+    """The toy ``LlamaConfig``: 4 layers, width 128, 4 heads; ``overrides`` replace fields."""
     from transformers import LlamaConfig
 
     tok_vocab = len(SPECIAL_TOKENS) + len(SYMBOLS) + 1 + len(FILLER_WORDS)
@@ -425,15 +376,10 @@ def model_config(vocab_size: int | None = None, **overrides):
 
 
 def load_model(path: str | Path | None = None, *, dtype: torch.dtype = torch.float32):
-    """The shipped toy model and its tokenizer, offline: ``(model, tokenizer)``.
+    """The shipped toy model in eval mode and its tokenizer, offline: ``(model, tokenizer)``.
 
-    Args:
-        path: a directory saved by ``save_pretrained`` (default ``oar_lite/data/toy-model``).
-        dtype: parameter dtype.
-
-    Returns:
-        ``(LlamaForCausalLM in eval mode, PreTrainedTokenizerFast)``.
-    """
+    ``path`` is a ``save_pretrained`` folder (default `MODEL_DIR`). Raises ValueError when
+    it is missing or damaged (unreadable, or NaN weights)."""
     from transformers import AutoTokenizer, LlamaForCausalLM
 
     path = Path(path) if path is not None else MODEL_DIR
@@ -480,13 +426,9 @@ def max_new_tokens(digits: int, filler_rate: float = 0.3, max_fillers: int = 2) 
 @torch.no_grad()
 def evaluate(model, tokenizer, problems: Sequence[dict], *, group_size: int = 1, temperature: float = 0.0,
              batch_size: int = 64, seed: int = 0, max_new: int | None = None, progress: bool = False) -> dict:
-    """`oar_lite.train.evaluate` on toy problems, ``group_size`` completions each: the toy's
-    answer format, room for the longest problem's chain (`max_new_tokens`) unless ``max_new``.
-
-    Returns:
-        its keys (``accuracy``, ``answer_rate``, ``mixed``, ``solved``, ``failed``,
-        ``mean_tokens``, ``n``) and ``parsed``, the share of completions `parse_chain` reads.
-    """
+    """`oar_lite.train.evaluate` on toy problems with the toy's answer format and room for
+    the longest chain (`max_new_tokens`) unless ``max_new``; its keys plus ``parsed``, the
+    share of completions `parse_chain` reads."""
     from .train import evaluate as evaluate_model
 
     if not problems:

@@ -1,20 +1,7 @@
-"""Pictures of credit assignment: token heatmaps (HTML and matplotlib), the scores -> weights
-curve, and a live reshaping widget. Every notebook draws with these, so a picture of
-OAR-P in notebook 02 and of OAR-G in notebook 03 look alike and can be compared.
-
-- `token_heatmap_html(tokens, values)`: coloured tokens for Jupyter (``IPython.display.HTML``).
-- `token_heatmap_figure(tokens, values)`: the same coloured text as a static matplotlib figure
-  (wrapped lines, readable labels), which survives on GitHub, nbviewer and the course site;
-  `show_token_heatmap` displays both, the HTML and the figure under it.
-- `readable_figures()`: matplotlib defaults for the series (dpi >= 110, larger labels).
-- `plot_token_heatmap(ax, tokens, rows)`: the same as a matplotlib image (it survives on
-  a repository page and in a PDF), one row per method, optional ground-truth row.
-- `plot_token_advantages(ax, tokens, values)`: signed per-token values (advantages
-  A_i * w_t) of a group of completions, one row each, on a diverging colour scale.
-- `plot_scores_to_weights(ax, scores, weights)`: each reasoning token's score against its
-  weight, with the suppress / boost regions.
-- `reshape_widget(tokens, scores)`: ipywidgets sliders for quantile, boost and floor that
-  redraw the weights and the heatmap live.
+"""Pictures of credit assignment, shared by every notebook so that OAR-P (notebook 02) and
+OAR-G (notebook 03) look alike: token heatmaps as HTML (live) and as matplotlib figures
+(they survive on GitHub and the course site), signed token advantages, the scores ->
+weights curve, and a widget that redraws the reshaping as its sliders move.
 """
 from __future__ import annotations
 
@@ -34,7 +21,6 @@ def _as_array(values) -> np.ndarray:
 
 
 def _as_tensor(values) -> torch.Tensor:
-    """``[n]`` float32 CPU tensor from a tensor, array or list."""
     if torch.is_tensor(values):
         return values.detach().cpu().float()
     return torch.as_tensor(np.asarray(values, dtype=np.float32))
@@ -44,6 +30,13 @@ def token_strings(tokenizer, ids: Sequence[int]) -> list[str]:
     """Each id decoded on its own (spaces kept, so the tokens read as the text)."""
     ids = ids.tolist() if torch.is_tensor(ids) else list(ids)
     return [tokenizer.decode([i], skip_special_tokens=False, clean_up_tokenization_spaces=False) for i in ids]
+
+
+def _check_tokens(tokens: Sequence[str], values: np.ndarray, labels: Sequence[int] | None) -> None:
+    if len(tokens) != len(values):
+        raise ValueError(f"{len(tokens)} tokens but {len(values)} values; expected one value per token")
+    if labels is not None and len(labels) != len(tokens):
+        raise ValueError(f"{len(tokens)} tokens but {len(labels)} labels")
 
 
 def _normalise(values: np.ndarray, vmax: float | None) -> np.ndarray:
@@ -61,25 +54,20 @@ def token_heatmap_html(
     title: str | None = None,
     color: str = "214, 39, 40",
 ) -> str:
-    """HTML of tokens shaded by ``values`` (``[n]``, NaN = not scored, drawn plain).
+    """HTML (for ``IPython.display.HTML``) of n tokens shaded by their values.
 
     Args:
         tokens: n token strings (`token_strings`).
-        values: ``[n]`` non-negative values (scores or weights); shading is linear up to
-            ``vmax`` (default: the largest value).
-        labels: optional ``[n]`` ints; tokens with label > 0 are underlined (e.g. the toy
-            world's pivotal tokens), so attribution and ground truth read together.
-        title: a caption before the tokens.
-        color: the shading colour as ``"r, g, b"``.
+        values: ``[n]`` non-negative values, shaded linearly up to ``vmax`` (default: the
+            largest); NaN (not scored) is drawn plain.
+        labels: optional ``[n]`` ints; label > 0 is underlined (e.g. pivotal tokens).
+        title: a caption; color: the shading as ``"r, g, b"``.
 
-    Returns:
-        A string for ``IPython.display.HTML``.
+    Raises:
+        ValueError: ``values`` or ``labels`` is not one per token.
     """
     values = _as_array(values)
-    if len(tokens) != len(values):
-        raise ValueError(f"{len(tokens)} tokens but {len(values)} values; expected one value per token")
-    if labels is not None and len(labels) != len(tokens):
-        raise ValueError(f"{len(tokens)} tokens but {len(labels)} labels")
+    _check_tokens(tokens, values, labels)
     shade = _normalise(np.nan_to_num(values, nan=0.0), vmax)
     spans = []
     for i, (tok, v, a) in enumerate(zip(tokens, values, shade)):
@@ -96,8 +84,7 @@ def token_heatmap_html(
 
 
 FIGURE_DPI = 120
-"""The dpi every figure of the series is drawn at (matplotlib-inline's default is 72, too small
-for token labels)."""
+"""The dpi of every figure of the series (matplotlib-inline's 72 is too small for token labels)."""
 
 
 def readable_figures(dpi: int = FIGURE_DPI) -> None:
@@ -126,26 +113,16 @@ def token_heatmap_figure(
     width: int = 90,
     fontsize: float = 9,
 ):
-    """A static matplotlib twin of `token_heatmap_html`: the tokens as text, wrapped at
-    ``width`` characters, each on a box shaded by its value.
-
-    Args:
-        tokens: n token strings (spaces drawn as ``\u2423``, line breaks as ``\u23ce``).
-        values: ``[n]`` non-negative values; NaN tokens are drawn without a box.
-        labels: optional ``[n]`` ints; tokens with label > 0 are drawn bold and underlined.
-        vmax, color, title: as in `token_heatmap_html`.
-        width: characters per line before wrapping.
+    """The static matplotlib twin of `token_heatmap_html` (same arguments; labelled tokens
+    bold and underlined, spaces drawn as ``\u2423``): text wrapped at ``width`` characters.
 
     Returns:
-        The ``matplotlib.figure.Figure`` (one text artist per token, in order).
+        The ``matplotlib.figure.Figure``, one text artist per token, in order.
     """
     import matplotlib.pyplot as plt
 
     values = _as_array(values)
-    if len(tokens) != len(values):
-        raise ValueError(f"{len(tokens)} tokens but {len(values)} values; expected one value per token")
-    if labels is not None and len(labels) != len(tokens):
-        raise ValueError(f"{len(tokens)} tokens but {len(labels)} labels")
+    _check_tokens(tokens, values, labels)
     if width < 10:
         raise ValueError(f"width must be at least 10 characters, got {width}")
     shade = _normalise(np.nan_to_num(values, nan=0.0), vmax)
@@ -179,8 +156,7 @@ def token_heatmap_figure(
 
 
 def show_token_heatmap(tokens: Sequence[str], values, **kwargs) -> None:
-    """Display the HTML heatmap (live in Jupyter) and its static figure under it (for
-    GitHub, nbviewer and the course site). Keyword arguments go to both."""
+    """Display the HTML heatmap and its static figure under it; keyword arguments go to both."""
     import matplotlib.pyplot as plt
     from IPython.display import HTML, display
 
@@ -200,14 +176,12 @@ def plot_token_heatmap(
     cmap: str = "Reds",
     max_tokens: int = 80,
 ):
-    """A matplotlib heatmap: tokens along x, one row per method (or the ground truth).
+    """A heatmap on ``ax``: n tokens along x, one row per method (or the ground truth).
 
     Args:
-        ax: the axis to draw on.
-        tokens: n token strings, drawn as x tick labels.
         rows: ``{name: [n] values}``; NaN cells (unscored tokens) are left blank.
-        normalise: scale each row to [0, 1] so rows with different units compare by rank.
-        max_tokens: draw at most this many tokens (the first ones).
+        normalise: scale each row to [0, 1] so rows in different units compare.
+        max_tokens: draw only the first this many tokens.
 
     Returns:
         The image (for a colour bar).
@@ -245,25 +219,22 @@ def plot_token_advantages(
     max_tokens: int = 80,
     fontsize: float = 7,
 ):
-    """Signed per-token values of several completions (e.g. token advantages ``A_i * w_t``
-    of a group), one row per completion, each token written in its cell.
-
-    The colour scale is diverging and centred at 0, shared by all rows (with the default
-    ``"RdBu"``: blue is credit, red is blame). Rows may have different lengths; the
-    cells past a row's end are blank.
+    """Signed per-token values of G completions (e.g. token advantages ``A_i * w_t``), one
+    row each, every token written in its cell, on one diverging scale centred at 0
+    (``"RdBu"``: blue is credit, red is blame).
 
     Args:
-        ax: the axis to draw on.
-        tokens: G rows of token strings (row i has n_i tokens).
+        tokens: G rows of token strings (row i has n_i tokens; shorter rows end blank).
         values: G rows of ``[n_i]`` signed values (NaN cells are left blank).
-        row_labels: G names for the y axis (e.g. ``"r=1  A=+1.62"``).
-        marks: optional G rows of ``[n_i]`` bools; marked tokens are written in bold
-            (e.g. the toy world's pivotal tokens).
+        row_labels: G names for the y axis.
+        marks: optional G rows of ``[n_i]`` bools, written in bold (e.g. pivotal tokens).
         vmax: the scale is ``[-vmax, vmax]`` (default: the largest |value|).
-        max_tokens: draw at most this many tokens per row (the first ones).
 
     Returns:
         The image (for a colour bar).
+
+    Raises:
+        ValueError: rows of tokens, values, labels or marks that do not match.
     """
     if len(tokens) != len(values):
         raise ValueError(f"{len(tokens)} rows of tokens but {len(values)} rows of values; expected one each")
@@ -289,9 +260,8 @@ def plot_token_advantages(
         for j, tok in enumerate(toks[:n]):
             bold = marks is not None and bool(marks[i][j])
             dark = np.isfinite(grid[i, j]) and abs(grid[i, j]) > 0.6 * top
-            ax.text(j, i, tok.replace(" ", "\u2423").replace("\n", "\u23ce"), ha="center", va="center",
-                    fontsize=fontsize, fontfamily="monospace", fontweight="bold" if bold else "normal",
-                    color="white" if dark else "black")
+            ax.text(j, i, _display_token(tok), ha="center", va="center", fontsize=fontsize, fontfamily="monospace",
+                    fontweight="bold" if bold else "normal", color="white" if dark else "black")
     ax.set_yticks(range(len(tokens)), list(row_labels) if row_labels is not None else range(len(tokens)))
     ax.set_xticks([])
     ax.tick_params(length=0)
@@ -300,15 +270,9 @@ def plot_token_advantages(
 
 def plot_scores_to_weights(ax, scores, *, quantile: float = 0.25, boost: float = 1.0, floor: float = 0.1,
                            preserve_mass: bool = True, color: str = "#1f77b4"):
-    """Scatter of each token's importance score (log1p scale) against its reshaped weight.
-
-    Args:
-        scores: ``[R]`` importance scores of one completion.
-        quantile, boost, floor, preserve_mass: the reshaping (`bilevel_weights`).
-
-    Returns:
-        ``[R]`` the weights drawn.
-    """
+    """Scatter of one completion's ``[R]`` scores (log1p scale) against their weights under
+    `bilevel_weights` with these settings, the suppressed region shaded; returns the ``[R]``
+    weights."""
     s = _as_tensor(scores)
     w = bilevel_weights(s, quantile=quantile, boost=boost, floor=floor, preserve_mass=preserve_mass)
     x = torch.log1p(s).numpy()
@@ -325,16 +289,11 @@ def plot_scores_to_weights(ax, scores, *, quantile: float = 0.25, boost: float =
 
 
 def reshape_widget(tokens: Sequence[str], scores, *, labels: Sequence[int] | None = None):
-    """Sliders for quantile, boost and floor that redraw the weights and the heatmap.
-
-    Args:
-        tokens: the R reasoning token strings.
-        scores: ``[R]`` their importance scores.
-        labels: optional ``[R]`` ground-truth labels (underlined in the heatmap).
+    """Sliders for quantile, boost and floor that redraw the weights and the heatmap of R
+    reasoning tokens with ``[R]`` scores (``[R]`` labels underlined).
 
     Returns:
-        An ``ipywidgets.VBox`` (display it in a notebook); its ``weights()`` method
-        returns the weights for the current slider values.
+        An ``ipywidgets.VBox``; its ``weights()`` gives the weights at the current sliders.
     """
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
