@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import PAD, char_tokenizer, tiny_llama
 
-from benchmarks import answer_checking, common, oar_p_implementations, run_all, scaling, step_cost
+from benchmarks import answer_checking, common, credit_toy, oar_p_implementations, run_all, scaling, step_cost
 from oar_lite import toy
 from oar_lite.attribution import perturbation_scores
 
@@ -116,6 +116,16 @@ def test_answer_checking_runs(tmp_path):
     assert sizes[0]["reward_vs_smallest"]["median"] == sizes[0]["offsets_vs_smallest"]["median"] == 1.0
     assert "| completion chars |" in report["markdown"]
     assert json.loads((tmp_path / "a.json").read_text())["command"].endswith(str(tmp_path / "a.json"))
+
+
+@toy_model
+def test_credit_toy_runs(tmp_path):
+    report = credit_toy.main(["--n", "6", "--methods", "uniform", "oar-p:last", "oar-g:last", "--threads", "1",
+                              "--no-progress", "--out", str(tmp_path / "c.json")])
+    assert report["scored"] >= 1 and report["results"]["uniform"]["auc_mean"] == 0.5  # constant scores: chance
+    assert list(report["rank_agreement"]) == ["last"] and -1 <= report["rank_agreement"]["last"]["mean"] <= 1
+    assert "| oar-p:last |" in report["markdown"] and "| pivotal |" in report["markdown"]
+    assert json.loads((tmp_path / "c.json").read_text())["command"].startswith("python -m benchmarks.credit_toy --n 6")
 
 
 @toy_model
