@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import PAD, char_tokenizer, tiny_llama
 
-from benchmarks import answer_checking, common, credit_toy, oar_p_implementations, run_all, scaling, step_cost
+from benchmarks import answer_checking, common, credit_toy, oar_p_implementations, run_all, scaling, smollm2_baseline, step_cost
 from oar_lite import toy
 from oar_lite.attribution import perturbation_scores
 
@@ -69,6 +69,15 @@ def test_synthetic_sequence_layout():
     assert not torch.isin(ids[:reasoning.stop], torch.tensor(tok.all_special_ids)).any()
     with pytest.raises(ValueError, match="no reasoning tokens"):
         common.synthetic_sequence(tok, 4, marker=" A=", answer="42", end=".")
+
+
+def test_smollm2_baseline_counts_the_prompts_that_give_grpo_a_signal():
+    rows = [{"reward": r, "steps": s, "parsed": True, "ended": True, "tokens": 10}
+            for r, s in ((1.0, 1), (0.0, 1), (0.0, 2), (0.0, 2), (1.0, 3), (1.0, 3))]
+    s = smollm2_baseline.summarize(rows, 2, {"seconds": 2.0, "completion_tokens": 60})
+    assert s["accuracy"] == 0.5 and s["accuracy_by_steps"] == {1: 0.5, 2: 0.0, 3: 1.0}
+    assert s["prompts_mixed"] == 1 / 3 and s["prompts_any_correct"] == 2 / 3  # groups [1, 0], [0, 0], [1, 1]
+    assert s["completions_per_s"] == 3.0 and s["tokens_per_s"] == 30.0
 
 
 # ------------------------------------------------------------------ each benchmark once, tiny
