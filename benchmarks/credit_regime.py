@@ -51,10 +51,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--reuse-methods", nargs="+", default=["uniform"],
                     help="the methods taken from --reuse folders (default: GRPO's runs only)")
     args = ap.parse_args(argv)
-    overrides = {}
-    for item in args.set:
-        field, _, value = item.partition("=")
-        overrides[field] = json.loads(value)
+    overrides = {field: json.loads(value) for field, _, value in (item.partition("=") for item in args.set)}
     out = args.out or f"results/credit-{args.name}"
     command = common.command("credit_regime", argv)
     t0 = time.time()

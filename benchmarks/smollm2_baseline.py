@@ -48,16 +48,19 @@ def run_bank(model, tok, problems, *, temperature, group_size, max_new_tokens, s
 
 
 def summarize(rows, group_size, timing):
-    rewards = [r["reward"] for r in rows]
-    groups = [rewards[i : i + group_size] for i in range(0, len(rewards), group_size)]
-    by_steps = {s: statistics.mean(r["reward"] for r in rows if r["steps"] == s) for s in sorted({r["steps"] for r in rows})}
-    return {"group_size": group_size, "completions": len(rows), "accuracy": statistics.mean(rewards),
-            "accuracy_by_steps": by_steps, "parsed": statistics.mean(r["parsed"] for r in rows),
-            "ended_with_eos": statistics.mean(r["ended"] for r in rows),
-            "mean_tokens": statistics.mean(r["tokens"] for r in rows),
+    """Accuracy (overall and by the problems' step count), format, length, and the shares of
+    prompts whose group of ``group_size`` has a right answer and has mixed rewards."""
+    def mean(key, steps=None):
+        return statistics.mean(r[key] for r in rows if steps in (None, r["steps"]))
+
+    groups = [[r["reward"] for r in rows[i : i + group_size]] for i in range(0, len(rows), group_size)]
+    return {"group_size": group_size, "completions": len(rows), "accuracy": mean("reward"),
+            "accuracy_by_steps": {s: mean("reward", s) for s in sorted({r["steps"] for r in rows})},
+            "parsed": mean("parsed"), "ended_with_eos": mean("ended"), "mean_tokens": mean("tokens"),
             "prompts_any_correct": statistics.mean(any(g) for g in groups),
             "prompts_mixed": statistics.mean(0 < sum(g) < len(g) for g in groups), "seconds": timing["seconds"],
-            "completions_per_s": len(rows) / timing["seconds"], "tokens_per_s": timing["completion_tokens"] / timing["seconds"]}
+            "completions_per_s": len(rows) / timing["seconds"],
+            "tokens_per_s": timing["completion_tokens"] / timing["seconds"]}
 
 
 def throughput(model, tok, *, batch, length, prompt, device):
@@ -126,8 +129,9 @@ def render(report: dict) -> str:
     if acc:
         lines += [f"Accuracy on {a['prompts']} problems (seed {a['seed']}, {a['shots']} worked examples, up to "
                   f"{a['max_new_tokens']} new tokens):", "", *markdown_table(
-                      ["decoding", "completions", "accuracy", "by steps (steps: accuracy)", "answer found", "ended with EOS", "mean tokens",
-                       "prompts any correct", "prompts mixed", "completions/s", "tokens/s"],
+                      ["decoding", "completions", "accuracy", "by steps (steps: accuracy)", "answer found",
+                       "ended with EOS", "mean tokens", "prompts any correct", "prompts mixed", "completions/s",
+                       "tokens/s"],
                       [[name, s["completions"], f"{s['accuracy']:.3f}",
                         ", ".join(f"{k}: {v:.2f}" for k, v in s["accuracy_by_steps"].items()), f"{s['parsed']:.2f}",
                         f"{s['ended_with_eos']:.2f}", f"{s['mean_tokens']:.0f}", f"{s['prompts_any_correct']:.2f}",
