@@ -1,18 +1,11 @@
-"""Answer checking on long completions: `oar_lite.math_reward` and `completion_offsets`
-grow linearly with the completion's length.
+"""Does answer checking stay linear in the completion's length? Times `oar_lite.math_reward`
+and `completion_offsets` (toy tokenizer) on completions built to be hard for extraction: the
+right ``\\boxed{}`` first, then thousands of ``\\boxed{`` that never close and a long ``####``
+line with nothing after it. Every size runs once per round, rounds interleaved, and the
+"vs smallest" ratios are taken within each round: linear time means doubling the length
+about doubles the time. Results: benchmarks/RESULTS.md::
 
-The completions are adversarial for extraction: the right ``\\boxed{}`` early, then
-thousands of ``\\boxed{`` that never close and a long ``####`` line with nothing after it
-(what made the earlier extraction quadratic). Every size is timed once per round, rounds
-interleaved (`benchmarks.common.interleaved`, CPU seconds), and the ratio to the smallest
-size is taken within each round; linear time means doubling the length about doubles the
-time. `completion_offsets` is timed on the toy tokenizer, the same text tokenized.
-
-Run (offline, from the repository root)::
-
-    .venv/bin/python -m benchmarks.answer_checking
-
-Writes ``benchmarks/results/answer_checking.json`` and prints a markdown table.
+    python -m benchmarks.answer_checking
 """
 from __future__ import annotations
 

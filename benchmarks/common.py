@@ -1,24 +1,20 @@
-"""What every benchmark shares: the command line and the report's header (`parser`, `start`,
-`finish`: machine, load, JSON), timing with warm-up and repeats, interleaved A/B/C timing,
-peak memory, models by name, and synthetic sequences. Tables are rendered with
-`oar_lite.report.markdown_table` (the same renderer as ``compare.md``) and `fmt`.
+"""The benchmarks' shared harness: command line and report header (`parser`, `start`,
+`finish`), the clock, interleaved rounds, peak memory, models by name and synthetic
+sequences. Tables go through `oar_lite.report.markdown_table`; `fmt` writes one cell.
 
-Conventions (benchmarks/RESULTS.md relies on them):
+Conventions benchmarks/RESULTS.md relies on:
 
-- Times are the process's CPU seconds (``time.process_time``) on a CPU, where other
-  jobs share the cores and wall-clock time measures their load as much as ours (run with
-  one torch thread so CPU time is the compute of one core); wall-clock seconds
-  (``time.perf_counter``, CUDA synchronised before each reading) on a GPU, or with
-  ``setup(..., clock="wall")``. Each benchmark warms up first (discarded), then repeats; summaries quote the
-  median and the spread as ``[min, max]`` over the repeats.
-- Methods compared in one table are *interleaved*: each round runs every method once, in
-  an order rotated from round to round, and ratios are taken within a round, then their
-  median across rounds. Load from other processes then hits every method alike.
-- Peak memory on CPU is the rise of the process's resident set (``VmHWM`` after resetting
-  it through ``/proc/self/clear_refs``, minus ``VmRSS`` before; freed heap memory is
-  returned to the OS first with ``malloc_trim``). ``tracemalloc`` would not see torch's
-  allocations. On CUDA it is ``torch.cuda.max_memory_allocated`` above what was
-  allocated before.
+- Times are the process's CPU seconds on a CPU (with one torch thread, the compute of one
+  core, whatever else shares the cores), wall-clock seconds on a GPU (CUDA synchronised)
+  or with ``--clock wall``. Warm-up rounds are discarded; summaries give the median and
+  ``[min, max]`` over the kept rounds.
+- Methods in one table run *interleaved*: each round runs every method once, in an order
+  rotated from round to round; ratios are taken within a round, then their median across
+  rounds, so load from other processes hits every method alike.
+- Peak memory on CPU is the rise of the resident set (``VmHWM`` reset through
+  ``/proc/self/clear_refs``, freed heap returned with ``malloc_trim`` first; ``tracemalloc``
+  would not see torch's allocations); on CUDA, ``torch.cuda.max_memory_allocated`` above
+  what was allocated before.
 """
 from __future__ import annotations
 
@@ -37,7 +33,13 @@ from typing import Callable
 
 import torch
 
+# Benchmarks never download: the toy model is shipped, SmolLM2 comes from an installed wheel.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
+CLOCK = {"clock": "wall"}
+"""Which clock `timed` reads: ``"cpu"`` (process CPU seconds) or ``"wall"``; set by `setup`."""
 
 
 # ----------------------------------------------------------------------------- the machine
@@ -53,34 +55,18 @@ def loadavg() -> list[float] | None:
 def _cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
 
 
 def machine(device: str | torch.device = "cpu") -> dict:
-    """What the numbers depend on: CPU, cores, torch threads, torch, device, load."""
+    """What the numbers depend on: CPU, cores, torch threads, torch, device, clock, load."""
     device = torch.device(device)
-    info = {
-        "cpu": _cpu_name(),
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "platform": platform.platform(terse=True),
-        "device": str(device),
-        "loadavg_start": loadavg(),
-        "clock": CLOCK["clock"],
-    }
-    if device.type == "cuda":
-        info["gpu"] = torch.cuda.get_device_name(device)
-    return info
-
-
-CLOCK = {"clock": "wall"}
-"""Which clock `timed` reads: ``"cpu"`` (process CPU seconds) or ``"wall"``; set by `setup`."""
+    return {"cpu": _cpu_name(), "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "torch": torch.__version__, "platform": platform.platform(terse=True), "device": str(device),
+            "loadavg_start": loadavg(), "clock": CLOCK["clock"],
+            **({"gpu": torch.cuda.get_device_name(device)} if device.type == "cuda" else {})}
 
 
 def setup(threads: int, device: str, clock: str | None = None) -> torch.device:
@@ -99,7 +85,7 @@ def setup(threads: int, device: str, clock: str | None = None) -> torch.device:
 
 
 def machine_line(info: dict) -> str:
-    """One line for RESULTS.md: ``CPU, N cores, T torch threads, load a -> b``."""
+    """One line for RESULTS.md: CPU or GPU, torch threads, torch, clock, load before -> after."""
     where = info.get("gpu") or f"{info['cpu']} ({info['cpu_count']} cores)"
     load = f"load average {info.get('loadavg_start')} -> {info.get('loadavg_end')}"
     clock = "CPU seconds" if info.get("clock") == "cpu" else "wall-clock seconds"
@@ -132,16 +118,9 @@ def spread(xs: list[float]) -> dict:
 
 def interleaved(fns: dict[str, Callable[[int], object]], *, warmup: int, repeats: int,
                 device: torch.device | None = None, progress: bool = True) -> dict[str, list]:
-    """Run every ``fn(round)`` once per round, in an order rotated each round.
-
-    Args:
-        fns: name -> callable taking the round number (rounds ``< 0`` are warm-up).
-        warmup: rounds run first and discarded.
-        repeats: rounds kept.
-
-    Returns:
-        name -> list of ``(seconds, result)`` over the kept rounds, in round order.
-    """
+    """Run every ``fns[name](round)`` once per round (rounds ``< 0`` are the ``warmup``
+    rounds, discarded), in an order rotated each round; returns name -> the ``repeats``
+    kept ``(seconds, result)`` pairs, in round order."""
     if warmup < 0 or repeats < 1:
         raise ValueError(f"expected warmup >= 0 and repeats >= 1, got {warmup}, {repeats}")
     from tqdm.auto import tqdm
@@ -169,13 +148,6 @@ def paired_ratios(times: dict[str, list[float]], base: str) -> dict[str, dict]:
 
 # ----------------------------------------------------------------------------- memory
 
-def _malloc_trim() -> None:
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
 def _status_kb(key: str) -> int:
     with open("/proc/self/status") as f:
         for line in f:
@@ -185,10 +157,10 @@ def _status_kb(key: str) -> int:
 
 
 def rss_peak_supported() -> bool:
-    """Whether the peak resident set can be reset and read (Linux)."""
+    """Whether the peak resident set can be reset and read (Linux); resets it when it can."""
     try:
         with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
+            f.write("5")  # resets VmHWM to the current VmRSS
         _status_kb("VmHWM")
         return True
     except (OSError, KeyError):
@@ -208,12 +180,13 @@ def peak_memory(fn: Callable[[], object], device: torch.device) -> tuple[float, 
         base = torch.cuda.memory_allocated(device)
         seconds, out = timed(fn, device)
         return seconds, (torch.cuda.max_memory_allocated(device) - base) / 2**20, out
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
     if not rss_peak_supported():
         seconds, out = timed(fn)
         return seconds, None, out
-    _malloc_trim()
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # resets VmHWM to the current VmRSS
     base = _status_kb("VmRSS")
     seconds, out = timed(fn)
     return seconds, (_status_kb("VmHWM") - base) / 1024, out
@@ -282,18 +255,22 @@ def token_bounds(T: int, reasoning: slice, end: int) -> dict:
 
 # ----------------------------------------------------------------------------- command line, report
 
-def parser(doc: str, out: str, *, warmup: int = 1, repeats: int = 3, threads: int = 1) -> argparse.ArgumentParser:
-    """The flags every timing benchmark shares, described by the first line of ``doc``:
-    --warmup, --repeats, --threads, --device, --clock, --out (``DEFAULT_OUT / out``), --no-progress."""
+def parser(doc: str, out: str | Path, *, timing: bool = True, warmup: int = 1, repeats: int = 3, threads: int = 1,
+           out_flag: str = "--out") -> argparse.ArgumentParser:
+    """The flags benchmarks share, described by the first line of ``doc``: --threads,
+    ``out_flag`` (the JSON report; default ``DEFAULT_OUT / out``, or ``out`` itself when it
+    is an absolute path) and --no-progress; with ``timing``, also --warmup, --repeats,
+    --device and --clock."""
     ap = argparse.ArgumentParser(description=doc.split("\n")[0])
-    ap.add_argument("--warmup", type=int, default=warmup, help="rounds run first and discarded")
-    ap.add_argument("--repeats", type=int, default=repeats, help="rounds kept")
     ap.add_argument("--threads", type=int, default=threads)
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--clock", choices=["cpu", "wall"], default=None,
-                    help="CPU seconds (default on a CPU) or wall-clock seconds (default on a GPU)")
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT / out)
+    ap.add_argument(out_flag, dest="out", type=Path, default=DEFAULT_OUT / out, help="the JSON report")
     ap.add_argument("--no-progress", action="store_true")
+    if timing:
+        ap.add_argument("--warmup", type=int, default=warmup, help="rounds run first and discarded")
+        ap.add_argument("--repeats", type=int, default=repeats, help="rounds kept")
+        ap.add_argument("--device", default="cpu")
+        ap.add_argument("--clock", choices=["cpu", "wall"], default=None,
+                        help="CPU seconds (default on a CPU) or wall-clock seconds (default on a GPU)")
     return ap
 
 
@@ -303,13 +280,11 @@ def command(module: str, argv: list[str] | None) -> str:
 
 
 def start(args: argparse.Namespace, module: str, argv: list[str] | None, **fields) -> tuple[torch.device, dict]:
-    """Offline hub, threads, device and clock (`setup`, from the `parser` flags); returns the
-    device and the report's header: command, machine, warm-up and kept rounds, ``fields``."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    device = setup(args.threads, args.device, args.clock)
-    return device, {"command": command(module, argv), "machine": machine(device), "warmup": args.warmup,
-                    "repeats": args.repeats, **fields}
+    """Threads, device and clock from the `parser` flags (`setup`); returns the device and
+    the report's header: command, machine, warm-up and kept rounds (timing only), ``fields``."""
+    device = setup(args.threads, getattr(args, "device", "cpu"), getattr(args, "clock", None))
+    rounds_ = {k: getattr(args, k) for k in ("warmup", "repeats") if hasattr(args, k)}
+    return device, {"command": command(module, argv), "machine": machine(device), **rounds_, **fields}
 
 
 def rounds(report: dict) -> str:

@@ -1,43 +1,36 @@
-"""When does credit pay? Train GRPO, the oracle, its controls and OAR in one regime of the
-toy world with `oar_lite.compare`, then measure steps to a target accuracy over seeds
-(`oar_lite.regime.learning_table`: bootstrap intervals, paired speed-up, the recovered
-fraction of the oracle's gain). Numbers go to benchmarks/RESULTS.md, "When credit matters".
+"""Does better credit make GRPO learn faster in one regime of the toy world? Trains GRPO,
+the oracle, its controls and OAR with `oar_lite.compare`, then reads steps to a target
+accuracy over seeds (`oar_lite.regime.learning_table`: 95% bootstrap intervals, speed-up
+paired with GRPO by seed, the share of the oracle's gain recovered), the same at targets
+0.05 either side, and the mean held-out accuracy over the run. Results:
+benchmarks/RESULTS.md, "When credit matters".
 
-Each invocation adds (or replaces) one named entry in
-``oar_lite/data/when_credit_matters/regimes.json`` (`oar_lite.regime.RESULTS_DIR`), which notebook 07 reads: screens (GRPO against
-the oracle only) and the full table alike, with their settings and command.
+Each run adds (or replaces) its ``--name`` entry in ``regimes.json`` of
+`oar_lite.regime.RESULTS_DIR`, which notebook 07 reads; ``--render`` prints every entry::
 
-Run (offline, from the repository root), e.g. the full table of the ``credit`` profile::
-
-    PYTHONHASHSEED=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python -m benchmarks.credit_regime \\
-        --name small-batch --profile credit --out results/credit \\
+    python -m benchmarks.credit_regime --name small-batch --profile credit --out results/credit \\
         --methods uniform oracle inverted:oracle shuffled:oracle oar-p:answer_mean oar-g:answer_mean
-
-and a screen of another setting::
-
-    ... -m benchmarks.credit_regime --name digits4 --profile credit --digits 4 --methods uniform oracle
+    python -m benchmarks.credit_regime --name digits4 --profile credit --digits 4 --methods uniform oracle
+    python -m benchmarks.credit_regime --render
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import shlex
 import sys
 import time
 from pathlib import Path
 
+from benchmarks import common
 from oar_lite.regime import RESULTS_DIR
 
 OUT = RESULTS_DIR / "regimes.json"
 
 
 def main(argv=None) -> dict:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     from oar_lite import compare as cmp, regime
 
-    ap = argparse.ArgumentParser(description="Steps to target of GRPO, the oracle, controls and OAR in one regime")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--name", required=True, help="the regime's entry in the JSON")
     ap.add_argument("--profile", default="credit", choices=sorted(cmp.PROFILES))
     ap.add_argument("--methods", nargs="+", default=["uniform", "oracle"])
@@ -58,12 +51,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--reuse-methods", nargs="+", default=["uniform"],
                     help="the methods taken from --reuse folders (default: GRPO's runs only)")
     args = ap.parse_args(argv)
-    overrides = {}
-    for item in args.set:
-        field, _, value = item.partition("=")
-        overrides[field] = json.loads(value)
+    overrides = {field: json.loads(value) for field, _, value in (item.partition("=") for item in args.set)}
     out = args.out or f"results/credit-{args.name}"
-    command = "python -m benchmarks.credit_regime " + shlex.join(argv if argv is not None else sys.argv[1:])
+    command = common.command("credit_regime", argv)
     t0 = time.time()
     summary = cmp.compare(args.methods, args.seeds, steps=args.steps, out=out, profile=args.profile,
                           target=args.target, jobs=args.jobs, model_dir=args.model, overrides=overrides,

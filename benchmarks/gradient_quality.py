@@ -1,30 +1,23 @@
-"""Gradient quality at the shipped toy model: how well one batch's policy gradient points
-at the true one under each credit weighting, and how much of a wrong completion's
-advantage lands on its wrong tokens ("influence vs blame"). Numbers go to
-benchmarks/RESULTS.md, "When credit matters".
+"""How well does one batch's policy gradient point at the true one under each credit
+weighting, and how much of a wrong completion's negative advantage lands on its wrong
+tokens ("influence vs blame")? Results: benchmarks/RESULTS.md, "When credit matters";
+notebooks 05 and 07 read the JSON.
 
-`oar_lite.gradient_quality.batch_gradients` draws N independent batches of P prompts x G
-completions (temperature 1) from fresh 3-4-digit problems (none held out), differentiates
-sum_i sum_t A_i w_t log pi / B under every weighting on the same rollouts, and
-`gradient_stats` compares them with the mean uniform gradient (split-half);
-`oar_lite.oracle.blame_shares` measures the blame share of each weighting.
+`oar_lite.gradient_quality.batch_gradients` draws independent batches of P prompts x G
+completions (temperature 1) of fresh problems (none held out) and differentiates every
+weighting on the same rollouts; `gradient_stats` compares each batch gradient with the mean
+uniform one (cosine, bias cosine, SNR across batches with a bootstrap interval of its ratio
+to uniform's); `oar_lite.oracle.blame_shares` gives each weighting's blame share (uniform
+credit's is the share of wrong tokens)::
 
-Run (offline, from the repository root; about 6 CPU-minutes for 60 batches of 8 x 8)::
+    python -m benchmarks.gradient_quality --batches 60 --prompts 8 --group-size 8
 
-    PYTHONHASHSEED=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python -m benchmarks.gradient_quality \\
-        --batches 60 --prompts 8 --group-size 8
-
-Writes ``oar_lite/data/when_credit_matters/gradient_quality.json`` (`oar_lite.regime.RESULTS_DIR`) (the notebook reads it) and a
-figure next to it.
+Writes ``gradient_quality.json`` in `oar_lite.regime.RESULTS_DIR` (``--json``) and a figure next to it.
 """
 from __future__ import annotations
 
-import argparse
-import os
 import time
 from pathlib import Path
-
-import torch
 
 from benchmarks import common
 from oar_lite.regime import RESULTS_DIR
@@ -63,7 +56,7 @@ def render(report: dict) -> str:
     return "\n".join([
         f"{s['batches']} batches of {s['prompts']} prompts x {s['group_size']} completions, "
         f"{s['digits'][0]}-{s['digits'][1]}-digit problems, mean reward {report['mean_reward']:.3f}, "
-        f"{report['cpu_s']:.0f} CPU s; {common.machine_line(report['machine'])}", "",
+        f"{report['cpu_s']:.0f} CPU s.", "",
         *markdown_table(["weighting", "mean cosine to the true gradient", "bias cosine", "SNR", "SNR vs uniform (95% CI)",
                          "step scale", "blame share"], rows), "",
         f"Blame share over {report['blame']['uniform']['n']} wrong completions with a wrong reasoning token "
@@ -94,50 +87,37 @@ def save_figure(report: dict, path: Path) -> Path:
 
 
 def main(argv=None) -> dict:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     from oar_lite import gradient_quality as gq, oracle, toy
 
-    ap = argparse.ArgumentParser(description="Gradient quality and blame share per credit weighting (toy world)")
+    ap = common.parser(__doc__, OUT, timing=False, out_flag="--json")
     ap.add_argument("--batches", type=int, default=60)
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--digits", type=int, nargs=2, default=(3, 4))
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--model", default=None, help="toy model folder (default: the shipped one)")
     ap.add_argument("--boost", type=float, default=None,
                     help="reshaping boost for every weighting (default: bilevel's 1, the oracle rows their own)")
-    ap.add_argument("--json", type=Path, default=OUT)
     args = ap.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    _, report = common.start(args, "gradient_quality", argv, settings={
+        "batches": args.batches, "prompts": args.prompts, "group_size": args.group_size, "digits": list(args.digits),
+        "seed": args.seed, "model": args.model or "shipped", "boost": args.boost,
+        "weightings": {k: list(v) if isinstance(v, tuple) else v for k, v in WEIGHTINGS.items()}})
     model, tok = toy.load_model(args.model)
     problems = toy.make_problems(2000, seed=777, digits=tuple(args.digits), exclude=toy.load_eval_set())
-    info_machine = common.machine()
     t0 = time.process_time()
     grads, info = gq.batch_gradients(model, tok, problems, WEIGHTINGS, batches=args.batches, prompts=args.prompts,
                                      group_size=args.group_size, seed=args.seed,
                                      reshape=None if args.boost is None else {"boost": args.boost},
-                                     on_batch=lambda b, i: print(f"batch {b + 1}/{args.batches}", flush=True))
-    report = {
-        "settings": {"batches": args.batches, "prompts": args.prompts, "group_size": args.group_size,
-                     "digits": list(args.digits), "seed": args.seed, "model": args.model or "shipped",
-                     "boost": args.boost,
-                     "weightings": {k: list(v) if isinstance(v, tuple) else v for k, v in WEIGHTINGS.items()}},
-        "stats": gq.gradient_stats(grads),
-        "snr_vs_uniform_ci": gq.snr_ratio_intervals(grads),
-        "blame": oracle.blame_shares(info["rows"], info["weights"]),
-        "mean_reward": sum(info["rewards"]) / len(info["rewards"]),
-        "mixed": sum(info["mixed"]) / len(info["mixed"]),
-        "cpu_s": time.process_time() - t0,
-        "machine": {**info_machine, "loadavg_end": common.loadavg()},
-        "command": common.command("gradient_quality", argv),
-    }
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    common.write_json(report, args.json)
-    save_figure(report, args.json.with_suffix(".png"))
-    print(render(report))
-    return report
+                                     on_batch=None if args.no_progress else
+                                     lambda b, i: print(f"batch {b + 1}/{args.batches}", flush=True))
+    report.update(stats=gq.gradient_stats(grads), snr_vs_uniform_ci=gq.snr_ratio_intervals(grads),
+                  blame=oracle.blame_shares(info["rows"], info["weights"]),
+                  mean_reward=sum(info["rewards"]) / len(info["rewards"]),
+                  mixed=sum(info["mixed"]) / len(info["mixed"]), cpu_s=time.process_time() - t0)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    save_figure(report, args.out.with_suffix(".png"))
+    return common.finish(report, args.out, render)
 
 
 if __name__ == "__main__":

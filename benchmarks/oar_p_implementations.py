@@ -269,16 +269,12 @@ def render(report: dict) -> str:
     for res in report["models"]:
         timing, tokens = [], []
         for i, seq in enumerate(res["sequences"]):
-            tk = seq["tokens"]
-            for k, t in seq["time"].items():
-                if k.startswith("batched_bs"):
-                    b = int(k[len("batched_bs"):])
-                    tokens_b = {int(n): v for n, v in seq["tokens_by_batch_size"].items()}[b]  # str keys once read from JSON
-                    names[k] = f"OAR-P batched, batch_size {b} ({tokens_b} tokens)"
-                timing.append([i, tk["T"], tk["R"], tk["A"], names[k], common.fmt(t, ""),
-                               common.fmt(seq.get("speedup", {}).get(k), "x"), common.fmt(seq["peak_mib"][k], "", 0, "n/a"),
-                               f"{seq['max_abs_diff'][k]:.1e}"])
-            before = tk.get("fixed64")
+            tk, before = seq["tokens"], seq["tokens"].get("fixed64")
+            names.update({f"batched_bs{b}": f"OAR-P batched, batch_size {b} ({n} tokens)"
+                          for b, n in seq["tokens_by_batch_size"].items()})
+            timing += [[i, tk["T"], tk["R"], tk["A"], names[k], common.fmt(t, ""),
+                        common.fmt(seq.get("speedup", {}).get(k), "x"), common.fmt(seq["peak_mib"][k], "", 0, "n/a"),
+                        f"{seq['max_abs_diff'][k]:.1e}"] for k, t in seq["time"].items()]
             tokens.append([i, tk["T"], tk["R"], tk["batched"], before, tk["ideal_prefix_reuse"], f"{tk['half_RT']:.0f}",
                            tk["naive"], f"{tk['batched'] / tk['ideal_prefix_reuse']:.3f}",
                            before and f"{before / tk['ideal_prefix_reuse']:.2f}", f"{tk['batched'] / tk['naive']:.3f}",

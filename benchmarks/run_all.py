@@ -1,21 +1,19 @@
-"""Every benchmark in one command (``make bench``): step cost, OAR-P implementations,
-scaling with length, and the learning summary of a comparison.
+"""Every timing benchmark in one command (``make bench``): step cost, OAR-P implementations,
+scaling with length, and the learning summary of a comparison::
 
-    .venv/bin/python -m benchmarks.run_all                   # the full set (hours on 2 busy CPU cores)
-    .venv/bin/python -m benchmarks.run_all --quick           # small sizes, a few minutes
-    .venv/bin/python -m benchmarks.run_all --device cuda     # the GPU column: one command
+    python -m benchmarks.run_all                   # the full set
+    python -m benchmarks.run_all --quick           # small sizes: checks that everything runs
+    python -m benchmarks.run_all --device cuda     # the GPU column
 
-Each benchmark writes its JSON to ``--out`` (default ``benchmarks/results``); this script
-also writes ``summary.md`` there with every table, the machine and the load average, to
-paste into benchmarks/RESULTS.md. The learning summary is ``compare.md``'s table
-(`oar_lite.report`) of the records in ``--compare-folder``, finished or still running; it is
-skipped when no comparison has run (``python -m oar_lite compare``) and never trains.
+Each benchmark writes its JSON to ``--out``; ``summary.md`` there collects every table with
+its command, machine and load, for benchmarks/RESULTS.md. The learning summary is
+``compare.md``'s table (`oar_lite.report`) of the records in ``--compare-folder``, finished
+or not; it is skipped when no comparison ran (``python -m oar_lite compare``), never trained.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 
@@ -47,8 +45,6 @@ def learning(folder: Path, out: Path) -> dict | None:
 
 
 def main(argv=None) -> None:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (checks that everything runs)")
     ap.add_argument("--only", nargs="+", default=["step_cost", "oar_p_implementations", "scaling", "learning"],

@@ -136,22 +136,18 @@ def profile(model, tokenizer, model_name: str, length: int, *, batch_size: int |
 
 
 def plot(report: dict, path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     rows = report["lengths"]
     L = [r["length"] for r in rows]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig = Figure(figsize=(15, 4.2))
+    axes = fig.subplots(1, 3)
     colors = {"oar-p": "tab:red", "oar-g": "tab:blue"}
     labels = {"oar-p": "OAR-P (last, batched, prefix reuse)", "oar-g": "OAR-G (answer_mean)"}
     for k in ("oar-p", "oar-g"):
-        med = [r[k]["time"]["median"] for r in rows]
-        lo = [r[k]["time"]["min"] for r in rows]
-        hi = [r[k]["time"]["max"] for r in rows]
-        axes[0].plot(L, med, "o-", color=colors[k], label=labels[k])
-        axes[0].fill_between(L, lo, hi, color=colors[k], alpha=0.2)
+        times = [r[k]["time"] for r in rows]
+        axes[0].plot(L, [t["median"] for t in times], "o-", color=colors[k], label=labels[k])
+        axes[0].fill_between(L, [t["min"] for t in times], [t["max"] for t in times], color=colors[k], alpha=0.2)
         if all(r[k]["peak_mib"] for r in rows):
             axes[1].plot(L, [r[k]["peak_mib"]["median"] for r in rows], "o-", color=colors[k], label=labels[k])
     # Guides: slopes 1 and 2 through the first OAR-G and OAR-P points.
@@ -181,7 +177,6 @@ def plot(report: dict, path: Path) -> Path:
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 

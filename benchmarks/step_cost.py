@@ -24,7 +24,6 @@ Writes ``benchmarks/results/step_cost.json`` and prints a markdown table.
 """
 from __future__ import annotations
 
-import copy
 import statistics
 
 import torch
@@ -163,13 +162,9 @@ def main(argv=None) -> dict:
         raise ValueError("--methods must include 'uniform' (plain GRPO, the baseline of the ratios)")
     device, report = common.start(args, "step_cost", argv, models=[])
     for name in args.model:
-        settings = copy.deepcopy(SETTINGS[name])
-        for key, value in (("prompts_per_step", args.prompts), ("group_size", args.group_size),
-                           ("max_new_tokens", args.max_new_tokens)):
-            if value is not None:
-                settings[key] = value
-        if args.full and name == "smollm2":
-            settings["lora"] = False
+        overrides = {"prompts_per_step": args.prompts, "group_size": args.group_size,
+                     "max_new_tokens": args.max_new_tokens, "lora": False if args.full else None}
+        settings = {**SETTINGS[name], **{k: v for k, v in overrides.items() if v is not None}}
         res = measure_model(name, methods=args.methods, warmup=args.warmup, repeats=args.repeats,
                             device=device, settings=settings, progress=not args.no_progress)
         res["loadavg"] = common.loadavg()

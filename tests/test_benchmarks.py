@@ -1,15 +1,20 @@
 """Benchmarks run once at a tiny size so they do not rot (no timed assertions), and the
 pieces that make their numbers trustworthy: Captum's quantity equals OAR-P's, the
 interleaving rotates, the memory probe sees an allocation, the learning summary reads
-a comparison folder, the shared command line records what reproduces a run."""
+a comparison folder, the shared command line records what reproduces a run, and every
+documented command still gets past its command line."""
+import importlib
 import json
+import re
+import shlex
+from pathlib import Path
 
 import pytest
 import torch
 from conftest import PAD, char_tokenizer, tiny_llama
 
-from benchmarks import answer_checking, common, oar_p_implementations, run_all, scaling, step_cost
-from oar_lite import toy
+from benchmarks import answer_checking, common, credit_toy, oar_p_implementations, run_all, scaling, smollm2_baseline, step_cost
+from oar_lite import compare, credit, toy
 from oar_lite.attribution import perturbation_scores
 
 toy_model = pytest.mark.skipif(not (toy.MODEL_DIR / "config.json").exists(),
@@ -71,6 +76,15 @@ def test_synthetic_sequence_layout():
         common.synthetic_sequence(tok, 4, marker=" A=", answer="42", end=".")
 
 
+def test_smollm2_baseline_counts_the_prompts_that_give_grpo_a_signal():
+    rows = [{"reward": r, "steps": s, "parsed": True, "ended": True, "tokens": 10}
+            for r, s in ((1.0, 1), (0.0, 1), (0.0, 2), (0.0, 2), (1.0, 3), (1.0, 3))]
+    s = smollm2_baseline.summarize(rows, 2, {"seconds": 2.0, "completion_tokens": 60})
+    assert s["accuracy"] == 0.5 and s["accuracy_by_steps"] == {1: 0.5, 2: 0.0, 3: 1.0}
+    assert s["prompts_mixed"] == 1 / 3 and s["prompts_any_correct"] == 2 / 3  # groups [1, 0], [0, 0], [1, 1]
+    assert s["completions_per_s"] == 3.0 and s["tokens_per_s"] == 30.0
+
+
 # ------------------------------------------------------------------ each benchmark once, tiny
 
 @toy_model
@@ -116,6 +130,16 @@ def test_answer_checking_runs(tmp_path):
     assert sizes[0]["reward_vs_smallest"]["median"] == sizes[0]["offsets_vs_smallest"]["median"] == 1.0
     assert "| completion chars |" in report["markdown"]
     assert json.loads((tmp_path / "a.json").read_text())["command"].endswith(str(tmp_path / "a.json"))
+
+
+@toy_model
+def test_credit_toy_runs(tmp_path):
+    report = credit_toy.main(["--n", "6", "--methods", "uniform", "oar-p:last", "oar-g:last", "--threads", "1",
+                              "--no-progress", "--out", str(tmp_path / "c.json")])
+    assert report["scored"] >= 1 and report["results"]["uniform"]["auc_mean"] == 0.5  # constant scores: chance
+    assert list(report["rank_agreement"]) == ["last"] and -1 <= report["rank_agreement"]["last"]["mean"] <= 1
+    assert "| oar-p:last |" in report["markdown"] and "| pivotal |" in report["markdown"]
+    assert json.loads((tmp_path / "c.json").read_text())["command"].startswith("python -m benchmarks.credit_toy --n 6")
 
 
 @toy_model
@@ -198,3 +222,39 @@ def test_run_all_skips_learning_without_a_comparison(tmp_path, capsys):
     run_all.main(["--only", "learning", "--compare-folder", str(tmp_path / "none"), "--out", str(tmp_path)])
     assert "no comparison" in capsys.readouterr().out
     assert (tmp_path / "summary.md").exists()
+
+
+def _documented_commands() -> list[tuple[str, list[str]]]:
+    """Every ``python -m benchmarks.X ...`` of benchmarks/RESULTS.md and the Makefile, as (X, argv)."""
+    root = Path(__file__).resolve().parents[1]
+    results = re.sub(r"`[^`]*`", lambda m: m.group(0).replace("\n", " "), (root / "benchmarks/RESULTS.md").read_text())
+    make = (root / "Makefile").read_text().replace("\\\n", " ")
+    return [(m.group(1), shlex.split(m.group(2))) for text in (results, make)
+            for m in re.finditer(r"-m benchmarks\.(\w+)([^`\n]*)", text)]
+
+
+def test_documented_commands_still_parse(monkeypatch):
+    """Each command RESULTS.md and the Makefile give gets through its benchmark's command line
+    and `common.start`; the first expensive call stops it before any work or file."""
+    class Stop(Exception):
+        pass
+
+    def stop(*args, **kwargs):
+        raise Stop
+
+    for owner, name in ((common, "load"), (toy, "load_model"), (compare, "compare"), (credit, "credit_benchmark"),
+                        (step_cost, "measure_model")):
+        monkeypatch.setattr(owner, name, stop)
+    monkeypatch.setitem(common.CLOCK, "clock", common.CLOCK["clock"])
+    commands, threads = _documented_commands(), torch.get_num_threads()
+    assert len(commands) >= 20 and {m for m, _ in commands} >= {"credit_toy", "smollm2_baseline", "step_cost",
+                                                                 "oar_p_implementations", "scaling", "gradient_quality",
+                                                                 "credit_regime", "run_all", "answer_checking"}
+    try:
+        for module, argv in commands:
+            if argv == ["--render"] or "cuda" in argv:  # --render reads the shipped JSON; no GPU here
+                continue
+            with pytest.raises(Stop):
+                importlib.import_module(f"benchmarks.{module}").main(argv)
+    finally:
+        torch.set_num_threads(threads)
