@@ -1,31 +1,15 @@
 """The credit-assignment benchmark: which tokens does each method say the answer hangs on,
-and does that match the toy world's ground truth?
+and does that match the ground truth? (notebooks 02, 03 and 07)
 
-`credit_benchmark` samples completions of the shipped toy model on held-out problems,
-scores every reasoning token with each method through the one interface
-(`oar_lite.attribution.token_scores`) and compares the scores with the labels of
-`oar_lite.toy.token_labels`:
+`credit_benchmark` scores sampled toy completions with each method through
+`oar_lite.attribution.token_scores` against `oar_lite.toy.token_labels`: ROC-AUC and
+precision@k of pivotal vs neutral tokens (ties counted half, so constant scores give 0.5
+and the base rate), and seconds per completion. `results_table` renders it.
 
-- ROC-AUC, pivotal (positive) vs neutral (negative) tokens of one completion; the
-  ``support`` tokens (operand digits and carries a step computes from) are left out, as
-  they are neither. Ties count one half (Mann-Whitney), so constant scores give exactly
-  0.5. ``auc_all`` is the stricter variant with support tokens counted as negatives.
-- precision@k over the same pivotal + neutral tokens, k = number of pivotal tokens, with
-  ties broken at random *in expectation* (constant scores give the base rate, not an
-  arbitrary order).
-- seconds per completion of the scorer call.
-
-Each metric is averaged over completions, with its standard deviation. `results_table`
-renders the dict as markdown. Captum's integrated gradients is scored as an external peer
-(``"captum-ig"``, `oar_lite.attribution.integrated_gradients_scores`):
-``credit_benchmark(["captum-ig:last", ...])``.
-
-The real-model ground truth (Pivotal Token Search's Monte-Carlo P(correct | prefix) on
-SmolLM2) has its own section at the end: `prefix_success_counts` (the estimator),
-`mc_standard_error` and `wilson_interval` (its error), `load_ground_truth`,
-`probability_jumps`, `ground_truth_table`, `ground_truth_summary` and
-`ground_truth_markdown` (the evaluation of the shipped file, `GROUND_TRUTH_PATH`,
-written by scripts/mc_ground_truth.py; no model needed).
+The real-model ground truth, Pivotal Token Search's Monte-Carlo P(correct | prefix) on
+SmolLM2, has its own section: `prefix_success_counts` estimates it
+(scripts/mc_ground_truth.py writes `GROUND_TRUTH_PATH`), and `ground_truth_table` scores
+methods against the shipped file without a model.
 """
 from __future__ import annotations
 
@@ -39,7 +23,6 @@ import torch
 
 from . import toy
 from .attribution import eval_mode, parse_method, token_scores
-from .attribution import integrated_gradients_scores  # noqa: F401  (it lived here; kept importable)
 from .rollout import sample_completions
 
 
@@ -115,7 +98,9 @@ def credit_benchmark(
     progress: bool = True,
     **options,
 ):
-    """Score ``n`` sampled toy completions with each method against the ground truth.
+    """Score ``n`` sampled toy completions with each method against the toy labels: ``auc``
+    (pivotal vs neutral; ``support`` tokens, neither, left out), ``auc_all`` (support counted
+    negative) and ``p_at_k``, each averaged over completions with its standard deviation.
 
     Args:
         methods: names for `oar_lite.attribution.token_scores`, e.g. ``["uniform",
@@ -133,10 +118,13 @@ def credit_benchmark(
     Returns:
         ``{method: {"auc_mean", "auc_std", "auc_all_mean", "auc_all_std", "p_at_k_mean",
         "p_at_k_std", "seconds_per_completion", "n", "n_sampled"}}`` (plain numbers; ``n``
-        counts the completions scored: those that parse and have both pivotal and neutral
-        reasoning tokens, out of ``n_sampled``); with ``return_records``, also the list of
-        per-completion dicts (``input_ids [T]``, ``reasoning``, ``answer``, ``labels [R]``,
-        ``scores`` and ``seconds`` per method, ``completion``, ``prompt``, ``correct``).
+        counts the completions that parse and have both pivotal and neutral reasoning
+        tokens); with ``return_records``, also the per-completion dicts (``input_ids [T]``,
+        ``reasoning``, ``answer``, ``labels [R]``, ``scores`` and ``seconds`` per method,
+        ``completion``, ``prompt``, ``correct``).
+
+    Raises:
+        ValueError: no methods or an unknown one, ``n < 1``, or no problems.
     """
     if isinstance(methods, str) or not methods:
         raise ValueError(f"methods must be a non-empty list of method names, got {methods!r}")
@@ -185,17 +173,15 @@ def credit_benchmark(
 
     results = {}
     for m in methods:
-        auc, auc_all, pak, secs = [], [], [], []
+        metrics = {"auc": [], "auc_all": [], "p_at_k": []}
         for rec in records:
-            s, lab = rec["scores"][m], rec["labels"]
-            pos, neg = lab == toy.PIVOTAL, lab == toy.NEUTRAL
-            auc.append(roc_auc(s, pos, neg))
-            auc_all.append(roc_auc(s, pos))
-            pak.append(precision_at_k(s, pos, neg))
-            secs.append(rec["seconds"][m])
-        results[m] = {"auc_mean": _mean(auc), "auc_std": _std(auc), "auc_all_mean": _mean(auc_all),
-                      "auc_all_std": _std(auc_all), "p_at_k_mean": _mean(pak), "p_at_k_std": _std(pak),
-                      "seconds_per_completion": _mean(secs), "n": len(records), "n_sampled": n}
+            s, pos, neg = rec["scores"][m], rec["labels"] == toy.PIVOTAL, rec["labels"] == toy.NEUTRAL
+            metrics["auc"].append(roc_auc(s, pos, neg))
+            metrics["auc_all"].append(roc_auc(s, pos))
+            metrics["p_at_k"].append(precision_at_k(s, pos, neg))
+        results[m] = {**{f"{k}_{stat}": f(v) for k, v in metrics.items() for stat, f in (("mean", _mean), ("std", _std))},
+                      "seconds_per_completion": _mean([rec["seconds"][m] for rec in records]),
+                      "n": len(records), "n_sampled": n}
     return (results, records) if return_records else results
 
 
@@ -204,10 +190,8 @@ def _mean(xs: list[float]) -> float:
 
 
 def _std(xs: list[float]) -> float:
-    if len(xs) < 2:
-        return float("nan")
     m = _mean(xs)
-    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) >= 2 else float("nan")
 
 
 def results_table(results: dict, *, digits: int = 3) -> str:
@@ -262,13 +246,8 @@ def label_means(records: Sequence[dict], method: str) -> dict[str, float]:
 
 
 # ----------------------------------------------------------------------------- Monte-Carlo ground truth
-#
-# Pivotal Token Search (Abdin et al. 2024, the Phi-4 report): sample K continuations of a
-# completion's prefix and count how many end correct; P(correct | prefix) estimated along
-# the completion, and the tokens where it jumps are the ones the outcome hangs on.
-# `prefix_success_counts` is the estimator (scripts/mc_ground_truth.py runs it on
-# SmolLM2 and ships the result, `GROUND_TRUTH_PATH`); `ground_truth_table` scores methods
-# against the shipped file without a model.
+# Pivotal Token Search (Abdin et al. 2024, the Phi-4 report): the tokens where the estimated
+# P(correct | prefix) jumps are the ones the outcome hangs on.
 
 GROUND_TRUTH_PATH = toy.DATA_DIR / "smollm2_ground_truth.json"
 """The shipped Monte-Carlo ground truth on SmolLM2 (written by scripts/mc_ground_truth.py)."""
@@ -405,13 +384,18 @@ def prefix_success_counts(
     return counts
 
 
-def mc_standard_error(counts, k) -> torch.Tensor:
-    """Monte-Carlo standard error sqrt(p (1 - p) / k) of ``p = counts / k`` (0 when p is 0
-    or 1: use `wilson_interval` there). ``counts`` and ``k`` broadcast."""
+def _proportion(counts, k) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(p = counts / k, k)`` as float64 tensors, checked."""
     counts, k = torch.as_tensor(counts, dtype=torch.float64), torch.as_tensor(k, dtype=torch.float64)
     if (k < 1).any() or (counts < 0).any() or (counts > k).any():
         raise ValueError("expected 0 <= counts <= k and k >= 1")
-    p = counts / k
+    return counts / k, k
+
+
+def mc_standard_error(counts, k) -> torch.Tensor:
+    """Monte-Carlo standard error sqrt(p (1 - p) / k) of ``p = counts / k`` (0 when p is 0
+    or 1: use `wilson_interval` there). ``counts`` and ``k`` broadcast."""
+    p, k = _proportion(counts, k)
     return (p * (1 - p) / k).sqrt()
 
 
@@ -419,10 +403,7 @@ def wilson_interval(counts, k, z: float = 1.96) -> tuple[torch.Tensor, torch.Ten
     """Wilson score interval ``(low, high)`` of a binomial proportion ``counts / k``
     (95% for ``z = 1.96``). Unlike p +- z SE it stays inside [0, 1] and has non-zero
     width when the estimate is 0 or 1."""
-    counts, k = torch.as_tensor(counts, dtype=torch.float64), torch.as_tensor(k, dtype=torch.float64)
-    if (k < 1).any() or (counts < 0).any() or (counts > k).any():
-        raise ValueError("expected 0 <= counts <= k and k >= 1")
-    p = counts / k
+    p, k = _proportion(counts, k)
     centre = (p + z * z / (2 * k)) / (1 + z * z / k)
     half = z / (1 + z * z / k) * (p * (1 - p) / k + z * z / (4 * k * k)).sqrt()
     return (centre - half).clamp(min=0.0), (centre + half).clamp(max=1.0)
@@ -525,29 +506,26 @@ def _ci95(xs: list[float]) -> float:
 
 
 def ground_truth_summary(data=None, *, threshold: float = PIVOT_THRESHOLD) -> dict:
-    """What the ground-truth file holds and how precise it is: counts of completions
-    (right, wrong), reasoning tokens and pivotal tokens (and how many of those jump by more
-    than twice their standard error), rollouts per prefix (min, max),
-    the mean and largest Monte-Carlo standard error of p (the mean over all prefixes and
-    over those strictly inside (0, 1), where the error is), the fewest rollouts at such a
-    prefix, the mean standard error of ``delta P`` over pivotal tokens, and the CPU
-    seconds the file cost."""
+    """What the ground-truth file holds and how precise it is (a flat dict of plain numbers):
+    counts of completions, reasoning tokens and pivotal tokens (and of those beyond twice
+    their standard error), rollouts per prefix, the Monte-Carlo standard error of p (over
+    all prefixes and over those strictly inside (0, 1), where the error is) and of
+    ``delta P`` at pivotal tokens, and the CPU seconds the file cost."""
     if not isinstance(data, dict):
         data = load_ground_truth(data)
     completions = data["completions"]
     rollouts = [k for rec in completions for k in rec["rollouts"]]
     se = [s for rec in completions for s in rec["se"]]
-    jumps = [probability_jumps(rec) for rec in completions]
-    pivot_se = [float(s) for d, ds in jumps for s in ds[d.abs() >= threshold - 1e-9]]
+    jumps = [(d, ds, d.abs() >= threshold - 1e-9) for d, ds in map(probability_jumps, completions)]
+    pivot_se = [float(s) for _, ds, pivot in jumps for s in ds[pivot]]
     inside = [(s, k) for rec in completions for s, k, p in zip(rec["se"], rec["rollouts"], rec["p"]) if 0.0 < p < 1.0]
     settings = data.get("settings", {})
     return {"completions": len(completions), "right": sum(bool(r.get("correct")) for r in completions),
             "wrong": sum(not r.get("correct") for r in completions),
-            "reasoning_tokens": sum(len(d) for d, _ in jumps),
-            "pivotal_tokens": sum(int((d.abs() >= threshold - 1e-9).sum()) for d, _ in jumps),
-            "completions_with_pivot": sum(bool((d.abs() >= threshold - 1e-9).any()) for d, _ in jumps),
-            "pivotal_tokens_beyond_2se": sum(int(((d.abs() >= threshold - 1e-9) & (d.abs() >= 2 * ds)).sum())
-                                             for d, ds in jumps),
+            "reasoning_tokens": sum(len(d) for d, _, _ in jumps),
+            "pivotal_tokens": sum(int(pivot.sum()) for _, _, pivot in jumps),
+            "completions_with_pivot": sum(bool(pivot.any()) for _, _, pivot in jumps),
+            "pivotal_tokens_beyond_2se": sum(int((pivot & (d.abs() >= 2 * ds)).sum()) for d, ds, pivot in jumps),
             "threshold": threshold, "rollouts_min": min(rollouts), "rollouts_max": max(rollouts),
             "prefixes": len(se), "prefixes_inside": len(inside),
             "rollouts_inside_min": min((k for _, k in inside), default=None),
