@@ -29,17 +29,9 @@ from .rollout import sample_completions
 # ----------------------------------------------------------------------------- metrics
 
 def roc_auc(scores: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor | None = None) -> float:
-    """ROC-AUC of ``scores`` for ``positive`` against ``negative`` tokens, ties counted 1/2.
-
-    Args:
-        scores: ``[R]`` real scores.
-        positive: ``[R]`` bool, the positives.
-        negative: ``[R]`` bool, the negatives (default: every non-positive).
-
-    Returns:
-        P(score of a random positive > that of a random negative) + P(equal) / 2;
-        NaN when there is no positive or no negative.
-    """
+    """ROC-AUC of ``scores [R]`` for the ``positive [R]`` (bool) against the ``negative [R]``
+    tokens (default: every non-positive): P(a random positive scores higher than a random
+    negative) + P(equal) / 2 (Mann-Whitney); NaN when there is no positive or no negative."""
     scores, positive, negative = _check_metric_inputs(scores, positive, negative)
     pos, neg = scores[positive].double(), scores[negative].double()
     if pos.numel() == 0 or neg.numel() == 0:
@@ -331,26 +323,21 @@ def prefix_success_counts(
 ) -> torch.Tensor:
     """Monte-Carlo numerators of P(correct | prompt + completion[:t]) at each position t.
 
-    For each ``t`` in ``positions`` (default ``0..len(completion_ids)``), samples ``k``
-    continuations of ``prompt_ids + completion_ids[:t]`` from ``model`` (all ``k`` in one
-    ``generate`` call, starting from the key/value cache of the whole sequence, computed
-    once and cut at the prefix) and judges ``is_correct(text)`` on the decoded
-    ``completion_ids[:t] + continuation`` (special tokens skipped; a continuation that
-    reaches ``max_new_tokens`` without ending is judged as it stands). A prefix that
-    already ends with the end-of-sequence token is judged once, as finished, for all ``k``.
-    Each position is seeded from ``(seed, t)``, so one position's result does not depend
-    on which others are asked for (a resumed run gives the same numbers).
+    For each ``t``, ``k`` continuations of ``prompt_ids + completion_ids[:t]`` are sampled in
+    one ``generate`` call from the whole sequence's key/value cache (computed once, cut at
+    the prefix), and ``is_correct`` judges the decoded ``completion_ids[:t] + continuation``
+    (unfinished ones as they stand; a prefix that already ends with EOS is judged once, for
+    all ``k``). Each position is seeded from ``(seed, t)``, so a resumed run that asks for
+    other positions gives the same numbers.
 
     Args:
         model, tokenizer: a causal LM and its tokenizer (pad and EOS tokens set).
-        prompt_ids: the prompt's token ids (``P >= 1``).
-        completion_ids: the completion's token ids (``C``).
+        prompt_ids, completion_ids: token ids, P >= 1 and C of them.
         is_correct: ``text -> bool``, e.g. ``lambda t: math_reward(t, answer) == 1.0``.
-        positions: prefix lengths in ``[0, C]`` to estimate at.
+        positions: prefix lengths in ``[0, C]`` (default: all).
         k: rollouts per position.
         max_new_tokens: continuation length cap, one for all positions or one per position.
-        temperature: sampling temperature (1: the policy itself); ``top_p=1``, no top-k.
-        seed: the base seed.
+        temperature, seed: sampling (``top_p=1``, no top-k); the base seed.
 
     Returns:
         ``[len(positions)]`` int64 counts of correct rollouts, each in ``[0, k]``;
@@ -453,13 +440,10 @@ def probability_jumps(completion: dict) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def ground_truth_table(data=None, *, threshold: float = PIVOT_THRESHOLD, methods: Sequence[str] | None = None) -> dict:
-    """Each method's agreement with the Monte-Carlo ground truth (no model needed).
-
-    Per completion: the tokens with ``|delta P| >= threshold`` are pivotal (`probability_jumps`);
-    ``auc``: `roc_auc` of the method's scores, pivotal vs the other reasoning tokens
-    (completions without a pivotal token, or with only pivotal ones, are left out);
-    ``spearman``: `rank_agreement` of the scores with ``|delta P|`` (left out when either is
-    constant). Each is then averaged over the completions scored with the method.
+    """Each method's agreement with the Monte-Carlo ground truth (no model needed), averaged
+    over the completions scored with it: ``auc``, `roc_auc` of pivotal (``|delta P| >=
+    threshold``, `probability_jumps`) vs the other reasoning tokens (where both exist), and
+    ``spearman``, `rank_agreement` of the scores with ``|delta P|`` (where neither is constant).
 
     Args:
         data: the loaded file (`load_ground_truth`), a path to one, or None for `GROUND_TRUTH_PATH`.
