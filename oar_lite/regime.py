@@ -43,7 +43,7 @@ def learning_table(records: Sequence[dict], *, target: float, methods: Sequence[
     """Steps to ``target`` per method over seeds, with intervals, speed-up and recovered fraction.
 
     Steps to target: per run, the first evaluated step whose held-out accuracy reaches it; a
-    run that never does is censored at ``budget + eval_every`` (a lower bound, so the
+    run that never does is censored at its last step + ``eval_every`` (a lower bound, so the
     comparison is conservative for whoever reaches it). Intervals: 95% bootstrap over seeds,
     resampled jointly across methods for the speed-up (GRPO's mean / the method's) and the
     recovered fraction ``(S_grpo - S_method) / (S_grpo - S_oracle)`` (1: as good as the
@@ -54,10 +54,9 @@ def learning_table(records: Sequence[dict], *, target: float, methods: Sequence[
             ``step``, ``eval_accuracy``; "train" with ``step``).
         target: the held-out accuracy to reach.
         methods: which methods, in order (default: all in the records).
-        reference: GRPO's method name; oracle: the oracle's.
-        max_step: the step budget: evaluations after it are ignored (a run trained longer
-            is read as if it had stopped there), and runs that miss the target are
-            censored at ``max_step + eval_every``. Default: each run's own last step.
+        reference, oracle: GRPO's and the oracle's method names; n_boot: bootstrap resamples.
+        max_step: the step budget: a run trained longer is read as if it had stopped
+            there (default: each run's own last step).
 
     Returns:
         ``{"target", "seeds", "methods": {method: {"steps": [per seed], "reached", "censored",
@@ -121,10 +120,7 @@ def accuracy_area_table(records: Sequence[dict], *, methods: Sequence[str] | Non
     evaluated at the same steps (else ValueError), so the means compare.
 
     Args:
-        records: `oar_lite.compare` records (``type`` "eval" with ``method``, ``seed``,
-            ``step``, ``eval_accuracy``).
-        methods: which methods, in order (default: all in the records).
-        reference: GRPO's method name; oracle: the oracle's.
+        records, methods, reference, oracle, n_boot: as `learning_table`.
         max_step: evaluations after this step are ignored (default: all).
 
     Returns:
