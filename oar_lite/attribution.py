@@ -103,8 +103,7 @@ def _divergence(clean: torch.Tensor, changed: torch.Tensor, mode: str) -> torch.
 
 
 def _cache_kwarg(model) -> str:
-    """The forward argument that takes a KV cache: ``cache`` (transformers >= 5.2x) or
-    the older ``past_key_values``."""
+    """The forward argument that takes a KV cache: ``cache`` (newer transformers) or ``past_key_values``."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
@@ -287,11 +286,9 @@ def perturbation_scores(
 def perturbation_scores_naive(
     model, input_ids: torch.Tensor, reasoning: slice, answer: slice, *, mode: str = "last", pad_token_id: int
 ) -> torch.Tensor:
-    """Reference OAR-P: one full forward pass per reasoning token, full logits, no cache.
-
-    Slow and memory-hungry on purpose; it is what `perturbation_scores` is tested
-    against. Same arguments and result ``[R]``.
-    """
+    """Reference OAR-P, slow and memory-hungry on purpose (one full forward pass per reasoning
+    token, full logits, no cache): what `perturbation_scores` is tested against. Same
+    arguments and result ``[R]``."""
     _check_sequence(input_ids, reasoning, answer)
     _check_mode(mode)
     answer_ids = input_ids[answer]
@@ -795,12 +792,9 @@ def parse_method(method: str) -> tuple[str, str | None]:
 
 
 def token_scores(method: str, model, input_ids: torch.Tensor, reasoning: slice, answer: slice, **options) -> torch.Tensor:
-    """Scores ``[R]`` of one sequence with the named method.
-
-    ``options`` go to the scorer; those it does not take (``pad_token_id`` for OAR-G,
-    say) are dropped, so one call site can serve every method. Control prefixes
-    (``"inverted:"``, ``"shuffled:"``) transform the scores of the method behind them.
-    """
+    """Scores ``[R]`` of one sequence with the named method (module docstring). ``options`` the
+    scorer does not take (``pad_token_id`` for OAR-G, say) are dropped, so one call site can
+    serve every method."""
     if not torch.is_tensor(input_ids):
         _check_sequence(input_ids, reasoning, answer)  # raises: not a tensor [T]
     whole = slice(0, input_ids.shape[-1])
@@ -940,8 +934,8 @@ def token_weights(
     Args:
         model: the current policy (scores are computed without touching its grads).
         input_ids: ``[B, T]`` prompt + completion, padded.
-        attention_mask: ``[B, T]``, 1 on real tokens (one contiguous run per row).
-        reasoning_mask: ``[B, T]`` bool, the reasoning tokens (contiguous per row).
+        attention_mask, reasoning_mask: ``[B, T]``, the real and the reasoning tokens (one
+            contiguous run per row).
         answer_mask: ``[B, T]`` bool, the answer tokens; an all-False row means "no
             parseable answer" and gets all weights 1.
         credit: the method and its settings (`CreditConfig`; default ``CreditConfig()``, OAR-G).
@@ -978,10 +972,7 @@ def token_weights(
             raise ValueError(f"row {row}: reasoning/answer reach outside the attended tokens")
         spans[row] = (valid, reasoning, answer)
     row_scores = _score_rows(credit.method, model, input_ids, spans, {**credit.scorer_options(), **options})
-    all_scores: list[torch.Tensor | None] = []
-    for row in range(input_ids.shape[0]):
-        scores = row_scores.get(row)
-        all_scores.append(scores)
-        if scores is not None:
-            weights[row, spans[row][1]] = credit.reshape(scores).to(weights.device, weights.dtype)
+    for row, scores in row_scores.items():
+        weights[row, spans[row][1]] = credit.reshape(scores).to(weights.device, weights.dtype)
+    all_scores = [row_scores.get(row) for row in range(input_ids.shape[0])]  # None: no answer
     return (weights, all_scores) if return_scores else weights
