@@ -42,12 +42,9 @@ def roc_auc(scores: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor
 
 
 def precision_at_k(scores: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor | None = None) -> float:
-    """Share of positives among the k highest-scored candidates, k = number of positives.
-
-    Candidates are the positives and ``negative`` tokens (default: all tokens). Ties at
-    the cut are broken at random in expectation, so constant scores give the base rate.
-    NaN when there is no positive.
-    """
+    """Share of positives among the k highest-scored candidates (the positives and the
+    ``negative`` tokens, default all), k = number of positives; ties at the cut are broken
+    at random in expectation, so constant scores give the base rate. NaN without a positive."""
     scores, positive, negative = _check_metric_inputs(scores, positive, negative)
     keep = positive | negative
     s, p = scores[keep].double(), positive[keep]
@@ -95,12 +92,10 @@ def credit_benchmark(
     negative) and ``p_at_k``, each averaged over completions with its standard deviation.
 
     Args:
-        methods: names for `oar_lite.attribution.token_scores`, e.g. ``["uniform",
-            "random", "entropy", "oar-p:last", "oar-g:answer_mean", "captum-ig"]``.
+        methods: names for `oar_lite.attribution.token_scores`, e.g. ``["random", "oar-p:last"]``.
         n: completions to sample (one per problem, cycling through ``problems``).
         seed: seeds the sampling and the random scorers.
-        model, tokenizer: default: the shipped toy model (`oar_lite.toy.load_model`).
-        problems: default: the held-out set (`oar_lite.toy.load_eval_set`).
+        model, tokenizer, problems: default: the shipped toy model and its held-out set.
         temperature: sampling temperature of the completions (1: the policy GRPO sees).
         batch_size: prompts per generation call.
         return_records: also return the per-completion records (labels, scores, text).
@@ -171,7 +166,8 @@ def credit_benchmark(
             metrics["auc"].append(roc_auc(s, pos, neg))
             metrics["auc_all"].append(roc_auc(s, pos))
             metrics["p_at_k"].append(precision_at_k(s, pos, neg))
-        results[m] = {**{f"{k}_{stat}": f(v) for k, v in metrics.items() for stat, f in (("mean", _mean), ("std", _std))},
+        results[m] = {**{f"{k}_{stat}": f(v) for k, v in metrics.items()
+                         for stat, f in (("mean", _mean), ("std", _std))},
                       "seconds_per_completion": _mean([rec["seconds"][m] for rec in records]),
                       "n": len(records), "n_sampled": n}
     return (results, records) if return_records else results
@@ -292,13 +288,9 @@ def _continue(model, tokenizer, prefix: list[int], layers, k: int, max_new_token
 
 def sample_continuations(model, tokenizer, prefix_ids: Sequence[int], *, k: int, max_new_tokens: int,
                          temperature: float = 1.0, seed: int | None = None) -> list[list[int]]:
-    """``k`` continuations of one prefix, sampled in one batch that reads the prefix once
-    (its key/value cache copied to the ``k`` rows) instead of ``k`` times.
-
-    Returns:
-        ``k`` lists of new token ids, each cut before its end-of-sequence token (a list of
-        ``max_new_tokens`` ids did not finish).
-    """
+    """``k`` continuations of one prefix (lists of new token ids, each cut before its EOS; one of
+    ``max_new_tokens`` ids did not finish), sampled in one batch that reads the prefix once
+    (its key/value cache copied to the ``k`` rows) instead of ``k`` times."""
     prefix_ids = list(prefix_ids)
     if not prefix_ids or k < 1 or max_new_tokens < 1 or temperature <= 0:
         raise ValueError(f"need a non-empty prefix, k >= 1, max_new_tokens >= 1 and temperature > 0, got "
@@ -397,15 +389,11 @@ def wilson_interval(counts, k, z: float = 1.96) -> tuple[torch.Tensor, torch.Ten
 
 
 def load_ground_truth(path=None) -> dict:
-    """The Monte-Carlo ground-truth file (default `GROUND_TRUTH_PATH`), checked.
-
-    Returns:
-        ``{"settings": {...}, "completions": [...]}``; each completion holds, among
-        others, ``p``, ``se``, ``rollouts``, ``wilson_low``, ``wilson_high`` (each ``R + 1``
-        values: ``p[t]`` = P(correct | prompt + completion[:t])), ``tokens`` (the
-        completion's tokens as text), ``reasoning`` (``[0, R]``), ``correct`` and
-        ``scores`` (``{method: R scores}``).
-    """
+    """The Monte-Carlo ground-truth file (default `GROUND_TRUTH_PATH`), checked (ValueError):
+    ``{"settings": {...}, "completions": [...]}``, each completion with, among others, ``p``,
+    ``se``, ``rollouts``, ``wilson_low``, ``wilson_high`` (``R + 1`` values each: ``p[t]`` =
+    P(correct | prompt + completion[:t])), ``tokens`` (as text), ``reasoning`` (``[0, R]``),
+    ``correct`` and ``scores`` (``{method: R scores}``)."""
     from pathlib import Path
 
     path = Path(path) if path is not None else GROUND_TRUTH_PATH
