@@ -10,9 +10,6 @@ one hopes, less noise. `gradient_stats` measures per weighting, on the same batc
 - ``bias_cosine``: cos(mean g_w of one half, g* of the other), averaged over the halves;
 - ``snr``: ``|E g_w|^2 / E|g_w - E g_w|^2``, the mean's power corrected for its own noise;
 - ``scale``: |mean g_w| / |g*|, the step length relative to GRPO's.
-
-`batch_gradients` samples the batches; `gradient_stats` knows no model, so it can be checked
-on constructed gradients; `snr_ratio_intervals` bootstraps each SNR over GRPO's.
 """
 from __future__ import annotations
 
@@ -62,12 +59,10 @@ def batch_gradients(
     (seeded by ``(seed, b)``), rewarded by `math_reward`; one forward pass serves all weightings.
 
     Args:
-        model: the policy (left unchanged: no optimizer step, its ``.grad`` untouched).
-        tokenizer: its tokenizer.
+        model, tokenizer: the policy (left unchanged: no optimizer step, ``.grad`` untouched).
         problems: dicts with ``"prompt"`` and ``"answer"``.
-        weightings: ``{label: method}`` with ``method`` a name `token_weights` takes
-            (``"uniform"``, ``"oracle"``, ``"shuffled:oracle"``, ``"oar-p:answer_mean"``...)
-            or a ``(method, options)`` pair whose options override ``reshape``
+        weightings: ``{label: method}``, ``method`` a name `token_weights` takes or a
+            ``(method, options)`` pair whose options override ``reshape``
             (``("oracle", {"boost": 9})``). Must include ``"uniform"`` for `gradient_stats`.
         batches, prompts, group_size: N >= 2 batches of ``prompts x group_size`` completions.
         seed, max_new_tokens, temperature, formats: sampling.
@@ -131,15 +126,9 @@ def batch_gradients(
 
 
 def gradient_stats(gradients: Mapping[str, torch.Tensor], *, reference: str = "uniform") -> dict[str, dict]:
-    """Cosine to the true gradient, bias and SNR of each weighting (module docstring).
-
-    Args:
-        gradients: ``{label: [N, D]}`` per-batch gradients, row b of every label from the
-            same batch b; ``reference`` (the uniform weighting) estimates g*.
-
-    Returns:
-        ``{label: {"cosine", "cosine_std", "bias_cosine", "snr", "scale"}}`` (floats).
-    """
+    """``{label: {"cosine", "cosine_std", "bias_cosine", "snr", "scale"}}`` (floats, module
+    docstring) from ``gradients``, ``{label: [N, D]}`` per-batch gradients, row b of every
+    label from the same batch b; ``reference`` (the uniform weighting) estimates g*."""
     if reference not in gradients:
         raise ValueError(f"gradients needs the reference weighting {reference!r}; got {sorted(gradients)}")
     ref = gradients[reference].double()
@@ -163,7 +152,7 @@ def gradient_stats(gradients: Mapping[str, torch.Tensor], *, reference: str = "u
         signal = max(float(mean.pow(2).sum()) - noise / N, 0.0)
         out[label] = {
             "cosine": float(cos.mean()),
-            "cosine_std": float(cos.std()) if N > 1 else 0.0,
+            "cosine_std": float(cos.std()),
             "bias_cosine": sum(bias) / 2,
             "snr": signal / noise if noise > 0 else float("inf"),
             "scale": float(mean.norm() / truth.norm()) if truth.norm() > 0 else float("nan"),
@@ -176,16 +165,9 @@ def snr_ratio_intervals(gradients: Mapping[str, torch.Tensor], *, reference: str
     """Percentile bootstrap interval of each weighting's SNR divided by the reference's:
     batches resampled jointly for every weighting (they share rollouts), the SNR recomputed
     from each label's ``[N, N]`` Gram matrix (no pass over the D parameters per resample).
-
-    Args:
-        gradients: ``{label: [N, D]}`` per-batch gradients, as for `gradient_stats`.
-        reference: the weighting the ratios are taken against (uniform: GRPO).
-        n_boot, seed, level: resamples, their seed, the interval's coverage.
-
-    Returns:
-        ``{label: (low, high)}`` of SNR(label) / SNR(reference); resamples where the
-        reference's SNR is 0 are dropped.
-    """
+    ``gradients`` as for `gradient_stats`; ``n_boot`` resamples from ``seed``, coverage
+    ``level``. Returns ``{label: (low, high)}`` of SNR(label) / SNR(reference), dropping the
+    resamples where the reference's SNR is 0."""
     import numpy as np
 
     if reference not in gradients:
