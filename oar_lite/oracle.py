@@ -175,19 +175,12 @@ def blame_share(weights: torch.Tensor, wrong: torch.Tensor) -> float:
 
 
 def blame_shares(rows: list[dict], weights: dict[str, list[torch.Tensor]], tokenizer=None) -> dict[str, dict]:
-    """`blame_share` per weighting, averaged over the wrong completions that have a wrong
-    reasoning token.
-
-    Args:
-        rows: per scored completion, ``prompt``, ``completion_ids``, ``reasoning`` and
-            ``answer`` (``(start, stop)`` in completion tokens), as
-            `oar_lite.gradient_quality.batch_gradients` records them.
-        weights: ``{label: [R_i] reasoning weights per row}``, aligned with ``rows``.
-
-    Returns:
-        ``{label: {"share": mean share, "n": completions}}``, plus under ``"_tokens"`` the
-        share of reasoning tokens that are wrong (what uniform credit gives).
-    """
+    """``{label: {"share", "n"}}``: `blame_share` per weighting, averaged over the wrong
+    completions that have a wrong reasoning token, plus under ``"_tokens"`` the share of
+    reasoning tokens that are wrong (what uniform credit gives). ``rows`` are the scored
+    completions as `oar_lite.gradient_quality.batch_gradients` records them (``prompt``,
+    ``completion_ids``, ``(start, stop)`` of ``reasoning`` and ``answer`` in completion
+    tokens); ``weights`` is ``{label: [R_i] reasoning weights per row}``, aligned with them."""
     tokenizer = tokenizer or _toy_tokenizer()
     masks = []
     for row in rows:
