@@ -91,8 +91,7 @@ def learning_table(records: Sequence[dict], *, target: float, methods: Sequence[
             "final_ci": bootstrap_interval(np.mean, finals[m][:, None], n=n_boot),
             "speedup": mean(steps[reference]) / mean(steps[m]) if mean(steps[m]) > 0 else None,
             "speedup_ci": bootstrap_interval(lambda p: p[:, 0].mean() / max(p[:, 1].mean(), 1e-9), pair, n=n_boot),
-            "recovered": None,
-            "recovered_ci": None,
+            "recovered": None, "recovered_ci": None,
         }
         if oracle in steps and m not in (reference, oracle):
             trio = np.stack([steps[reference], steps[oracle], steps[m]], axis=1)
