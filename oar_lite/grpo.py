@@ -133,10 +133,9 @@ def policy_loss(
         if value is not None and not bool(torch.isfinite(value[real]).all()):
             raise ValueError(f"{name} is not finite (-inf or NaN) at {int((~torch.isfinite(value) & real).sum())} "
                              "completion token(s); expected finite log-probs wherever completion_mask is 1")
-    logprobs = torch.where(real, logprobs, torch.zeros_like(logprobs))
-    old_logprobs = torch.where(real, old_logprobs, torch.zeros_like(old_logprobs))
+    logprobs, old_logprobs = logprobs.masked_fill(~real, 0.0), old_logprobs.masked_fill(~real, 0.0)
     if ref_logprobs is not None:
-        ref_logprobs = torch.where(real, ref_logprobs, torch.zeros_like(ref_logprobs))
+        ref_logprobs = ref_logprobs.masked_fill(~real, 0.0)
 
     ratio = torch.exp(logprobs - old_logprobs)
     clipped = torch.clamp(ratio, 1 - clip_eps, 1 + eps_high)
