@@ -66,8 +66,7 @@ def batch_gradients(
             (``("oracle", {"boost": 9})``). Must include ``"uniform"`` for `gradient_stats`.
         batches, prompts, group_size: N >= 2 batches of ``prompts x group_size`` completions.
         seed, max_new_tokens, temperature, formats: sampling.
-        reshape: `bilevel_weights` options for every weighting (quantile, boost, floor,
-            preserve_mass) and scorer options (pad_token_id, noise_std...).
+        reshape: `CreditConfig` fields and scorer options for every weighting (`token_weights`).
         on_batch: called as ``on_batch(b, info)`` after each batch (progress).
 
     Returns:
