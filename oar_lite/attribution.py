@@ -1,24 +1,16 @@
-"""Token importance for credit assignment: OAR-P, OAR-G and baselines (spec sections 3-5).
+"""Token importance for credit assignment: OAR-P, OAR-G and baselines (spec sections 3-5;
+notebooks 02 and 03 build them step by step).
 
 Every scorer shares one calling convention (as Captum's attribution methods do)::
 
-    scorer(model, input_ids, reasoning, answer, **options) -> scores [R]
+    scorer(model, input_ids [T], reasoning, answer, **options) -> scores [R]
 
-with ``input_ids: [T]`` one unpadded sequence (prompt + completion), ``reasoning`` and
-``answer`` half-open `slice`s into it, and R = reasoning length. A larger score means the
-token moves the final answer more. The scorers are registered by name in `SCORERS`
-(``"oar-p"``, ``"oar-g"``, ``"entropy"``, ``"random"``, Captum's integrated gradients
-``"captum-ig"`` as an external peer, and the toy world's ground truth
-``"oracle"`` and ``"oracle-pivotal"`` from `oar_lite.oracle`); ``"uniform"`` is plain GRPO.
-Any method name can carry control prefixes, ``"inverted:<method>"`` (ranking reversed) and
-``"shuffled:<method>"`` (scores permuted within the row), e.g. ``"inverted:oar-p:answer_mean"``.
-`token_weights` is the batched entry point the trainers call.
-
-P_final, the outcome the scores are grounded in (section 3):
-
-- ``"last"``: next-token distribution over the first answer token, from ``x[:answer.start]``.
-- ``"answer_mean"``: softmax of the mean logits at the positions predicting the answer tokens.
-- ``"answer_joint"``: phi = mean_k log p(a_k | x[:k]) over the answer tokens (a scalar).
+``input_ids`` is one unpadded sequence (prompt + completion), ``reasoning`` and ``answer``
+half-open `slice`s into it, R the reasoning length; a larger score means the token moves the
+final answer more. `SCORERS` holds them by name. A method name may add a P_final mode
+(``"oar-p:answer_joint"``, one of `MODES`, spec section 3) and control prefixes
+(``"inverted:"``, ``"shuffled:"``, `oar_lite.oracle`). `token_weights` is the batched entry
+point the trainers call, `CreditConfig` its settings.
 """
 from __future__ import annotations
 
@@ -92,15 +84,8 @@ def _upcast(x: torch.Tensor) -> torch.Tensor:
 
 
 def _outcome(logits: torch.Tensor, answer_ids: torch.Tensor, mode: str) -> torch.Tensor:
-    """P_final from the kept logits.
-
-    Args:
-        logits: ``[b, keep, V]``, the logits `_outcome_span` says to keep.
-        answer_ids: ``[A]`` the answer tokens.
-
-    Returns:
-        ``[b, V]`` log-probabilities (``last``, ``answer_mean``) or ``[b]`` phi (``answer_joint``).
-    """
+    """P_final from ``logits [b, keep, V]`` (as `_outcome_span` says) and ``answer_ids [A]``:
+    ``[b, V]`` log-probabilities (``last``, ``answer_mean``) or ``[b]`` phi (``answer_joint``)."""
     logits = _upcast(logits)
     if mode == "last":
         return F.log_softmax(logits[:, -1], dim=-1)
@@ -118,8 +103,7 @@ def _divergence(clean: torch.Tensor, changed: torch.Tensor, mode: str) -> torch.
 
 
 def _cache_kwarg(model) -> str:
-    """The forward argument that takes a KV cache: ``cache`` (transformers >= 5.2x) or
-    the older ``past_key_values``."""
+    """The forward argument that takes a KV cache: ``cache`` (newer transformers) or ``past_key_values``."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
@@ -302,11 +286,9 @@ def perturbation_scores(
 def perturbation_scores_naive(
     model, input_ids: torch.Tensor, reasoning: slice, answer: slice, *, mode: str = "last", pad_token_id: int
 ) -> torch.Tensor:
-    """Reference OAR-P: one full forward pass per reasoning token, full logits, no cache.
-
-    Slow and memory-hungry on purpose; it is what `perturbation_scores` is tested
-    against. Same arguments and result ``[R]``.
-    """
+    """Reference OAR-P, slow and memory-hungry on purpose (one full forward pass per reasoning
+    token, full logits, no cache): what `perturbation_scores` is tested against. Same
+    arguments and result ``[R]``."""
     _check_sequence(input_ids, reasoning, answer)
     _check_mode(mode)
     answer_ids = input_ids[answer]
@@ -357,16 +339,9 @@ def _padded_rows_spans(input_ids: torch.Tensor, attention_mask: torch.Tensor, re
 
 
 def _outcome_rows(logits: torch.Tensor, answer_ids: torch.Tensor, keep: torch.Tensor, mode: str) -> torch.Tensor:
-    """P_final of rows whose answers differ in length: `_outcome` with a mask.
-
-    Args:
-        logits: ``[b, K, V]``, the last K logits of each row (K the longest ``keep``).
-        answer_ids: ``[b, K]`` each row's answer tokens, right-aligned (anything left of them).
-        keep: ``[b, K]`` bool, True on the last ``keep`` columns of each row.
-
-    Returns:
-        ``[b, V]`` log-probabilities (``last``, ``answer_mean``) or ``[b]`` phi (``answer_joint``).
-    """
+    """`_outcome` of rows whose answers differ in length: ``logits [b, K, V]`` the last K
+    logits of each row (K the longest ``keep``), ``answer_ids [b, K]`` each row's answer
+    right-aligned, ``keep [b, K]`` bool, True on each row's last ``keep`` columns."""
     logits = _upcast(logits)
     if mode == "last":
         return F.log_softmax(logits[:, -1], dim=-1)
@@ -577,28 +552,25 @@ def gradient_scores(
     noise_std: float = 1e-3,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """OAR-G: gradient-times-input saliency of the outcome (spec section 5).
+    """OAR-G: gradient-times-input saliency of the outcome, ``|<dJ/de~_t, e_t>|`` (spec section 5).
 
-    1. Clean pass (no grad): P0 (or phi0).
-    2. Embeddings e (detached); Gaussian noise of std ``noise_std`` on the reasoning
-       positions only: e~ = e + n. (KL(P0 || P) has zero gradient at P = P0, so the KL
-       modes need the noise; ``answer_joint`` does not.)
-    3. J = KL(P0 || P~) or phi0 - phi~ on e~.
-    4. I_t = |<dJ/de~_t, e_t>| summed over the hidden dimension.
-
-    The gradient is taken with `torch.autograd.grad` on the embeddings only: the
-    model's parameter ``.grad`` and its train/eval mode are left as they were.
+    The gradient is taken with `torch.autograd.grad` on the embeddings only: the model's
+    parameter ``.grad`` and its train/eval mode are left as they were.
 
     Args:
         model: a causal LM accepting ``inputs_embeds`` and ``logits_to_keep``.
         input_ids: ``[T]`` one sequence, no padding.
         reasoning, answer: half-open spans into ``input_ids``.
-        mode: ``"last" | "answer_mean" | "answer_joint"``.
-        noise_std: sigma of the embedding noise.
+        mode: a P_final mode (`MODES`).
+        noise_std: sigma of the noise on the reasoning embeddings (the KL modes have zero
+            gradient without it; ``answer_joint`` does not need it).
         generator: RNG for the noise (reproducible scores).
 
     Returns:
         ``[R]`` float32 scores, >= 0.
+
+    Raises:
+        ValueError: spans out of range or overlapping, an unknown mode, ``noise_std < 0``.
     """
     _check_sequence(input_ids, reasoning, answer)
     _check_mode(mode)
@@ -636,26 +608,15 @@ def gradient_scores_batch(
     generator: torch.Generator | None = None,
     reuse_prefix: bool = True,
 ) -> list[torch.Tensor]:
-    """OAR-G for every row of a padded batch at once: the scores `gradient_scores` gives
-    each row alone, from one clean forward pass and one forward + backward pass.
+    """OAR-G for every row of a padded batch: the scores `gradient_scores` gives each row
+    alone, from one clean forward pass and one forward + backward pass.
 
-    The rows keep their padding (left, right, or both); position ids come from the
-    attention mask, so a row sees the positions it has alone. With ``reuse_prefix`` the
-    columns before the first reasoning token of every row (the prompts) run once, without
-    grad, for each distinct prefix (a group's rows share one prompt), and both the clean
-    and the noisy pass continue from that KV cache: the gradient never needs the prompt's
-    embeddings, and the prompt's keys and values do not depend on the reasoning.
-
-    Equal to the per-row scores *up to floating-point rounding*, not exactly: a padded
-    batch, the masked padding columns and a cached prefix change the shapes of the matrix
-    products, hence the order in which their sums are taken. The rounding is relative to
-    the model's precision, and the KL modes amplify it, since their objective is of second
-    order in the noise. Tested at ``rtol=1e-6`` in float64 and at ``1e-3`` of a row's
-    largest score in float32 (tests/test_attribution.py).
-
-    The noise is drawn row by row in order from ``generator``, as the per-row loop of
-    `token_weights` drew it, so both paths see the same noise. The parameters' ``.grad``,
-    ``requires_grad`` and each module's train/eval mode are left as they were.
+    Position ids come from the attention mask, so a row sees the positions it has alone. The
+    noise is drawn row by row, in order, from ``generator``, as a per-row loop would. Equal
+    to the per-row scores up to floating-point rounding (padding and a cached prefix change
+    the order of the sums; the KL modes, second order in the noise, amplify it), which
+    tests/test_attribution.py bounds. The parameters' ``.grad``, ``requires_grad`` and
+    train/eval modes are left as they were.
 
     Args:
         model: a causal LM accepting ``inputs_embeds``, ``position_ids``, a KV cache and
@@ -663,7 +624,9 @@ def gradient_scores_batch(
         input_ids, attention_mask: ``[B, T]``, padded; one contiguous run of 1s per row.
         reasoning, answer: per row, half-open spans into the *padded* row.
         mode, noise_std, generator: as `gradient_scores`.
-        reuse_prefix: compute the shared prompt columns once, without grad.
+        reuse_prefix: run the columns before every row's reasoning (the prompts) once per
+            distinct prefix, without grad, and continue both passes from their KV cache
+            (the gradient never needs the prompt's embeddings).
 
     Returns:
         B float32 tensors ``[R_i]``, >= 0.
@@ -754,16 +717,13 @@ def uniform_scores(model, input_ids: torch.Tensor, reasoning: slice, answer: sli
 
 def integrated_gradients_scores(model, input_ids: torch.Tensor, reasoning: slice, answer: slice, *,
                                 mode: str = "answer_joint", pad_token_id: int, n_steps: int = 16) -> torch.Tensor:
-    """External peer: Captum's ``LayerIntegratedGradients`` on the input embeddings.
+    """External peer: Captum's ``LayerIntegratedGradients`` on the input embeddings, ``[R]``
+    float32 scores >= 0 (|attribution| summed over the hidden dimension).
 
-    Target: the log-probability of the answer the model wrote (``answer_joint``: phi,
-    the mean over answer tokens; ``last``: the first answer token). Baseline: the same
-    sequence with every reasoning token replaced by ``pad_token_id`` (OAR-P's
-    perturbation, all at once). Score: |attribution| summed over the hidden dimension.
-    Captum is imported on the first call.
-
-    Returns:
-        ``[R]`` float32 scores, >= 0.
+    Target: the log-probability of the answer the model wrote, phi for ``answer_joint``, the
+    first answer token's for ``last`` (``answer_mean`` is no scalar: ValueError). Baseline:
+    every reasoning token replaced by ``pad_token_id`` (OAR-P's perturbation, all at once),
+    reached in ``n_steps``. Captum is imported on the first call.
     """
     from captum.attr import LayerIntegratedGradients
 
@@ -832,27 +792,13 @@ def parse_method(method: str) -> tuple[str, str | None]:
 
 
 def token_scores(method: str, model, input_ids: torch.Tensor, reasoning: slice, answer: slice, **options) -> torch.Tensor:
-    """Scores ``[R]`` of one sequence with the named method.
-
-    ``options`` go to the scorer; those it does not take (``pad_token_id`` for OAR-G,
-    say) are dropped, so one call site can serve every method. Control prefixes
-    (``"inverted:"``, ``"shuffled:"``) transform the scores of the method behind them.
-    """
+    """Scores ``[R]`` of one sequence with the named method (module docstring). ``options`` the
+    scorer does not take (``pad_token_id`` for OAR-G, say) are dropped, so one call site can
+    serve every method."""
     if not torch.is_tensor(input_ids):
         _check_sequence(input_ids, reasoning, answer)  # raises: not a tensor [T]
     whole = slice(0, input_ids.shape[-1])
     return _score_rows(method, model, input_ids[None], {0: (whole, reasoning, answer)}, options, batched=False)[0]
-
-
-def _score(name: str, mode: str | None, model, input_ids: torch.Tensor, reasoning: slice, answer: slice,
-           options: dict) -> torch.Tensor:
-    """One sequence's raw scores ``[R]`` from scorer ``name``, given the options it takes."""
-    scorer = SCORERS[name]
-    params = inspect.signature(scorer).parameters
-    kwargs = {k: v for k, v in options.items() if k in params and v is not None}
-    if mode is not None:
-        kwargs["mode"] = mode
-    return scorer(model, input_ids, reasoning, answer, **kwargs)
 
 
 # Scorers with a batched form: one row's scorer -> (the batched scorer, the options it takes).
@@ -865,19 +811,11 @@ _BATCHED = {
 
 def _score_rows(method: str, model, input_ids: torch.Tensor, spans: dict[int, tuple[slice, slice, slice]],
                 options: dict, *, batched: bool = True) -> dict[int, torch.Tensor]:
-    """Scores of the rows of a padded batch: the one place a method name becomes scores,
-    control prefixes included.
-
-    Args:
-        input_ids: ``[B, T]``.
-        spans: ``{row: (attended, reasoning, answer)}``, slices in padded columns.
-        batched: OAR-G scores all rows in one padded pass (`gradient_scores_batch`), OAR-P
-            packs all rows' perturbed copies into shared passes (`perturbation_scores_batch`);
-            otherwise each row is scored alone, padding stripped.
-
-    Returns:
-        ``{row: [R_row]}`` for the rows of ``spans``.
-    """
+    """``{row: [R_row]}``, the scores of the rows of ``input_ids [B, T]`` in ``spans``
+    (``{row: (attended, reasoning, answer)}``, padded columns): the one place a method name
+    becomes scores, control prefixes included. With ``batched``, scorers in `_BATCHED` score
+    all rows in shared padded passes (equal up to rounding); otherwise each row is scored
+    alone, padding stripped, with the options its scorer takes."""
     controls, _ = split_controls(method)
     name, mode = parse_method(method)
     batch_scorer, batch_options = _BATCHED.get(SCORERS[name], (None, ()))
@@ -893,11 +831,13 @@ def _score_rows(method: str, model, input_ids: torch.Tensor, spans: dict[int, tu
             **{k: v for k, v in options.items() if k in batch_options and v is not None})
         raw = dict(zip(rows, scores))
     else:
+        params = inspect.signature(SCORERS[name]).parameters
+        kwargs = {k: v for k, v in options.items() if k in params and v is not None} | ({"mode": mode} if mode else {})
         raw = {}
         for row, (valid, reasoning, answer) in spans.items():
             off = valid.start
-            raw[row] = _score(name, mode, model, input_ids[row, valid], slice(reasoning.start - off, reasoning.stop - off),
-                              slice(answer.start - off, answer.stop - off), options)
+            raw[row] = SCORERS[name](model, input_ids[row, valid], slice(reasoning.start - off, reasoning.stop - off),
+                                     slice(answer.start - off, answer.stop - off), **kwargs)
     if not controls:
         return raw
     return {row: apply_controls(controls, s, input_ids[row, spans[row][0]], options) for row, s in raw.items()}
@@ -927,24 +867,18 @@ CREDIT_RANGES: dict[str, dict] = {
 
 @dataclass(frozen=True)
 class CreditConfig:
-    """How credit is assigned to tokens: the scorer and the reshaping of its scores.
-
-    The one place these settings are defined and checked: `token_weights` takes it,
-    `oar_lite.train.TrainConfig` nests it, `oar_lite.trl.OARConfig` builds it from its
-    ``oar_*`` fields. A field reaches the code by its name: the parameters of
-    `bilevel_weights` (the reshaping, spec section 6) get theirs, and every other
-    setting goes to the scorer if it takes a parameter of that name (`token_scores`).
-    So a new setting is a field here (and its range in `CREDIT_RANGES`).
+    """How credit is assigned to tokens: the scorer and the reshaping of its scores, checked
+    on construction (ValueError). `token_weights` takes it, `oar_lite.train.TrainConfig`
+    nests it, `oar_lite.trl.OARConfig` builds it from its ``oar_*`` fields. A field reaches
+    the code by its name: `bilevel_weights`' parameters get theirs, every other one goes to
+    the scorer that takes it; so a new setting is a field here and its range in `CREDIT_RANGES`.
 
     Fields:
-        method: a `SCORERS` name, optionally with a P_final mode (``"oar-p:answer_joint"``)
-            and control prefixes (``"shuffled:oracle"``); ``"uniform"`` is plain GRPO.
+        method: a method name (module docstring); ``"uniform"`` is plain GRPO.
         quantile, boost, floor, preserve_mass: the reshaping (`bilevel_weights`).
         noise_std: sigma of OAR-G's embedding noise.
-        batch_size: OAR-P: at most this many perturbed copies per forward pass (None: only
-            the token budget decides).
-        token_budget: OAR-P: at most this many tokens per forward pass (None:
-            `default_token_budget` of the model's device).
+        batch_size, token_budget: OAR-P's limits per forward pass, in perturbed copies and
+            in tokens (None: `default_token_budget` of the model's device decides).
     """
 
     method: str = "oar-g"
@@ -993,20 +927,15 @@ def token_weights(
 ):
     """Batched entry point for training: token weights for every sequence of a batch.
 
-    Each row is scored on its own (padding stripped, so left- or right-padded rows get
-    exactly the scores they would get alone), except for OAR-G (``"oar-g"``, any mode),
-    whose scored rows all run in one padded pass (`gradient_scores_batch`: the per-row
-    scores up to floating-point rounding, the noise drawn row by row from ``generator``
-    as the per-row loop would), and OAR-P (``"oar-p"``, any mode), whose rows' perturbed
-    copies share forward passes (`perturbation_scores_batch`: the per-row scores up to
-    floating-point rounding). Each row's reasoning scores go through
-    `bilevel_weights`, and the weights are placed on the reasoning positions.
+    Each row's reasoning scores (`_score_rows`: OAR-G and OAR-P in shared padded passes,
+    other methods row by row with padding stripped) go through `bilevel_weights`, and the
+    weights are placed on the reasoning positions.
 
     Args:
         model: the current policy (scores are computed without touching its grads).
         input_ids: ``[B, T]`` prompt + completion, padded.
-        attention_mask: ``[B, T]``, 1 on real tokens (one contiguous run per row).
-        reasoning_mask: ``[B, T]`` bool, the reasoning tokens (contiguous per row).
+        attention_mask, reasoning_mask: ``[B, T]``, the real and the reasoning tokens (one
+            contiguous run per row).
         answer_mask: ``[B, T]`` bool, the answer tokens; an all-False row means "no
             parseable answer" and gets all weights 1.
         credit: the method and its settings (`CreditConfig`; default ``CreditConfig()``, OAR-G).
@@ -1019,6 +948,10 @@ def token_weights(
 
     Returns:
         ``weights [B, T]`` float32 (1 outside reasoning), or ``(weights, scores)``.
+
+    Raises:
+        ValueError: masks not of ``input_ids``' shape or not contiguous, spans outside the
+            attended tokens, or settings out of range.
     """
     changes = {name: options.pop(name) for name in CREDIT_FIELDS if name in options}
     credit = dataclasses.replace(credit or CreditConfig(), **{k: v for k, v in changes.items() if v is not None})
@@ -1039,10 +972,7 @@ def token_weights(
             raise ValueError(f"row {row}: reasoning/answer reach outside the attended tokens")
         spans[row] = (valid, reasoning, answer)
     row_scores = _score_rows(credit.method, model, input_ids, spans, {**credit.scorer_options(), **options})
-    all_scores: list[torch.Tensor | None] = []
-    for row in range(input_ids.shape[0]):
-        scores = row_scores.get(row)
-        all_scores.append(scores)
-        if scores is not None:
-            weights[row, spans[row][1]] = credit.reshape(scores).to(weights.device, weights.dtype)
+    for row, scores in row_scores.items():
+        weights[row, spans[row][1]] = credit.reshape(scores).to(weights.device, weights.dtype)
+    all_scores = [row_scores.get(row) for row in range(input_ids.shape[0])]  # None: no answer
     return (weights, all_scores) if return_scores else weights

@@ -1,31 +1,15 @@
 """The credit-assignment benchmark: which tokens does each method say the answer hangs on,
-and does that match the toy world's ground truth?
+and does that match the ground truth? (notebooks 02, 03 and 07)
 
-`credit_benchmark` samples completions of the shipped toy model on held-out problems,
-scores every reasoning token with each method through the one interface
-(`oar_lite.attribution.token_scores`) and compares the scores with the labels of
-`oar_lite.toy.token_labels`:
+`credit_benchmark` scores sampled toy completions with each method through
+`oar_lite.attribution.token_scores` against `oar_lite.toy.token_labels`: ROC-AUC and
+precision@k of pivotal vs neutral tokens (ties counted half, so constant scores give 0.5
+and the base rate), and seconds per completion. `results_table` renders it.
 
-- ROC-AUC, pivotal (positive) vs neutral (negative) tokens of one completion; the
-  ``support`` tokens (operand digits and carries a step computes from) are left out, as
-  they are neither. Ties count one half (Mann-Whitney), so constant scores give exactly
-  0.5. ``auc_all`` is the stricter variant with support tokens counted as negatives.
-- precision@k over the same pivotal + neutral tokens, k = number of pivotal tokens, with
-  ties broken at random *in expectation* (constant scores give the base rate, not an
-  arbitrary order).
-- seconds per completion of the scorer call.
-
-Each metric is averaged over completions, with its standard deviation. `results_table`
-renders the dict as markdown. Captum's integrated gradients is scored as an external peer
-(``"captum-ig"``, `oar_lite.attribution.integrated_gradients_scores`):
-``credit_benchmark(["captum-ig:last", ...])``.
-
-The real-model ground truth (Pivotal Token Search's Monte-Carlo P(correct | prefix) on
-SmolLM2) has its own section at the end: `prefix_success_counts` (the estimator),
-`mc_standard_error` and `wilson_interval` (its error), `load_ground_truth`,
-`probability_jumps`, `ground_truth_table`, `ground_truth_summary` and
-`ground_truth_markdown` (the evaluation of the shipped file, `GROUND_TRUTH_PATH`,
-written by scripts/mc_ground_truth.py; no model needed).
+The real-model ground truth, Pivotal Token Search's Monte-Carlo P(correct | prefix) on
+SmolLM2, has its own section: `prefix_success_counts` estimates it
+(scripts/mc_ground_truth.py writes `GROUND_TRUTH_PATH`), and `ground_truth_table` scores
+methods against the shipped file without a model.
 """
 from __future__ import annotations
 
@@ -39,24 +23,15 @@ import torch
 
 from . import toy
 from .attribution import eval_mode, parse_method, token_scores
-from .attribution import integrated_gradients_scores  # noqa: F401  (it lived here; kept importable)
 from .rollout import sample_completions
 
 
 # ----------------------------------------------------------------------------- metrics
 
 def roc_auc(scores: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor | None = None) -> float:
-    """ROC-AUC of ``scores`` for ``positive`` against ``negative`` tokens, ties counted 1/2.
-
-    Args:
-        scores: ``[R]`` real scores.
-        positive: ``[R]`` bool, the positives.
-        negative: ``[R]`` bool, the negatives (default: every non-positive).
-
-    Returns:
-        P(score of a random positive > that of a random negative) + P(equal) / 2;
-        NaN when there is no positive or no negative.
-    """
+    """ROC-AUC of ``scores [R]`` for the ``positive [R]`` (bool) against the ``negative [R]``
+    tokens (default: every non-positive): P(a random positive scores higher than a random
+    negative) + P(equal) / 2 (Mann-Whitney); NaN when there is no positive or no negative."""
     scores, positive, negative = _check_metric_inputs(scores, positive, negative)
     pos, neg = scores[positive].double(), scores[negative].double()
     if pos.numel() == 0 or neg.numel() == 0:
@@ -67,12 +42,9 @@ def roc_auc(scores: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor
 
 
 def precision_at_k(scores: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor | None = None) -> float:
-    """Share of positives among the k highest-scored candidates, k = number of positives.
-
-    Candidates are the positives and ``negative`` tokens (default: all tokens). Ties at
-    the cut are broken at random in expectation, so constant scores give the base rate.
-    NaN when there is no positive.
-    """
+    """Share of positives among the k highest-scored candidates (the positives and the
+    ``negative`` tokens, default all), k = number of positives; ties at the cut are broken
+    at random in expectation, so constant scores give the base rate. NaN without a positive."""
     scores, positive, negative = _check_metric_inputs(scores, positive, negative)
     keep = positive | negative
     s, p = scores[keep].double(), positive[keep]
@@ -115,15 +87,15 @@ def credit_benchmark(
     progress: bool = True,
     **options,
 ):
-    """Score ``n`` sampled toy completions with each method against the ground truth.
+    """Score ``n`` sampled toy completions with each method against the toy labels: ``auc``
+    (pivotal vs neutral; ``support`` tokens, neither, left out), ``auc_all`` (support counted
+    negative) and ``p_at_k``, each averaged over completions with its standard deviation.
 
     Args:
-        methods: names for `oar_lite.attribution.token_scores`, e.g. ``["uniform",
-            "random", "entropy", "oar-p:last", "oar-g:answer_mean", "captum-ig"]``.
+        methods: names for `oar_lite.attribution.token_scores`, e.g. ``["random", "oar-p:last"]``.
         n: completions to sample (one per problem, cycling through ``problems``).
         seed: seeds the sampling and the random scorers.
-        model, tokenizer: default: the shipped toy model (`oar_lite.toy.load_model`).
-        problems: default: the held-out set (`oar_lite.toy.load_eval_set`).
+        model, tokenizer, problems: default: the shipped toy model and its held-out set.
         temperature: sampling temperature of the completions (1: the policy GRPO sees).
         batch_size: prompts per generation call.
         return_records: also return the per-completion records (labels, scores, text).
@@ -133,10 +105,13 @@ def credit_benchmark(
     Returns:
         ``{method: {"auc_mean", "auc_std", "auc_all_mean", "auc_all_std", "p_at_k_mean",
         "p_at_k_std", "seconds_per_completion", "n", "n_sampled"}}`` (plain numbers; ``n``
-        counts the completions scored: those that parse and have both pivotal and neutral
-        reasoning tokens, out of ``n_sampled``); with ``return_records``, also the list of
-        per-completion dicts (``input_ids [T]``, ``reasoning``, ``answer``, ``labels [R]``,
-        ``scores`` and ``seconds`` per method, ``completion``, ``prompt``, ``correct``).
+        counts the completions that parse and have both pivotal and neutral reasoning
+        tokens); with ``return_records``, also the per-completion dicts (``input_ids [T]``,
+        ``reasoning``, ``answer``, ``labels [R]``, ``scores`` and ``seconds`` per method,
+        ``completion``, ``prompt``, ``correct``).
+
+    Raises:
+        ValueError: no methods or an unknown one, ``n < 1``, or no problems.
     """
     if isinstance(methods, str) or not methods:
         raise ValueError(f"methods must be a non-empty list of method names, got {methods!r}")
@@ -185,17 +160,16 @@ def credit_benchmark(
 
     results = {}
     for m in methods:
-        auc, auc_all, pak, secs = [], [], [], []
+        metrics = {"auc": [], "auc_all": [], "p_at_k": []}
         for rec in records:
-            s, lab = rec["scores"][m], rec["labels"]
-            pos, neg = lab == toy.PIVOTAL, lab == toy.NEUTRAL
-            auc.append(roc_auc(s, pos, neg))
-            auc_all.append(roc_auc(s, pos))
-            pak.append(precision_at_k(s, pos, neg))
-            secs.append(rec["seconds"][m])
-        results[m] = {"auc_mean": _mean(auc), "auc_std": _std(auc), "auc_all_mean": _mean(auc_all),
-                      "auc_all_std": _std(auc_all), "p_at_k_mean": _mean(pak), "p_at_k_std": _std(pak),
-                      "seconds_per_completion": _mean(secs), "n": len(records), "n_sampled": n}
+            s, pos, neg = rec["scores"][m], rec["labels"] == toy.PIVOTAL, rec["labels"] == toy.NEUTRAL
+            metrics["auc"].append(roc_auc(s, pos, neg))
+            metrics["auc_all"].append(roc_auc(s, pos))
+            metrics["p_at_k"].append(precision_at_k(s, pos, neg))
+        results[m] = {**{f"{k}_{stat}": f(v) for k, v in metrics.items()
+                         for stat, f in (("mean", _mean), ("std", _std))},
+                      "seconds_per_completion": _mean([rec["seconds"][m] for rec in records]),
+                      "n": len(records), "n_sampled": n}
     return (results, records) if return_records else results
 
 
@@ -204,10 +178,8 @@ def _mean(xs: list[float]) -> float:
 
 
 def _std(xs: list[float]) -> float:
-    if len(xs) < 2:
-        return float("nan")
     m = _mean(xs)
-    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) >= 2 else float("nan")
 
 
 def results_table(results: dict, *, digits: int = 3) -> str:
@@ -262,13 +234,8 @@ def label_means(records: Sequence[dict], method: str) -> dict[str, float]:
 
 
 # ----------------------------------------------------------------------------- Monte-Carlo ground truth
-#
-# Pivotal Token Search (Abdin et al. 2024, the Phi-4 report): sample K continuations of a
-# completion's prefix and count how many end correct; P(correct | prefix) estimated along
-# the completion, and the tokens where it jumps are the ones the outcome hangs on.
-# `prefix_success_counts` is the estimator (scripts/mc_ground_truth.py runs it on
-# SmolLM2 and ships the result, `GROUND_TRUTH_PATH`); `ground_truth_table` scores methods
-# against the shipped file without a model.
+# Pivotal Token Search (Abdin et al. 2024, the Phi-4 report): the tokens where the estimated
+# P(correct | prefix) jumps are the ones the outcome hangs on.
 
 GROUND_TRUTH_PATH = toy.DATA_DIR / "smollm2_ground_truth.json"
 """The shipped Monte-Carlo ground truth on SmolLM2 (written by scripts/mc_ground_truth.py)."""
@@ -321,13 +288,9 @@ def _continue(model, tokenizer, prefix: list[int], layers, k: int, max_new_token
 
 def sample_continuations(model, tokenizer, prefix_ids: Sequence[int], *, k: int, max_new_tokens: int,
                          temperature: float = 1.0, seed: int | None = None) -> list[list[int]]:
-    """``k`` continuations of one prefix, sampled in one batch that reads the prefix once
-    (its key/value cache copied to the ``k`` rows) instead of ``k`` times.
-
-    Returns:
-        ``k`` lists of new token ids, each cut before its end-of-sequence token (a list of
-        ``max_new_tokens`` ids did not finish).
-    """
+    """``k`` continuations of one prefix (lists of new token ids, each cut before its EOS; one of
+    ``max_new_tokens`` ids did not finish), sampled in one batch that reads the prefix once
+    (its key/value cache copied to the ``k`` rows) instead of ``k`` times."""
     prefix_ids = list(prefix_ids)
     if not prefix_ids or k < 1 or max_new_tokens < 1 or temperature <= 0:
         raise ValueError(f"need a non-empty prefix, k >= 1, max_new_tokens >= 1 and temperature > 0, got "
@@ -352,26 +315,21 @@ def prefix_success_counts(
 ) -> torch.Tensor:
     """Monte-Carlo numerators of P(correct | prompt + completion[:t]) at each position t.
 
-    For each ``t`` in ``positions`` (default ``0..len(completion_ids)``), samples ``k``
-    continuations of ``prompt_ids + completion_ids[:t]`` from ``model`` (all ``k`` in one
-    ``generate`` call, starting from the key/value cache of the whole sequence, computed
-    once and cut at the prefix) and judges ``is_correct(text)`` on the decoded
-    ``completion_ids[:t] + continuation`` (special tokens skipped; a continuation that
-    reaches ``max_new_tokens`` without ending is judged as it stands). A prefix that
-    already ends with the end-of-sequence token is judged once, as finished, for all ``k``.
-    Each position is seeded from ``(seed, t)``, so one position's result does not depend
-    on which others are asked for (a resumed run gives the same numbers).
+    For each ``t``, ``k`` continuations of ``prompt_ids + completion_ids[:t]`` are sampled in
+    one ``generate`` call from the whole sequence's key/value cache (computed once, cut at
+    the prefix), and ``is_correct`` judges the decoded ``completion_ids[:t] + continuation``
+    (unfinished ones as they stand; a prefix that already ends with EOS is judged once, for
+    all ``k``). Each position is seeded from ``(seed, t)``, so a resumed run that asks for
+    other positions gives the same numbers.
 
     Args:
         model, tokenizer: a causal LM and its tokenizer (pad and EOS tokens set).
-        prompt_ids: the prompt's token ids (``P >= 1``).
-        completion_ids: the completion's token ids (``C``).
+        prompt_ids, completion_ids: token ids, P >= 1 and C of them.
         is_correct: ``text -> bool``, e.g. ``lambda t: math_reward(t, answer) == 1.0``.
-        positions: prefix lengths in ``[0, C]`` to estimate at.
+        positions: prefix lengths in ``[0, C]`` (default: all).
         k: rollouts per position.
         max_new_tokens: continuation length cap, one for all positions or one per position.
-        temperature: sampling temperature (1: the policy itself); ``top_p=1``, no top-k.
-        seed: the base seed.
+        temperature, seed: sampling (``top_p=1``, no top-k); the base seed.
 
     Returns:
         ``[len(positions)]`` int64 counts of correct rollouts, each in ``[0, k]``;
@@ -405,13 +363,18 @@ def prefix_success_counts(
     return counts
 
 
-def mc_standard_error(counts, k) -> torch.Tensor:
-    """Monte-Carlo standard error sqrt(p (1 - p) / k) of ``p = counts / k`` (0 when p is 0
-    or 1: use `wilson_interval` there). ``counts`` and ``k`` broadcast."""
+def _proportion(counts, k) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(p = counts / k, k)`` as float64 tensors, checked."""
     counts, k = torch.as_tensor(counts, dtype=torch.float64), torch.as_tensor(k, dtype=torch.float64)
     if (k < 1).any() or (counts < 0).any() or (counts > k).any():
         raise ValueError("expected 0 <= counts <= k and k >= 1")
-    p = counts / k
+    return counts / k, k
+
+
+def mc_standard_error(counts, k) -> torch.Tensor:
+    """Monte-Carlo standard error sqrt(p (1 - p) / k) of ``p = counts / k`` (0 when p is 0
+    or 1: use `wilson_interval` there). ``counts`` and ``k`` broadcast."""
+    p, k = _proportion(counts, k)
     return (p * (1 - p) / k).sqrt()
 
 
@@ -419,25 +382,18 @@ def wilson_interval(counts, k, z: float = 1.96) -> tuple[torch.Tensor, torch.Ten
     """Wilson score interval ``(low, high)`` of a binomial proportion ``counts / k``
     (95% for ``z = 1.96``). Unlike p +- z SE it stays inside [0, 1] and has non-zero
     width when the estimate is 0 or 1."""
-    counts, k = torch.as_tensor(counts, dtype=torch.float64), torch.as_tensor(k, dtype=torch.float64)
-    if (k < 1).any() or (counts < 0).any() or (counts > k).any():
-        raise ValueError("expected 0 <= counts <= k and k >= 1")
-    p = counts / k
+    p, k = _proportion(counts, k)
     centre = (p + z * z / (2 * k)) / (1 + z * z / k)
     half = z / (1 + z * z / k) * (p * (1 - p) / k + z * z / (4 * k * k)).sqrt()
     return (centre - half).clamp(min=0.0), (centre + half).clamp(max=1.0)
 
 
 def load_ground_truth(path=None) -> dict:
-    """The Monte-Carlo ground-truth file (default `GROUND_TRUTH_PATH`), checked.
-
-    Returns:
-        ``{"settings": {...}, "completions": [...]}``; each completion holds, among
-        others, ``p``, ``se``, ``rollouts``, ``wilson_low``, ``wilson_high`` (each ``R + 1``
-        values: ``p[t]`` = P(correct | prompt + completion[:t])), ``tokens`` (the
-        completion's tokens as text), ``reasoning`` (``[0, R]``), ``correct`` and
-        ``scores`` (``{method: R scores}``).
-    """
+    """The Monte-Carlo ground-truth file (default `GROUND_TRUTH_PATH`), checked (ValueError):
+    ``{"settings": {...}, "completions": [...]}``, each completion with, among others, ``p``,
+    ``se``, ``rollouts``, ``wilson_low``, ``wilson_high`` (``R + 1`` values each: ``p[t]`` =
+    P(correct | prompt + completion[:t])), ``tokens`` (as text), ``reasoning`` (``[0, R]``),
+    ``correct`` and ``scores`` (``{method: R scores}``)."""
     from pathlib import Path
 
     path = Path(path) if path is not None else GROUND_TRUTH_PATH
@@ -472,13 +428,10 @@ def probability_jumps(completion: dict) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def ground_truth_table(data=None, *, threshold: float = PIVOT_THRESHOLD, methods: Sequence[str] | None = None) -> dict:
-    """Each method's agreement with the Monte-Carlo ground truth (no model needed).
-
-    Per completion: the tokens with ``|delta P| >= threshold`` are pivotal (`probability_jumps`);
-    ``auc``: `roc_auc` of the method's scores, pivotal vs the other reasoning tokens
-    (completions without a pivotal token, or with only pivotal ones, are left out);
-    ``spearman``: `rank_agreement` of the scores with ``|delta P|`` (left out when either is
-    constant). Each is then averaged over the completions scored with the method.
+    """Each method's agreement with the Monte-Carlo ground truth (no model needed), averaged
+    over the completions scored with it: ``auc``, `roc_auc` of pivotal (``|delta P| >=
+    threshold``, `probability_jumps`) vs the other reasoning tokens (where both exist), and
+    ``spearman``, `rank_agreement` of the scores with ``|delta P|`` (where neither is constant).
 
     Args:
         data: the loaded file (`load_ground_truth`), a path to one, or None for `GROUND_TRUTH_PATH`.
@@ -525,29 +478,26 @@ def _ci95(xs: list[float]) -> float:
 
 
 def ground_truth_summary(data=None, *, threshold: float = PIVOT_THRESHOLD) -> dict:
-    """What the ground-truth file holds and how precise it is: counts of completions
-    (right, wrong), reasoning tokens and pivotal tokens (and how many of those jump by more
-    than twice their standard error), rollouts per prefix (min, max),
-    the mean and largest Monte-Carlo standard error of p (the mean over all prefixes and
-    over those strictly inside (0, 1), where the error is), the fewest rollouts at such a
-    prefix, the mean standard error of ``delta P`` over pivotal tokens, and the CPU
-    seconds the file cost."""
+    """What the ground-truth file holds and how precise it is (a flat dict of plain numbers):
+    counts of completions, reasoning tokens and pivotal tokens (and of those beyond twice
+    their standard error), rollouts per prefix, the Monte-Carlo standard error of p (over
+    all prefixes and over those strictly inside (0, 1), where the error is) and of
+    ``delta P`` at pivotal tokens, and the CPU seconds the file cost."""
     if not isinstance(data, dict):
         data = load_ground_truth(data)
     completions = data["completions"]
     rollouts = [k for rec in completions for k in rec["rollouts"]]
     se = [s for rec in completions for s in rec["se"]]
-    jumps = [probability_jumps(rec) for rec in completions]
-    pivot_se = [float(s) for d, ds in jumps for s in ds[d.abs() >= threshold - 1e-9]]
+    jumps = [(d, ds, d.abs() >= threshold - 1e-9) for d, ds in map(probability_jumps, completions)]
+    pivot_se = [float(s) for _, ds, pivot in jumps for s in ds[pivot]]
     inside = [(s, k) for rec in completions for s, k, p in zip(rec["se"], rec["rollouts"], rec["p"]) if 0.0 < p < 1.0]
     settings = data.get("settings", {})
     return {"completions": len(completions), "right": sum(bool(r.get("correct")) for r in completions),
             "wrong": sum(not r.get("correct") for r in completions),
-            "reasoning_tokens": sum(len(d) for d, _ in jumps),
-            "pivotal_tokens": sum(int((d.abs() >= threshold - 1e-9).sum()) for d, _ in jumps),
-            "completions_with_pivot": sum(bool((d.abs() >= threshold - 1e-9).any()) for d, _ in jumps),
-            "pivotal_tokens_beyond_2se": sum(int(((d.abs() >= threshold - 1e-9) & (d.abs() >= 2 * ds)).sum())
-                                             for d, ds in jumps),
+            "reasoning_tokens": sum(len(d) for d, _, _ in jumps),
+            "pivotal_tokens": sum(int(pivot.sum()) for _, _, pivot in jumps),
+            "completions_with_pivot": sum(bool(pivot.any()) for _, _, pivot in jumps),
+            "pivotal_tokens_beyond_2se": sum(int((pivot & (d.abs() >= 2 * ds)).sum()) for d, ds, pivot in jumps),
             "threshold": threshold, "rollouts_min": min(rollouts), "rollouts_max": max(rollouts),
             "prefixes": len(se), "prefixes_inside": len(inside),
             "rollouts_inside_min": min((k for _, k in inside), default=None),

@@ -1,34 +1,15 @@
-"""Gradient quality: what credit assignment does to the policy gradient of one batch.
+"""Gradient quality: what credit assignment does to the policy gradient of one batch (notebook 07).
 
-GRPO's update direction from one batch is the gradient of
+A weighting w changes only the weights of GRPO's batch objective
+``J_w = (1/B) sum_i sum_t A_i w_{i,t} log pi(y_{i,t} | y_{i,<t})``; with w = 1 (GRPO) the
+batch gradients average to the true policy gradient g*, any other w trades some bias for,
+one hopes, less noise. `gradient_stats` measures per weighting, on the same batches:
 
-    J_w(theta) = (1/B) * sum_i sum_{t in completion i} A_i * w_{i,t} * log pi_theta(y_{i,t} | y_{i,<t})
-
-with w = 1 (uniform). A credit-assignment method changes only the weights w. Over many
-independent batches, the uniform gradients average to the true policy gradient g*
-(an unbiased estimate); any other weighting trades some bias for, one hopes, less noise.
-For each weighting this module measures, from the same batches:
-
-- ``cosine``: the mean over batches of cos(g_w(batch), g*): how well one batch points
-  the right way. g* is estimated split-half: batches are split into even and odd ones,
-  and a batch is compared with the mean uniform gradient of the *other* half, so no
-  batch is ever compared with an estimate that contains itself (the uniform row is
-  then honest too).
-- ``bias_cosine``: cos(mean of g_w over one half, g* of the other half), averaged over
-  the two halves: where the weighting points on average (1 = unbiased up to noise).
-- ``snr``: signal-to-noise ratio across batches, ``|E g_w|^2 / E|g_w - E g_w|^2`` (the
-  power of the mean over the power of one batch's deviation; the squared norm of the
-  mean is corrected for its own noise, ``- noise / N``).
-- ``scale``: |mean g_w| / |g*|, the step length compared with GRPO's.
-
-`snr_ratio_intervals` gives a bootstrap interval (batches resampled) of each SNR divided
-by the uniform one's: how many batches it takes to rank two weightings.
-
-`batch_gradients` samples the batches and returns the per-batch gradients (``[N, D]``
-per weighting, same rollouts for every weighting); `gradient_stats` turns them into the
-numbers above and knows nothing about models, so it can be checked on constructed
-gradients; `gradient_quality` does both. ``benchmarks/gradient_quality.py`` runs it at
-the shipped toy model.
+- ``cosine``: mean over batches of cos(g_w, g*), g* estimated split-half (each batch is
+  compared with the mean uniform gradient of the other half, never with itself);
+- ``bias_cosine``: cos(mean g_w of one half, g* of the other), averaged over the halves;
+- ``snr``: ``|E g_w|^2 / E|g_w - E g_w|^2``, the mean's power corrected for its own noise;
+- ``scale``: |mean g_w| / |g*|, the step length relative to GRPO's.
 """
 from __future__ import annotations
 
@@ -73,36 +54,27 @@ def batch_gradients(
     reshape: Mapping | None = None,
     on_batch=None,
 ) -> tuple[dict[str, torch.Tensor], dict]:
-    """Per-batch policy gradients of the same batches under each weighting.
-
-    Batch b samples ``group_size`` completions for each of ``prompts`` problems drawn
-    from ``problems`` (seeded by ``(seed, b)``), rewards them with `math_reward`, takes
-    GRPO's group advantages, and for each weighting differentiates J_w (module
-    docstring) with respect to every trainable parameter. One forward pass per batch
-    serves all weightings.
+    """Per-batch policy gradients of J_w (module docstring) under each weighting, from the
+    same batches: batch b samples ``group_size`` completions for each of ``prompts`` problems
+    (seeded by ``(seed, b)``), rewarded by `math_reward`; one forward pass serves all weightings.
 
     Args:
-        model: the policy (left unchanged: no optimizer step, its ``.grad`` untouched).
-        tokenizer: its tokenizer.
+        model, tokenizer: the policy (left unchanged: no optimizer step, ``.grad`` untouched).
         problems: dicts with ``"prompt"`` and ``"answer"``.
-        weightings: ``{label: method}`` with ``method`` a name `token_weights` takes
-            (``"uniform"``, ``"oracle"``, ``"shuffled:oracle"``, ``"oar-p:answer_mean"``...)
-            or a ``(method, options)`` pair whose options override ``reshape``
+        weightings: ``{label: method}``, ``method`` a name `token_weights` takes or a
+            ``(method, options)`` pair whose options override ``reshape``
             (``("oracle", {"boost": 9})``). Must include ``"uniform"`` for `gradient_stats`.
-        batches, prompts, group_size: N batches of ``prompts x group_size`` completions.
-        seed: sampling seed.
-        max_new_tokens, temperature: sampling.
-        formats: answer formats.
-        reshape: `bilevel_weights` options for every weighting (quantile, boost, floor,
-            preserve_mass) and scorer options (pad_token_id, noise_std...).
+        batches, prompts, group_size: N >= 2 batches of ``prompts x group_size`` completions.
+        seed, max_new_tokens, temperature, formats: sampling.
+        reshape: `CreditConfig` fields and scorer options for every weighting (`token_weights`).
         on_batch: called as ``on_batch(b, info)`` after each batch (progress).
 
     Returns:
         ``(gradients, info)``: ``{label: [N, D]}`` float32 (D = number of trainable
-        parameters), and ``info`` with ``rewards`` (mean reward per batch), ``mixed``
-        (share of groups with a spread) and ``weights`` (``{label: list of [R_i]
-        reasoning weights of the scored rows}``) and ``rows`` (per scored row: its
-        prompt, completion ids, advantage, and reasoning and answer spans in completion tokens).
+        parameters), and ``info`` with ``rewards`` (mean reward per batch), ``mixed`` (share
+        of groups with a spread), ``weights`` (``{label: [R_i] reasoning weights per scored
+        row}``) and ``rows`` (per scored row: prompt, completion ids, advantage, and reasoning
+        and answer spans in completion tokens).
     """
     if batches < 2:
         raise ValueError(f"batches must be >= 2 (the true gradient is estimated split-half), got {batches}")
@@ -153,15 +125,9 @@ def batch_gradients(
 
 
 def gradient_stats(gradients: Mapping[str, torch.Tensor], *, reference: str = "uniform") -> dict[str, dict]:
-    """Cosine to the true gradient, bias and SNR of each weighting (module docstring).
-
-    Args:
-        gradients: ``{label: [N, D]}`` per-batch gradients, row b of every label from the
-            same batch b; ``reference`` (the uniform weighting) estimates g*.
-
-    Returns:
-        ``{label: {"cosine", "cosine_std", "bias_cosine", "snr", "scale"}}`` (floats).
-    """
+    """``{label: {"cosine", "cosine_std", "bias_cosine", "snr", "scale"}}`` (floats, module
+    docstring) from ``gradients``, ``{label: [N, D]}`` per-batch gradients, row b of every
+    label from the same batch b; ``reference`` (the uniform weighting) estimates g*."""
     if reference not in gradients:
         raise ValueError(f"gradients needs the reference weighting {reference!r}; got {sorted(gradients)}")
     ref = gradients[reference].double()
@@ -185,7 +151,7 @@ def gradient_stats(gradients: Mapping[str, torch.Tensor], *, reference: str = "u
         signal = max(float(mean.pow(2).sum()) - noise / N, 0.0)
         out[label] = {
             "cosine": float(cos.mean()),
-            "cosine_std": float(cos.std()) if N > 1 else 0.0,
+            "cosine_std": float(cos.std()),
             "bias_cosine": sum(bias) / 2,
             "snr": signal / noise if noise > 0 else float("inf"),
             "scale": float(mean.norm() / truth.norm()) if truth.norm() > 0 else float("nan"),
@@ -195,22 +161,12 @@ def gradient_stats(gradients: Mapping[str, torch.Tensor], *, reference: str = "u
 
 def snr_ratio_intervals(gradients: Mapping[str, torch.Tensor], *, reference: str = "uniform", n_boot: int = 2000,
                         seed: int = 0, level: float = 0.95) -> dict[str, tuple[float, float]]:
-    """Percentile bootstrap interval of each weighting's SNR divided by the reference's.
-
-    Batches are resampled with replacement, jointly for every weighting (row b of every
-    label comes from the same rollouts), and the SNR of `gradient_stats` is recomputed on
-    each resample from the batches' Gram matrix (``[N, N]`` per label, so a resample costs
-    no pass over the ``D`` parameters).
-
-    Args:
-        gradients: ``{label: [N, D]}`` per-batch gradients, as for `gradient_stats`.
-        reference: the weighting the ratios are taken against (uniform: GRPO).
-        n_boot, seed, level: resamples, their seed, the interval's coverage.
-
-    Returns:
-        ``{label: (low, high)}`` of SNR(label) / SNR(reference); resamples where the
-        reference's SNR is 0 are dropped.
-    """
+    """Percentile bootstrap interval of each weighting's SNR divided by the reference's:
+    batches resampled jointly for every weighting (they share rollouts), the SNR recomputed
+    from each label's ``[N, N]`` Gram matrix (no pass over the D parameters per resample).
+    ``gradients`` as for `gradient_stats`; ``n_boot`` resamples from ``seed``, coverage
+    ``level``. Returns ``{label: (low, high)}`` of SNR(label) / SNR(reference), dropping the
+    resamples where the reference's SNR is 0."""
     import numpy as np
 
     if reference not in gradients:

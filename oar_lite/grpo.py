@@ -1,12 +1,5 @@
-"""GRPO, the baseline (spec section 1): group-relative advantages and the clipped surrogate.
-
-    A_i      = (r_i - mean(r_group)) / (std(r_group) + eps)
-    rho_t    = pi_theta(y_t | ...) / pi_old(y_t | ...)
-    loss_t   = -min(rho_t * A_t, clip(rho_t, 1 - eps_low, 1 + eps_high) * A_t) + beta * KL_t
-    KL_t     = exp(ref_t - logp_t) - (ref_t - logp_t) - 1          (k3 estimator)
-
-Plain GRPO uses ``A_t = A_i`` for every token; OAR multiplies reasoning tokens by a weight
-(`token_advantages`).
+"""GRPO, the baseline (spec section 1, notebook 01): group-relative advantages, the per-token
+advantages OAR reshapes (`token_advantages`) and the clipped surrogate (`policy_loss`).
 """
 from __future__ import annotations
 
@@ -18,18 +11,14 @@ LOSS_TYPES = ("grpo", "dapo")
 
 
 def group_advantages(rewards: torch.Tensor, group_size: int, *, scale: str = "group", eps: float = 1e-4) -> torch.Tensor:
-    """Group-relative advantages.
+    """``[N]`` float advantages ``(r_i - mean(r_group)) / (std + eps)``.
 
     Args:
-        rewards: ``[N]`` with N = number of prompts * ``group_size``; the completions of
-            one prompt are consecutive.
+        rewards: ``[N]``, N = prompts * ``group_size``, one prompt's completions consecutive.
         group_size: G, completions per prompt.
         scale: ``"group"`` divides by each group's std, ``"batch"`` by the std of all
             rewards, ``"none"`` only centres (TRL's ``scale_rewards``).
         eps: added to the std; a group of equal rewards gets advantage 0, never NaN.
-
-    Returns:
-        ``[N]`` advantages (float).
     """
     rewards = torch.as_tensor(rewards, dtype=torch.float32) if not torch.is_tensor(rewards) else rewards.float()
     if rewards.dim() != 1:
@@ -53,19 +42,11 @@ def group_advantages(rewards: torch.Tensor, group_size: int, *, scale: str = "gr
 
 
 def token_advantages(advantages: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """Per-token advantages ``A_{i,t} = A_i * w_{i,t}``.
-
-    Args:
-        advantages: ``[B]`` sequence advantages.
-        weights: ``[B, T]`` token weights (1 outside reasoning; from `token_weights`).
-
-    Returns:
-        ``[B, T]`` token advantages, in the floating dtype of the two inputs (the default
-        float dtype when both are integer).
-    """
+    """``[B, T]`` token advantages ``A_{i,t} = A_i * w_{i,t}`` from ``advantages [B]`` and
+    ``weights [B, T]`` (`token_weights`), in the floating dtype of the two (the default float
+    dtype when both are integer)."""
     if advantages.dim() != 1 or weights.dim() != 2 or weights.shape[0] != advantages.shape[0]:
         raise ValueError(f"expected advantages [B] and weights [B, T], got {tuple(advantages.shape)} and {tuple(weights.shape)}")
-    # The floating dtype of the two (integer weights would truncate the product to integers).
     dtype = torch.promote_types(advantages.dtype, weights.dtype)
     dtype = dtype if dtype.is_floating_point else torch.get_default_dtype()
     return advantages[:, None].to(dtype) * weights.to(dtype)
@@ -78,19 +59,10 @@ def selective_log_softmax(logits: torch.Tensor, token_ids: torch.Tensor) -> torc
 
 def sequence_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int,
                       *, return_entropy: bool = False):
-    """Log-probabilities of the last ``logits_to_keep`` tokens of each row.
-
-    Args:
-        input_ids: ``[B, T]`` prompt + completion (prompt left-padded is fine).
-        attention_mask: ``[B, T]``.
-        logits_to_keep: C, the completion length; only those logits are computed.
-        return_entropy: also return the entropy of the policy at each of those
-            positions (no grad; from the same forward pass).
-
-    Returns:
-        ``[B, C]`` log pi(y_t | y_<t) for the completion tokens, or
-        ``(logprobs [B, C], entropy [B, C])``.
-    """
+    """``[B, C]`` log pi(y_t | y_<t) of the last C = ``logits_to_keep`` tokens of each row of
+    ``input_ids [B, T]`` (prompt + completion, left padding fine) under ``attention_mask
+    [B, T]``; only those logits are computed. With ``return_entropy``, also the policy's
+    entropy ``[B, C]`` at those positions (no grad, same forward pass)."""
     position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
     logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                    logits_to_keep=logits_to_keep + 1).logits[:, :-1]
@@ -115,7 +87,8 @@ def policy_loss(
     clip_eps_high: float | None = None,
     loss_type: str = "grpo",
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """The clipped GRPO surrogate with optional k3 KL to a reference policy.
+    """The clipped GRPO surrogate, plus ``beta`` times the k3 KL estimate
+    ``exp(ref - logp) - (ref - logp) - 1`` to a reference policy.
 
     Args:
         logprobs: ``[B, T]`` log pi_theta of the completion tokens (with grad).
@@ -160,10 +133,9 @@ def policy_loss(
         if value is not None and not bool(torch.isfinite(value[real]).all()):
             raise ValueError(f"{name} is not finite (-inf or NaN) at {int((~torch.isfinite(value) & real).sum())} "
                              "completion token(s); expected finite log-probs wherever completion_mask is 1")
-    logprobs = torch.where(real, logprobs, torch.zeros_like(logprobs))
-    old_logprobs = torch.where(real, old_logprobs, torch.zeros_like(old_logprobs))
+    logprobs, old_logprobs = logprobs.masked_fill(~real, 0.0), old_logprobs.masked_fill(~real, 0.0)
     if ref_logprobs is not None:
-        ref_logprobs = torch.where(real, ref_logprobs, torch.zeros_like(ref_logprobs))
+        ref_logprobs = ref_logprobs.masked_fill(~real, 0.0)
 
     ratio = torch.exp(logprobs - old_logprobs)
     clipped = torch.clamp(ratio, 1 - clip_eps, 1 + eps_high)

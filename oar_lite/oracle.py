@@ -1,32 +1,17 @@
-"""Ground-truth credit in the toy world, and the controls any credit must beat.
+"""Ground-truth credit in the toy world, and the controls any credit must beat (notebook 07).
 
-The toy world (`oar_lite.toy`) knows what every token of a chain should have been, so it
-can say which tokens of a *wrong* completion are to blame. Two oracle scorers, with the
-calling convention of `oar_lite.attribution` (``scorer(model, input_ids [T], reasoning,
-answer, **options) -> [R]``; the model is not used):
+The toy world (`oar_lite.toy`) knows what every token of a chain should have been, so it can
+say which tokens of a *wrong* completion are to blame. Two scorers with the calling
+convention of `oar_lite.attribution` (the model is not used): ``"oracle"`` (`oracle_scores`,
+blame) and ``"oracle-pivotal"`` (`pivotal_oracle_scores`, influence by construction). Their
+scores are binary, so `oar_lite.reshape.bilevel_weights` gives a marked token ``1 + boost``
+times the weight of the others before the mass is rescaled (``boost=9``: "0.1 elsewhere").
 
-- ``"oracle"`` (`oracle_scores`): blame. On a wrong completion, 1 on the tokens that are
-  *locally* wrong (`locally_wrong`), 0 elsewhere; on a right one (or one the oracle
-  cannot read), all 1, i.e. plain GRPO.
-- ``"oracle-pivotal"`` (`pivotal_oracle_scores`): influence by construction. On a wrong
-  completion, 1 on the `toy.PIVOTAL` tokens (the result digits the answer is copied
-  from), 0 elsewhere, whether they are wrong or not; right completions all 1.
-
-Scores go through `oar_lite.reshape.bilevel_weights` like every other method. Binary
-scores fall on both sides of the threshold, so a blamed token gets ``1 + boost`` times the
-weight of the others before the mass is rescaled: ``boost=9`` is "0.1 elsewhere".
-
-Controls (`apply_controls`), prefixes of any method name, nestable:
-
-- ``"inverted:<method>"``: the method's ranking reversed (the normalised scores ``n``
-  that `bilevel_weights` sees become ``1 - n``): the most important token becomes the
-  least. Misplaced credit: it should learn worse than GRPO.
-- ``"shuffled:<method>"``: the method's scores permuted within the row (so its weights
-  are too: `bilevel_weights` treats every token alike), seeded by the ``generator``
-  option or else by the row's own tokens. The same amount of reshaping with the
-  information removed: it should learn like GRPO, or worse.
-
-So ``"inverted:oar-p:answer_mean"`` is OAR-P's ``answer_mean`` ranking reversed.
+Controls are prefixes of any method name, nestable (`apply_controls`): ``"inverted:"``
+reverses the ranking (misplaced credit: it should learn worse than GRPO), ``"shuffled:"``
+permutes the scores within the row (the same reshaping with the information removed: it
+should learn like GRPO, or worse). So ``"inverted:oar-p:answer_mean"`` is OAR-P's
+``answer_mean`` ranking reversed.
 """
 from __future__ import annotations
 
@@ -54,16 +39,14 @@ def _toy_tokenizer():
 
 def locally_wrong(chain: toy.Chain, a: int, b: int) -> list[int]:
     """Character positions of ``chain`` (a parsed completion of ``a + b``) that are wrong
-    given what was written before them.
+    given what was written before them, so an error is blamed where it is made, not where
+    it propagates.
 
-    Step i (``x+y+c=kd``, rightmost column first) is checked against column i of the
-    problem: ``x`` and ``y`` must copy the operands' digits (0 past the last digit), ``c``
-    the carry the previous step *wrote* (0 for the first), and ``k`` and ``d`` must be
-    what the step's *written* ``x + y + c`` gives. So an error is blamed where it is
-    made, not where it propagates: a miscopied operand is wrong, the sum computed
-    correctly from it is not. A step beyond the problem's last column is wrong in all
-    its digits. A missing step, or an answer that miscopies a right chain, leaves no
-    wrong reasoning character: the list is empty.
+    Step i (``x+y+c=kd``, rightmost column first) must copy the operands' column-i digits
+    (0 past the last) into ``x`` and ``y`` and the carry the previous step *wrote* into
+    ``c``, and ``kd`` must be its *written* ``x + y + c``. A step beyond the problem's last
+    column is wrong in all its digits; a missing step or a miscopied answer leaves no wrong
+    reasoning character (an empty list).
     """
     xs, ys = str(a)[::-1], str(b)[::-1]
     columns = max(len(xs), len(ys))
@@ -84,16 +67,10 @@ def locally_wrong(chain: toy.Chain, a: int, b: int) -> list[int]:
 
 
 def read_sequence(input_ids: torch.Tensor, reasoning: slice, answer: slice, tokenizer=None):
-    """Decode one toy sequence laid out for the scorers.
-
-    Returns:
-        ``(a, b, chain, offsets)``: the operands from the prompt, the parsed completion
-        (`toy.parse_chain` of reasoning + marker + answer) and each reasoning token's
-        character span in it; ``chain`` is ``None`` when the text does not parse.
-
-    Raises:
-        ValueError: the prompt is not a toy prompt such as ``"473+258:"``.
-    """
+    """Decode one toy sequence (``input_ids [T]``, spans as for the scorers) into ``(a, b,
+    chain, offsets)``: the operands from the prompt, the parsed completion (`toy.parse_chain`
+    of reasoning + marker + answer, ``None`` when it does not parse) and each reasoning
+    token's character span in it. ValueError when the prompt is not like ``"473+258:"``."""
     tokenizer = tokenizer or _toy_tokenizer()
     ids = [int(i) for i in input_ids]
     prompt = tokenizer.decode(ids[: reasoning.start], skip_special_tokens=True)
@@ -198,20 +175,12 @@ def blame_share(weights: torch.Tensor, wrong: torch.Tensor) -> float:
 
 
 def blame_shares(rows: list[dict], weights: dict[str, list[torch.Tensor]], tokenizer=None) -> dict[str, dict]:
-    """`blame_share` per weighting, averaged over the wrong completions that have a
-    wrong reasoning token.
-
-    Args:
-        rows: one dict per scored completion with ``prompt``, ``completion_ids`` and
-            ``reasoning`` and ``answer`` (``(start, stop)`` in completion tokens), as
-            `oar_lite.gradient_quality.batch_gradients` records them.
-        weights: ``{label: [R_i] reasoning weights per row}``, aligned with ``rows``.
-
-    Returns:
-        ``{label: {"share": mean share, "n": completions}}``, plus ``"wrong_token_share"``
-        under the key ``"_tokens"`` (the share of reasoning tokens that are wrong, what
-        uniform credit gives).
-    """
+    """``{label: {"share", "n"}}``: `blame_share` per weighting, averaged over the wrong
+    completions that have a wrong reasoning token, plus under ``"_tokens"`` the share of
+    reasoning tokens that are wrong (what uniform credit gives). ``rows`` are the scored
+    completions as `oar_lite.gradient_quality.batch_gradients` records them (``prompt``,
+    ``completion_ids``, ``(start, stop)`` of ``reasoning`` and ``answer`` in completion
+    tokens); ``weights`` is ``{label: [R_i] reasoning weights per row}``, aligned with them."""
     tokenizer = tokenizer or _toy_tokenizer()
     masks = []
     for row in rows:

@@ -1,27 +1,10 @@
 """Does credit pay? Steps to a target accuracy over seeds, with bootstrap intervals, and the
-share of the oracle's gain that a method recovers.
+share of the oracle's gain that a method recovers (notebook 07).
 
-The question is asked of `oar_lite.compare` records (every method trained from the same
-model with the same seeds, so seed s gives every method the same prompts at every step):
-
-- steps to target (`oar_lite.report.steps_to_target`): per run, the first evaluated step
-  whose held-out accuracy is at least the target. A run that never gets there is censored
-  at ``budget + eval_every`` (a lower bound on its true value, so the comparison is
-  conservative for whoever reaches it) and counted in ``censored``.
-- a 95% bootstrap interval of each method's mean over seeds (seeds resampled with
-  replacement), and of GRPO's mean divided by the method's mean (the speed-up), with
-  seeds resampled *jointly* across methods (the pairing by prompts is kept);
-- the recovered fraction: ``(S_grpo - S_method) / (S_grpo - S_oracle)``, the share of the
-  oracle's steps saved that the method also saves (1: as good as the oracle; 0: no better
-  than GRPO; negative: worse), with its paired bootstrap interval. Meaningless when the
-  oracle saves nothing; then it is ``None``.
-
-Steps to a target hang on the target chosen; `accuracy_area_table` asks the same question
-without one: the mean held-out accuracy over a run's evaluations (the area under its
-learning curve, divided by its length), paired against GRPO seed by seed.
-
-`learning_table` and `accuracy_area_table` return plain numbers; the benchmark
-``benchmarks/credit_regime.py`` writes them next to the settings, into `RESULTS_DIR`.
+Both tables read `oar_lite.compare` records in which every method trained from the same model
+with the same seeds, so seed s gives every method the same prompts and the seeds pair the
+methods: `learning_table` with a target, `accuracy_area_table` without one (the mean
+held-out accuracy over a run). ``benchmarks/credit_regime.py`` writes them to `RESULTS_DIR`.
 """
 from __future__ import annotations
 
@@ -31,14 +14,27 @@ from typing import Sequence
 
 import numpy as np
 
-# Re-exported from `oar_lite.report`, which holds them: notebook 07 calls regime.intervals_overlap.
+# Re-exported: notebook 07 calls regime.intervals_overlap.
 from .report import bootstrap_interval, intervals_overlap, steps_to_target  # noqa: F401
 
 RESULTS_DIR = Path(str(resources.files(__package__) / "data" / "when_credit_matters"))
-"""The measured results notebook 07 reads (``oar_lite/data/when_credit_matters``: the
-regimes' learning tables and the gradient-quality reports, written by
-``benchmarks/credit_regime.py`` and ``benchmarks/gradient_quality.py``). Package data, so a
-pip or Colab install without a clone of the repository has them too."""
+"""The measured results notebook 07 reads (written by ``benchmarks/credit_regime.py`` and
+``benchmarks/gradient_quality.py``); package data, so a pip or Colab install has them too."""
+
+
+def _paired_runs(records: Sequence[dict], methods: Sequence[str] | None, reference: str):
+    """``(evals, methods, seeds)``: eval records by method and seed, the methods asked for
+    (default: all) that have runs, and the seeds every one of them ran."""
+    from .plots import by_method_and_seed
+
+    evals = by_method_and_seed(records, "eval")
+    if reference not in evals:
+        raise ValueError(f"the records hold no {reference!r} runs to compare with; got {sorted(evals)}")
+    methods = [m for m in (list(methods) if methods else list(evals)) if m in evals]
+    seeds = sorted(set.intersection(*(set(evals[m]) for m in methods)))
+    if len(seeds) < 2:
+        raise ValueError(f"need at least 2 seeds shared by every method, got {seeds}")
+    return evals, methods, seeds
 
 
 def learning_table(records: Sequence[dict], *, target: float, methods: Sequence[str] | None = None,
@@ -46,36 +42,32 @@ def learning_table(records: Sequence[dict], *, target: float, methods: Sequence[
                    n_boot: int = 10_000) -> dict:
     """Steps to ``target`` per method over seeds, with intervals, speed-up and recovered fraction.
 
+    Steps to target: per run, the first evaluated step whose held-out accuracy reaches it; a
+    run that never does is censored at its last step + ``eval_every`` (a lower bound, so the
+    comparison is conservative for whoever reaches it). Intervals: 95% bootstrap over seeds,
+    resampled jointly across methods for the speed-up (GRPO's mean / the method's) and the
+    recovered fraction ``(S_grpo - S_method) / (S_grpo - S_oracle)`` (1: as good as the
+    oracle, 0: no better than GRPO; None when the oracle saves nothing).
+
     Args:
         records: `oar_lite.compare` records (``type`` "eval" with ``method``, ``seed``,
             ``step``, ``eval_accuracy``; "train" with ``step``).
         target: the held-out accuracy to reach.
         methods: which methods, in order (default: all in the records).
-        reference: GRPO's method name; oracle: the oracle's.
-        max_step: the step budget: evaluations after it are ignored (a run trained longer
-            is read as if it had stopped there), and runs that miss the target are
-            censored at ``max_step + eval_every``. Default: each run's own last step.
+        reference, oracle: GRPO's and the oracle's method names; n_boot: bootstrap resamples.
+        max_step: the step budget: a run trained longer is read as if it had stopped
+            there (default: each run's own last step).
 
     Returns:
         ``{"target", "seeds", "methods": {method: {"steps": [per seed], "reached", "censored",
         "mean", "ci", "final_accuracy", "final_ci", "speedup", "speedup_ci",
         "recovered", "recovered_ci"}}}``.
     """
-    from .plots import by_method_and_seed
-
     if max_step is not None:
         records = [r for r in records if r.get("type") != "eval" or r["step"] <= max_step]
-    evals = by_method_and_seed(records, "eval")
-    if reference not in evals:
-        raise ValueError(f"the records hold no {reference!r} runs to compare with; got {sorted(evals)}")
-    methods = list(methods) if methods else list(evals)
-    seeds = sorted(set.intersection(*(set(evals[m]) for m in methods if m in evals)))
-    if len(seeds) < 2:
-        raise ValueError(f"need at least 2 seeds shared by every method, got {seeds}")
+    evals, methods, seeds = _paired_runs(records, methods, reference)
     steps, finals, reached = {}, {}, {}
     for m in methods:
-        if m not in evals:
-            continue
         rows = []
         for s in seeds:
             ev = evals[m][s]
@@ -99,8 +91,7 @@ def learning_table(records: Sequence[dict], *, target: float, methods: Sequence[
             "final_ci": bootstrap_interval(np.mean, finals[m][:, None], n=n_boot),
             "speedup": mean(steps[reference]) / mean(steps[m]) if mean(steps[m]) > 0 else None,
             "speedup_ci": bootstrap_interval(lambda p: p[:, 0].mean() / max(p[:, 1].mean(), 1e-9), pair, n=n_boot),
-            "recovered": None,
-            "recovered_ci": None,
+            "recovered": None, "recovered_ci": None,
         }
         if oracle in steps and m not in (reference, oracle):
             trio = np.stack([steps[reference], steps[oracle], steps[m]], axis=1)
@@ -123,16 +114,12 @@ def accuracy_area_table(records: Sequence[dict], *, methods: Sequence[str] | Non
     """The mean held-out accuracy over each run's evaluations, paired against GRPO.
 
     A threshold-free reading of the same runs as `learning_table`: per run, the mean of
-    ``eval_accuracy`` over its evaluations at steps 1..``max_step`` (step 0, the same model
-    for every method, is left out; with evaluations every k steps this is the area under
-    the learning curve divided by its length). Every run of every method must have been
-    evaluated at the same steps, so the means are comparable.
+    ``eval_accuracy`` at steps 1..``max_step`` (step 0, the same model for every method, left
+    out), the area under the learning curve divided by its length. Every run must have been
+    evaluated at the same steps (else ValueError), so the means compare.
 
     Args:
-        records: `oar_lite.compare` records (``type`` "eval" with ``method``, ``seed``,
-            ``step``, ``eval_accuracy``).
-        methods: which methods, in order (default: all in the records).
-        reference: GRPO's method name; oracle: the oracle's.
+        records, methods, reference, oracle, n_boot: as `learning_table`.
         max_step: evaluations after this step are ignored (default: all).
 
     Returns:
@@ -141,15 +128,7 @@ def accuracy_area_table(records: Sequence[dict], *, methods: Sequence[str] | Non
         "diff_ci", "recovered", "recovered_ci"}}}``; ``recovered`` = diff / the oracle's
         diff (None for the reference and the oracle, or when the oracle gains nothing).
     """
-    from .plots import by_method_and_seed
-
-    evals = by_method_and_seed(records, "eval")
-    if reference not in evals:
-        raise ValueError(f"the records hold no {reference!r} runs to compare with; got {sorted(evals)}")
-    methods = [m for m in (list(methods) if methods else list(evals)) if m in evals]
-    seeds = sorted(set.intersection(*(set(evals[m]) for m in methods)))
-    if len(seeds) < 2:
-        raise ValueError(f"need at least 2 seeds shared by every method, got {seeds}")
+    evals, methods, seeds = _paired_runs(records, methods, reference)
     keep = lambda r: r["step"] > 0 and (max_step is None or r["step"] <= max_step)
     steps = [r["step"] for r in evals[reference][seeds[0]] if keep(r)]
     if not steps:

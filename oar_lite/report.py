@@ -1,8 +1,6 @@
-"""What a comparison's records say (`oar_lite.compare` trains and writes them, see
-`oar_lite.train`): statistics over seeds (`summarize`, `steps_to_target`, `bootstrap_interval`),
-markdown tables (`render_markdown`, and `markdown_table`, which the benchmarks use too), the
-verdict in words and the figure (`save_figure`).
-"""
+"""What a comparison's records say (`oar_lite.compare` writes them): statistics over seeds,
+markdown tables (`markdown_table`, which the benchmarks use too), the verdict in words and
+the figure."""
 from __future__ import annotations
 
 import statistics
@@ -58,11 +56,8 @@ def phase_times(runs: Iterable[Sequence[dict]]) -> dict[str, float]:
 def summarize(records: Sequence[dict], *, target: float, methods: Sequence[str] | None = None) -> dict:
     """Per method, over seeds: held-out accuracy at the start and at the end (mean, std,
     min, max), the best, steps and training wall time to first reach ``target``, the
-    median seconds per step in each phase, and per-seed differences to GRPO (``"uniform"``).
-
-    Returns:
-        ``{"target": target, "methods": {method: {...}}}`` (plain floats, JSON-ready).
-    """
+    median seconds per step in each phase, and per-seed differences to GRPO (``"uniform"``):
+    ``{"target": target, "methods": {method: {...}}}``, plain floats, JSON-ready."""
     from .plots import by_method_and_seed
 
     evals = by_method_and_seed(records, "eval")

@@ -1,11 +1,4 @@
-"""Bi-level advantage reshaping (spec section 6): importance scores -> token weights.
-
-    s   = log1p(I)
-    n   = (s - min s) / (max s - min s)          (range taken as 1 when all equal)
-    tau = quantile(n, q)
-    w_t = max(n_t / (tau + 1e-8), floor)          if n_t < tau   (suppress)
-    w_t = 1 + boost * (n_t - tau) / (1 - tau + 1e-8)   otherwise (boost)
-    w  <- w * R / (sum w + 1e-8)                  (preserve_mass: sum w = R)
+"""Bi-level advantage reshaping (spec section 6, notebook 04): importance scores -> token weights.
 
 The paper and its code call ``boost`` "beta"; here ``beta`` stays TRL's KL coefficient.
 """
@@ -24,7 +17,9 @@ def bilevel_weights(
     floor: float = 0.1,
     preserve_mass: bool = True,
 ) -> torch.Tensor:
-    """Token weights from importance scores of one completion's reasoning tokens.
+    """Token weights from importance scores of one completion's reasoning tokens: below the
+    ``quantile`` of the normalised ``log1p`` scores suppressed towards ``floor``, above it
+    boosted up to ``1 + boost``.
 
     Args:
         scores: ``[R]`` non-negative importance scores I_t (OAR-P, OAR-G, ...).
@@ -37,6 +32,9 @@ def bilevel_weights(
     Returns:
         ``[R]`` weights in the scores' floating dtype (float32 for integer scores; bf16 and
         fp16 are computed in float32). Equal scores give all 1.
+
+    Raises:
+        ValueError: scores not ``[R]``, negative or not finite; settings out of range.
     """
     if not torch.is_tensor(scores):
         scores = torch.as_tensor(scores, dtype=torch.float32)
@@ -51,8 +49,7 @@ def bilevel_weights(
         raise ValueError("importance scores contain NaN or infinite values; expected finite scores >= 0")
     if (scores < 0).any():
         raise ValueError(f"importance scores must be >= 0, got min {scores.min().item():.3g}")
-    # Half precision (bf16/fp16 scores) is computed in float32 (torch.quantile needs it) and
-    # returned in the scores' dtype.
+    # Half precision is computed in float32 (torch.quantile needs it).
     out_dtype = scores.dtype if scores.is_floating_point() else torch.float32
     work = scores if scores.dtype in (torch.float32, torch.float64) else scores.float()
     s = torch.log1p(work)
