@@ -71,9 +71,9 @@ def check_flags(args: argparse.Namespace, names: dict[str, str]) -> None:
     from .attribution import CREDIT_RANGES
     from .checks import check_number
     from .compare import RUN_RANGES
-    from .train import CREDIT_KEYWORDS, NUMERIC_RANGES
+    from .train import NUMERIC_RANGES
 
-    ranges = {**NUMERIC_RANGES, **{k: CREDIT_RANGES[f] for k, f in CREDIT_KEYWORDS.items() if f in CREDIT_RANGES}}
+    ranges = {**NUMERIC_RANGES, **CREDIT_RANGES}
 
     def flag(name: str) -> str:
         return "--" + name.replace("_", "-")

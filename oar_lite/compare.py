@@ -25,14 +25,15 @@ import json
 import os
 import platform
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Sequence
 
+from .attribution import CREDIT_FIELDS, CreditConfig
 from .checks import check_number
 # Re-exported from `oar_lite.report`, which holds them: notebook 05 and scripts call compare.X.
 from .report import render_markdown, save_figure, summarize, verdict  # noqa: F401
-from .train import CHECKPOINT, METRICS, Task, TrainConfig, flat_settings, read_jsonl, train, write_jsonl
+from .train import CHECKPOINT, METRICS, Task, TrainConfig, config_changes, read_jsonl, train, write_jsonl
 
 COMPARED_TRAINING_METHODS = ("uniform", "oar-g", "oar-p")  # the training methods `compare` runs by default
 
@@ -40,7 +41,8 @@ COMPARED_TRAINING_METHODS = ("uniform", "oar-g", "oar-p")  # the training method
 # learning_rate: 1e-4 reaches the default target within the default budget (benchmarks/RESULTS.md,
 # "Learning"); 3e-4 learned less and 2e-3 collapsed an earlier toy model.
 TRAINING = TrainConfig(learning_rate=1e-4, max_new_tokens=66, temperature=1.0, num_iterations=1, beta=0.0,
-                       quantile=0.25, boost=1.0, floor=0.1, noise_std=1e-3, checkpoint_every=5)
+                       credit=CreditConfig("uniform", quantile=0.25, boost=1.0, floor=0.1, noise_std=1e-3, batch_size=64),
+                       checkpoint_every=5)
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ PROFILES: dict[str, Profile] = {
     # weighs ten times a bottom one, "0.1 elsewhere" for the oracle's binary scores), 5 seeds,
     # evaluations every 2 steps so that steps to the target are resolved.
     "credit": Profile(replace(TRAINING, steps=16, prompts_per_step=2, group_size=4, eval_every=2, eval_size=100,
-                              boost=9.0), seeds=(0, 1, 2, 3, 4), target=0.75),
+                              credit=replace(TRAINING.credit, boost=9.0)), seeds=(0, 1, 2, 3, 4), target=0.75),
 }
 DEFAULT_TARGET = 0.85
 TRAIN_POOL = dict(n=4000, seed=12345, digits=(2, 4))
@@ -114,7 +116,20 @@ def toy_task(*, eval_size: int | None = None, digits: int | tuple[int, int] | No
 def run_config(method: str, seed: int, settings: TrainConfig = TRAINING) -> TrainConfig:
     """The `TrainConfig` of one run of the comparison: ``settings`` (`TRAINING`, a
     profile's, or one made from them with `dataclasses.replace`) with the run's method and seed."""
-    return replace(settings, method=method, seed=seed)
+    return replace(settings, seed=seed, credit=replace(settings.credit, method=method))
+
+
+def with_overrides(config: TrainConfig, overrides: dict) -> TrainConfig:
+    """``config`` with settings changed by name, as command lines give them: a `TrainConfig`
+    field, or a `CreditConfig` field (it changes ``config.credit``). An unknown name, or a
+    value out of range, is a ValueError."""
+    credit = {k: v for k, v in overrides.items() if k in CREDIT_FIELDS}
+    unknown = sorted(set(overrides) - set(credit) - {f.name for f in fields(TrainConfig)})
+    if unknown:
+        raise ValueError(f"unknown TrainConfig setting(s) {unknown}; expected a field of TrainConfig "
+                         f"{[f.name for f in fields(TrainConfig)]} or of CreditConfig {list(CREDIT_FIELDS)}")
+    config = replace(config, **{k: v for k, v in overrides.items() if k not in credit})
+    return replace(config, credit=replace(config.credit, **credit)) if credit else config
 
 
 def _run_one(job: dict) -> list[dict]:
@@ -186,7 +201,7 @@ def compare(
     check_number("compare", "threads", threads, **RUN_RANGES["threads"])
     preset = PROFILES[profile]
     changes = {**(overrides or {}), "progress": progress, **({} if steps is None else {"steps": steps})}
-    settings = replace(preset.config, **changes)  # TrainConfig checks them (unknown names too)
+    settings = with_overrides(preset.config, changes)
     target = preset.target if target is None else target
     check_number("compare", "target", target, **RUN_RANGES["target"])
     if digits is not None:
@@ -211,7 +226,7 @@ def compare(
     model = _model_fingerprint(model_dir)
     for job in runs:
         job["settings"] = _run_settings(job["config"], model, digits)
-        _check_reuse(Path(job["out"]), job["settings"])
+        _check_reuse(Path(job["out"]), job["config"], job["settings"])
     out.mkdir(parents=True, exist_ok=True)
     for job in runs:
         Path(job["out"]).mkdir(parents=True, exist_ok=True)
@@ -234,11 +249,11 @@ def compare(
             job["config"] = replace(job["config"], progress=False)
         # Costliest runs first (OAR-P, then OAR-G), so the workers finish at about the same time.
         cost = {"oar-p": 0, "oar-g": 1}
-        order = sorted(range(len(runs)), key=lambda i: cost.get(runs[i]["config"].method.partition(":")[0], 2))
+        order = sorted(range(len(runs)), key=lambda i: cost.get(runs[i]["config"].credit.method.partition(":")[0], 2))
         from .progress import MethodBars
 
         results = [None] * len(runs)
-        bars = MethodBars([(job["config"].method, job["out"], job["config"].steps) for job in runs],
+        bars = MethodBars([(job["config"].credit.method, job["out"], job["config"].steps) for job in runs],
                           disable=not progress)
         with mp.get_context("spawn").Pool(min(jobs, len(runs))) as pool, bars:
             finished = pool.imap(_run_one, [runs[i] for i in order])
@@ -253,14 +268,14 @@ def compare(
                 results[i] = records
                 final = [r for r in records if r["type"] == "eval"]
                 acc = f"{final[-1]['eval_accuracy']:.3f}" if final else "n/a"
-                bars.finish(i, f"done {job['config'].method} seed {job['config'].seed}: held-out accuracy {acc}"
+                bars.finish(i, f"done {job['config'].credit.method} seed {job['config'].seed}: held-out accuracy {acc}"
                             if progress else None)
     elapsed = time.perf_counter() - t0
 
     records = [r for rs in results for r in rs]
     write_jsonl(out / "compare.jsonl", records)
     summary = summarize(records, target=target, methods=methods)
-    shared = {k: v for k, v in flat_settings(settings).items() if k not in ("method", "seed")}
+    shared = {k: v for k, v in {**asdict(settings), **asdict(settings.credit)}.items() if k not in ("credit", "method", "seed")}
     summary["settings"] = {**shared, "seeds": list(seeds), "methods": list(methods), "target": target,
                            "jobs": jobs, "threads": threads, "profile": profile, "elapsed_s": elapsed,
                            "runs": len(runs), "read_back": read_back,
@@ -328,8 +343,8 @@ def _model_fingerprint(model_dir) -> str | None:
 
 
 def _run_settings(config: TrainConfig, model: str | None, digits) -> dict:
-    """What decides a run's results: its full `TrainConfig` (`flat_settings`), the model, the problems' digits."""
-    return {"config": json.loads(json.dumps(flat_settings(config))), "model": model,
+    """What decides a run's results: its full `TrainConfig`, the model, the problems' digits."""
+    return {"config": json.loads(json.dumps(asdict(config))), "model": model,
             "digits": list(digits) if digits else list(TRAIN_POOL["digits"])}
 
 
@@ -339,7 +354,7 @@ def _write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def _check_reuse(run_dir: Path, settings: dict) -> None:
+def _check_reuse(run_dir: Path, config: TrainConfig, settings: dict) -> None:
     """Refuse to reuse ``run_dir`` if it holds a run with other settings (see the module
     docstring for what may differ); ValueError names each difference."""
     held = [name for name in (CHECKPOINT, METRICS) if (run_dir / name).exists()]
@@ -352,17 +367,16 @@ def _check_reuse(run_dir: Path, settings: dict) -> None:
                          "folder to train it again, or use another --out")
     try:
         saved = json.loads(path.read_text())
-        saved_config = flat_settings(saved["config"])
-    except (ValueError, KeyError, TypeError) as err:
+        changes = config_changes(saved["config"], config)
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise ValueError(f"{path} is damaged ({err}); delete {run_dir} to train the run again, or use another --out") from None
-    new_config = settings["config"]
-    more_steps = new_config.get("steps", 0) > saved_config.get("steps", 0)
-    open_run = more_steps or not _finished(run_dir, saved_config.get("steps"))
+    saved_steps = changes.get("steps", (config.steps,))[0] or 0
+    more_steps = config.steps > saved_steps
+    open_run = more_steps or not _finished(run_dir, saved_steps)
     diffs = [f"{key}={saved.get(key)!r} (now {settings[key]!r})" for key in ("model", "digits")
              if saved.get(key) != settings[key]]
-    for key in sorted(set(saved_config) | set(new_config)):
-        old, new = saved_config.get(key), new_config.get(key)
-        if old == new or key in _BOOKKEEPING or (key == "steps" and more_steps) or (key in _EVALUATION and open_run):
+    for key, (old, new) in sorted(changes.items()):
+        if key in _BOOKKEEPING or (key == "steps" and more_steps) or (key in _EVALUATION and open_run):
             continue
         diffs.append(f"{key}={old!r} (now {new!r})")
     if diffs:

@@ -25,7 +25,8 @@ Use::
     held_out = toy.load_eval_set()
     task = Task(train_problems=toy.make_problems(2000, seed=1, exclude=held_out), eval_problems=held_out,
                 formats=toy.FORMATS)
-    model, records = train(model, tokenizer, task, TrainConfig(method="oar-g"), out_dir="runs/oar-g")
+    model, records = train(model, tokenizer, task, TrainConfig(credit=CreditConfig("oar-g")),
+                           out_dir="runs/oar-g")
 
 Every step appends one record to ``out_dir/metrics.jsonl``; a checkpoint
 (``out_dir/checkpoint.pt``: weights or LoRA adapter, optimizer, RNG states, step, records)
@@ -43,7 +44,7 @@ import json
 import os
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -64,25 +65,16 @@ METRICS = "metrics.jsonl"
 
 # ----------------------------------------------------------------------------- configuration
 
-def _uniform_credit() -> CreditConfig:
-    return CreditConfig(method="uniform", batch_size=64)
-
-
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True)
 class TrainConfig:
-    """Everything a run depends on. Plain values with defaults; ``beta`` is the KL
-    coefficient (TRL's name) and the reshaping's boost is ``credit.boost`` (the paper's "beta").
+    """Everything a run depends on. Frozen: change it with ``dataclasses.replace``.
 
-    The credit settings are one `CreditConfig` (``credit``, default plain GRPO). They can
-    also be given and read flat, by the names of `CREDIT_KEYWORDS`:
-    ``TrainConfig(method="oar-g", boost=9)`` is ``TrainConfig(credit=CreditConfig("oar-g",
-    boost=9, batch_size=64))`` (a flat name replaces that field of ``credit``), and
-    ``config.method`` is ``config.credit.method``. Frozen: change a config with
-    ``dataclasses.replace(config, steps=20, boost=9)``.
+    ``credit`` is the credit assignment (`CreditConfig`; the default, ``"uniform"``, is
+    plain GRPO), so the reshaping's boost (the paper's "beta") is ``credit.boost`` and
+    ``beta`` is the KL coefficient (TRL's name). Out-of-range values raise ValueError.
     """
 
-    # what to train: credit assignment (OAR-SPEC sections 3-6; "uniform" is GRPO)
-    credit: CreditConfig = field(default_factory=_uniform_credit)
+    credit: CreditConfig = CreditConfig(method="uniform", batch_size=64)
     steps: int = 50
     prompts_per_step: int = 8            # P prompts per step
     group_size: int = 8                  # G completions per prompt
@@ -116,22 +108,11 @@ class TrainConfig:
     checkpoint_every: int = 10           # also at the end (needs out_dir); 0: only at the end
     progress: bool = True                # tqdm bar
 
-    def __init__(self, **settings):
-        credit = {CREDIT_KEYWORDS[k]: settings.pop(k) for k in list(settings) if k in CREDIT_KEYWORDS}
-        unknown = sorted(set(settings) - {f.name for f in dataclasses.fields(TrainConfig)})
-        if unknown:
-            raise ValueError(f"unknown TrainConfig setting(s) {unknown}; expected its fields "
-                             f"{[f.name for f in dataclasses.fields(TrainConfig)]} or the credit settings "
-                             f"{list(CREDIT_KEYWORDS)}")
-        for f in dataclasses.fields(TrainConfig):
-            default = f.default_factory() if f.default is dataclasses.MISSING else f.default
-            object.__setattr__(self, f.name, settings.get(f.name, default))
+    def __post_init__(self):
         if isinstance(self.credit, dict):  # as `dataclasses.asdict` wrote it (a checkpoint, run.json)
             object.__setattr__(self, "credit", CreditConfig(**self.credit))
         if not isinstance(self.credit, CreditConfig):
             raise ValueError(f"TrainConfig.credit must be a CreditConfig, got {type(self.credit).__name__}")
-        if credit:  # CreditConfig checks them
-            object.__setattr__(self, "credit", dataclasses.replace(self.credit, **credit))
         for name, allowed in NUMERIC_RANGES.items():
             check_number("TrainConfig", name, getattr(self, name), **allowed)
         if self.loss_type not in LOSS_TYPES:
@@ -140,30 +121,22 @@ class TrainConfig:
             raise ValueError(f"advantage_scale must be one of {SCALES}, got {self.advantage_scale!r}")
 
 
-CREDIT_KEYWORDS: dict[str, str] = {
-    **{name: name for name in CREDIT_FIELDS if name not in ("batch_size", "token_budget")},
-    "attribution_batch_size": "batch_size",
-    "attribution_token_budget": "token_budget",
-}
-"""`TrainConfig`'s flat names for the `CreditConfig` fields (``batch_size`` and
-``token_budget`` of the attribution, not of the update): ``TrainConfig(name=value)`` sets
-``credit.<field>``, ``config.<name>`` reads it."""
+def config_changes(saved: dict, config: TrainConfig) -> dict[str, tuple]:
+    """The settings in which ``saved`` (a config as checkpoints and run.json store it,
+    `dataclasses.asdict`) differs from ``config``: ``{name: (saved, now)}``, the credit
+    settings named ``credit.<field>``. Also reads the flat form that versions before
+    `CreditConfig` wrote (credit settings beside the others, OAR-P's batch size and token
+    budget as ``attribution_batch_size`` and ``attribution_token_budget``)."""
+    saved = _jsonable(saved)
+    if "credit" not in saved:  # the older flat form
+        names = {"attribution_batch_size": "batch_size", "attribution_token_budget": "token_budget"}
+        saved["credit"] = {names.get(k, k): saved.pop(k) for k in list(saved) if names.get(k, k) in CREDIT_FIELDS}
 
-for _name, _field in CREDIT_KEYWORDS.items():
-    setattr(TrainConfig, _name, property(lambda self, _field=_field: getattr(self.credit, _field),
-                                         doc=f"``credit.{_field}`` (read-only; see `CREDIT_KEYWORDS`)."))
+    def flat(data: dict) -> dict:
+        return {**{k: v for k, v in data.items() if k != "credit"}, **{f"credit.{k}": v for k, v in data["credit"].items()}}
 
-
-def flat_settings(config: TrainConfig | dict) -> dict:
-    """A config's settings as one flat dict: the credit settings under their `CREDIT_KEYWORDS`
-    names next to the other fields. Takes a `TrainConfig`, its `dataclasses.asdict`, or the
-    flat dict older versions wrote (returned as it is), so that runs and checkpoints of
-    either compare setting by setting."""
-    data = dataclasses.asdict(config) if isinstance(config, TrainConfig) else dict(config)
-    credit = data.pop("credit", None)
-    if credit is not None:
-        data.update({name: credit[field] for name, field in CREDIT_KEYWORDS.items() if field in credit})
-    return data
+    old, now = flat(saved), flat(_jsonable(dataclasses.asdict(config)))
+    return {k: (old.get(k), v) for k, v in now.items() if old.get(k) != v}
 
 
 # The allowed range of every numeric TrainConfig field (`oar_lite.checks.check_number`);
@@ -285,7 +258,7 @@ def train(model, tokenizer, task: Task, config: TrainConfig, *, out_dir: str | o
     cpu = next((r["cpu_time"] for r in reversed(records) if "cpu_time" in r), 0.0)
     if start == 0:
         log(_eval_record(model, tokenizer, task, config, step=0, wall_time=wall, cpu_time=cpu))
-    bar = tqdm(total=config.steps, initial=start, desc=config.method, disable=not config.progress, dynamic_ncols=True)
+    bar = tqdm(total=config.steps, initial=start, desc=config.credit.method, disable=not config.progress, dynamic_ncols=True)
     last_eval = next((r for r in reversed(records) if r["type"] == "eval"), None)
     for step in range(start + 1, config.steps + 1):
         record = train_step(model, tokenizer, task, config, optimizer, step, reference=reference)
@@ -358,7 +331,7 @@ def train_step(model, tokenizer, task: Task, config: TrainConfig, optimizer, ste
     record = {
         "type": "train",
         "step": step,
-        "method": config.method,
+        "method": config.credit.method,
         "seed": config.seed,
         "reward_mean": float(rewards.mean()),
         "accuracy": float(np.mean(correct)),
@@ -519,7 +492,7 @@ def _eval_record(model, tokenizer, task: Task, config: TrainConfig, *, step: int
     result = evaluate(model, tokenizer, problems, max_new_tokens=config.max_new_tokens,
                       batch_size=config.eval_batch_size, formats=task.formats,
                       add_special_tokens=task.add_special_tokens)
-    return {"type": "eval", "step": step, "method": config.method, "seed": config.seed,
+    return {"type": "eval", "step": step, "method": config.credit.method, "seed": config.seed,
             "eval_accuracy": result["accuracy"], "eval_answer_rate": result["answer_rate"], "eval_n": result["n"],
             "wall_time": wall_time, "cpu_time": cpu_time, "time_eval": time.perf_counter() - t0}
 
@@ -602,10 +575,10 @@ def load_checkpoint(path, model, optimizer, config: TrainConfig, *, task: Task |
     and the RNGs. Returns ``(step, records)``. Refuses a checkpoint of a different run:
     another config, or (when both sides know it) another task."""
     state = _read_checkpoint(path)
-    saved, now = flat_settings(state["config"]), flat_settings(config)
-    changed = [k for k in now if k not in RESUMABLE_CHANGES and _jsonable(saved.get(k)) != _jsonable(now[k])]
+    changed = {k: v for k, v in config_changes(state["config"], config).items() if k not in RESUMABLE_CHANGES}
     if changed:
-        raise ValueError(f"{path} was written by a different run: {', '.join(f'{k}={saved.get(k)!r} (now {now[k]!r})' for k in changed)}")
+        raise ValueError(f"{path} was written by a different run: "
+                         f"{', '.join(f'{k}={old!r} (now {new!r})' for k, (old, new) in changed.items())}")
     if task is not None and state.get("task") and state["task"] != task.fingerprint():
         raise ValueError(f"{path} was written by a run on other problems (task {state['task']}, now "
                          f"{task.fingerprint()}); use another output folder")
