@@ -1,22 +1,15 @@
 """GRPO against OAR-G and OAR-P on the toy task: the main job (``python -m oar_lite compare``).
 
-From the shipped toy model, every method trains with the same seeds, the same prompts at
-every step and the same budget (`oar_lite.train`); the held-out set is evaluated greedily
-along the way. Everything lands in one folder::
+Every method trains from the shipped toy model with the same seeds, prompts and budget
+(`oar_lite.train`), evaluated greedily on the held-out set along the way. One folder gets::
 
-    results/compare.png    held-out accuracy vs steps and vs wall time (band over seeds),
-                           and time per step by phase
+    results/compare.png    held-out accuracy vs steps and vs wall time, time per step by phase
     results/compare.md     final accuracy, steps and time to the target, time per step
     results/compare.jsonl  every metric record of every run (raw)
     results/runs/<method>-seed<s>/{metrics.jsonl, checkpoint.pt, run.json}
 
-Runs resume from their checkpoints, so an interrupted comparison picks up where it
-stopped; a finished run is read back, not trained again. ``run.json`` holds each run's
-full settings (its `TrainConfig`, a hash of the model files, the digits): a run is reused
-only when they match, apart from bookkeeping (progress bars, checkpoint interval, eval
-batch size), more steps (the run continues), and, for a run that is not finished or gets
-more steps, how often and on how many problems it is evaluated. Anything else is refused
-with the differences named.
+Runs resume from their checkpoints and a finished run is read back, not trained again;
+``run.json`` records its settings, and a run with other settings is refused (`_check_reuse`).
 """
 from __future__ import annotations
 
@@ -37,29 +30,25 @@ from .train import CHECKPOINT, METRICS, Task, TrainConfig, config_changes, read_
 
 COMPARED_TRAINING_METHODS = ("uniform", "oar-g", "oar-p")  # the training methods `compare` runs by default
 
-# Training settings shared by every profile (flags and ``overrides`` change them).
-# learning_rate: 1e-4 reaches the default target within the default budget (benchmarks/RESULTS.md,
-# "Learning"); 3e-4 learned less and 2e-3 collapsed an earlier toy model.
+# Training settings shared by every profile (flags and ``overrides`` change them); the learning
+# rate is the one benchmarks/RESULTS.md, "Learning", chose.
 TRAINING = TrainConfig(learning_rate=1e-4, max_new_tokens=66, temperature=1.0, num_iterations=1, beta=0.0,
-                       credit=CreditConfig("uniform", quantile=0.25, boost=1.0, floor=0.1, noise_std=1e-3, batch_size=64),
-                       checkpoint_every=5)
+                       checkpoint_every=5, credit=CreditConfig("uniform", quantile=0.25, boost=1.0, floor=0.1,
+                                                               noise_std=1e-3, batch_size=64))
 
 
 @dataclass(frozen=True)
 class Profile:
-    """A budget of the comparison: every run's training settings (a `TrainConfig` preset;
-    each run sets its method and seed) and compare's own settings, the seeds and the
-    target accuracy."""
+    """A budget of the comparison: the runs' `TrainConfig` preset (each run sets its method
+    and seed), the seeds and the target accuracy."""
 
     config: TrainConfig
     seeds: tuple[int, ...]
     target: float
 
 
-# Budgets. "default" is the comparison the README reports (its run time: benchmarks/RESULTS.md,
-# "Learning"); "quick" is for trying it (a fraction of that); "tiny" is for tests.
-# Each has its target accuracy: "quick" stops at 10 steps, before the shipped model reaches
-# 0.85, and a table of "not reached" shows nothing.
+# "default": the comparison the README reports; "quick": for trying it (its target is lower, as it
+# stops before the default one is reached); "tiny": for tests.
 PROFILES: dict[str, Profile] = {
     "default": Profile(replace(TRAINING, steps=30, prompts_per_step=8, group_size=8, eval_every=5, eval_size=None),
                        seeds=(0, 1, 2), target=0.85),
@@ -67,23 +56,19 @@ PROFILES: dict[str, Profile] = {
                      seeds=(0,), target=0.7),
     "tiny": Profile(replace(TRAINING, steps=2, prompts_per_step=2, group_size=4, eval_every=1, eval_size=8,
                             checkpoint_every=1), seeds=(0,), target=0.85),
-    # "credit": the regime of benchmarks/credit_regime.py (notebook 07, RESULTS.md "When credit matters"):
-    # small batches (the noise credit acts on is largest), sharp credit (boost 9: a top-scored token
-    # weighs ten times a bottom one, "0.1 elsewhere" for the oracle's binary scores), 5 seeds,
-    # evaluations every 2 steps so that steps to the target are resolved.
+    # "credit": the regime of benchmarks/credit_regime.py (notebook 07): small batches, sharp credit
+    # (boost 9: "0.1 elsewhere" for the oracle's binary scores), 5 seeds, frequent evaluations.
     "credit": Profile(replace(TRAINING, steps=16, prompts_per_step=2, group_size=4, eval_every=2, eval_size=100,
                               credit=replace(TRAINING.credit, boost=9.0)), seeds=(0, 1, 2, 3, 4), target=0.75),
 }
 DEFAULT_TARGET = 0.85
 TRAIN_POOL = dict(n=4000, seed=12345, digits=(2, 4))
-# Held-out problems for other digit ranges (--digits): fresh ones, since oar_lite/data/toy_eval.jsonl
-# holds only 56 4-digit problems (too few to tell methods apart). Disjoint from the
-# shipped held-out set and from the training pool.
+# Held-out problems for other digit ranges (--digits): fresh ones (the shipped held-out set has too
+# few of any one length), disjoint from it and from the training pool.
 OTHER_EVAL = dict(n=200, seed=54321)
 
 
-# Ranges of compare's own numeric settings (`oar_lite.checks.check_number`); the training
-# settings are checked by `TrainConfig`.
+# Ranges of compare's own numeric settings (`oar_lite.checks.check_number`).
 RUN_RANGES: dict[str, dict] = {
     "target": dict(low=0, high=1, low_open=True),
     "jobs": dict(integer=True, low=1),
@@ -92,13 +77,9 @@ RUN_RANGES: dict[str, dict] = {
 
 
 def toy_task(*, eval_size: int | None = None, digits: int | tuple[int, int] | None = None) -> Task:
-    """The toy addition task: a pool of training problems that avoids the held-out set, and
-    the first ``eval_size`` held-out problems.
-
-    With ``digits`` (an int or an inclusive ``(low, high)`` range) other than the default
-    2-4, both training and held-out problems have that many digits; the held-out ones are
-    200 fresh problems (``OTHER_EVAL``), none of them in ``oar_lite/data/toy_eval.jsonl``.
-    """
+    """The toy addition task: training problems that avoid the held-out set, and the first
+    ``eval_size`` held-out problems. ``digits`` (an int or an inclusive ``(low, high)``) other
+    than `TRAIN_POOL`'s sets both; the held-out ones are then fresh (``OTHER_EVAL``)."""
     from . import toy
 
     held_out = toy.load_eval_set()
@@ -114,8 +95,7 @@ def toy_task(*, eval_size: int | None = None, digits: int | tuple[int, int] | No
 
 
 def run_config(method: str, seed: int, settings: TrainConfig = TRAINING) -> TrainConfig:
-    """The `TrainConfig` of one run of the comparison: ``settings`` (`TRAINING`, a
-    profile's, or one made from them with `dataclasses.replace`) with the run's method and seed."""
+    """``settings`` (`TRAINING`, a profile's, or one made from them) with a run's method and seed."""
     return replace(settings, seed=seed, credit=replace(settings.credit, method=method))
 
 
@@ -173,20 +153,15 @@ def compare(
     Args:
         methods: credit-assignment methods (`oar_lite.attribution.SCORERS` names, optionally
             with a mode: ``"oar-p:answer_joint"``).
-        seeds: seeds (default: the profile's). Seed s gives every method the same prompts.
-        steps: training steps per run (default: the profile's).
+        seeds, steps, target: default the profile's (`PROFILES`); seed s gives every method the
+            same prompts; ``target`` is the held-out accuracy whose first crossing counts.
         out: output folder.
-        profile: ``"default"``, ``"quick"``, ``"tiny"`` or ``"credit"`` (`PROFILES`).
-        target: held-out accuracy whose first crossing counts as "reached" (default: the
-            profile's, 0.85 for "default", 0.7 for "quick").
+        profile: a `PROFILES` name.
         jobs: runs trained at the same time (separate processes); 1 trains in this process.
-        threads: torch threads per run (1 suits the toy model: its matrices are too small
-            for two threads to pay off). None leaves torch's setting alone.
-        model_dir: a toy model folder other than the shipped ``oar_lite/data/toy-model``.
-        overrides: `TrainConfig` settings to change (``{"learning_rate": 1e-3, "boost": 2.0}``);
-            an unknown name is a ValueError.
-        digits: train and evaluate on problems with this many digits (an int or an inclusive
-            ``[low, high]`` pair; default the toy world's 2-4; see `toy_task`).
+        threads: torch threads per run (None: torch's setting).
+        model_dir: a toy model folder other than the shipped one.
+        overrides: settings to change by name (`with_overrides`), e.g. ``{"boost": 2.0}``.
+        digits: train and evaluate on problems with this many digits (see `toy_task`).
         progress: progress bars.
         command: the command line, recorded in ``compare.md``.
 
@@ -237,14 +212,11 @@ def compare(
 
     t0 = time.perf_counter()
     if jobs == 1:
-        results = []
-        for job in runs:
-            results.append(_run_one(job))
+        results = [_run_one(job) for job in runs]
     else:
         import multiprocessing as mp
 
-        # Each worker shows its own bar; they would overwrite each other, so keep them quiet
-        # and report each run as it finishes.
+        # The workers' bars would overwrite each other: they stay quiet, and MethodBars reports.
         for job in runs:
             job["config"] = replace(job["config"], progress=False)
         # Costliest runs first (OAR-P, then OAR-G), so the workers finish at about the same time.
@@ -275,7 +247,8 @@ def compare(
     records = [r for rs in results for r in rs]
     write_jsonl(out / "compare.jsonl", records)
     summary = summarize(records, target=target, methods=methods)
-    shared = {k: v for k, v in {**asdict(settings), **asdict(settings.credit)}.items() if k not in ("credit", "method", "seed")}
+    shared = {k: v for k, v in {**asdict(settings), **asdict(settings.credit)}.items()
+              if k not in ("credit", "method", "seed")}  # the credit settings beside the others, for the report
     summary["settings"] = {**shared, "seeds": list(seeds), "methods": list(methods), "target": target,
                            "jobs": jobs, "threads": threads, "profile": profile, "elapsed_s": elapsed,
                            "runs": len(runs), "read_back": read_back,
@@ -355,8 +328,9 @@ def _write_json(path: Path, data: dict) -> None:
 
 
 def _check_reuse(run_dir: Path, config: TrainConfig, settings: dict) -> None:
-    """Refuse to reuse ``run_dir`` if it holds a run with other settings (see the module
-    docstring for what may differ); ValueError names each difference."""
+    """Refuse to reuse ``run_dir`` if it holds a run with other settings; ValueError names each
+    difference. Allowed to differ: bookkeeping, more steps (the run continues) and, for a run
+    that is not finished or gets more steps, how often and on how many problems it is evaluated."""
     held = [name for name in (CHECKPOINT, METRICS) if (run_dir / name).exists()]
     path = run_dir / RUN_SETTINGS
     if not held:

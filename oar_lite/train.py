@@ -1,39 +1,15 @@
-"""The readable GRPO + OAR training loop, one file, top to bottom.
+"""The readable GRPO + OAR training loop, one file, top to bottom (OAR-SPEC sections 1 and 7).
 
-Each step:
+Each step: 1. generate G completions for each of P prompts (`rollout.sample_completions`);
+2. reward them, group-relative advantages A_i (`grpo.group_advantages`); 3. attribute:
+weights w_t on reasoning tokens (`attribution.token_weights`), A_{i,t} = A_i * w_t
+(`grpo.token_advantages`); 4. update: ``num_iterations`` clipped steps, optional KL to a
+frozen reference (`grpo.policy_loss`). Credit ``"uniform"`` weighs every token 1: plain
+GRPO. Only the weights change between methods: a seed gives the same prompts to each.
 
-    1. generate   sample G completions for each of P prompts           (rollout.sample_completions)
-    2. reward     r_i = 1 if the final answer is right, else 0          (reward.math_reward, or the task's)
-                  A_i = (r_i - mean r_group) / (std r_group + eps)      (grpo.group_advantages)
-    3. attribute  w_t = bilevel(scores_t) on reasoning tokens, 1 elsewhere (attribution.token_weights)
-                  A_{i,t} = A_i * w_t                                    (grpo.token_advantages)
-    4. update     num_iterations clipped steps on the same batch, with an
-                  optional KL to a frozen reference                      (grpo.policy_loss)
-
-``method="uniform"`` scores every token alike, so every weight is 1 and the loop is plain
-GRPO; ``"oar-g"`` and ``"oar-p"`` reshape the credit (OAR-SPEC sections 4-7). Only the
-weights change between methods: the same seed gives the same prompts at every step.
-
-Two shortcuts, both exact: rows whose advantage is 0 (a group of equal rewards) are not
-scored (A_i * w_t = 0 whatever w is), and a step where every advantage is 0 and there is
-no KL term makes no optimizer step (the gradient is 0; AdamW would still drift on its
-momentum). Dropout stays off, so pi_old and pi_theta agree at the first inner iteration.
-
-Use::
-
-    model, tokenizer = toy.load_model()
-    held_out = toy.load_eval_set()
-    task = Task(train_problems=toy.make_problems(2000, seed=1, exclude=held_out), eval_problems=held_out,
-                formats=toy.FORMATS)
-    model, records = train(model, tokenizer, task, TrainConfig(credit=CreditConfig("oar-g")),
-                           out_dir="runs/oar-g")
-
-Every step appends one record to ``out_dir/metrics.jsonl``; a checkpoint
-(``out_dir/checkpoint.pt``: weights or LoRA adapter, optimizer, RNG states, step, records)
-is written atomically every ``checkpoint_every`` steps (default 10) and at the end, and
-``train(..., resume=True)`` continues from it with the same results as a run that never
-stopped. A fresh run (``resume=False``) refuses a folder that already holds a run unless
-``overwrite=True``.
+A run appends one record per step to ``out_dir/metrics.jsonl`` and writes
+``out_dir/checkpoint.pt`` atomically every ``checkpoint_every`` steps and at the end;
+``train(..., resume=True)`` continues it with the results of a run that never stopped.
 """
 from __future__ import annotations
 
@@ -122,11 +98,9 @@ class TrainConfig:
 
 
 def config_changes(saved: dict, config: TrainConfig) -> dict[str, tuple]:
-    """The settings in which ``saved`` (a config as checkpoints and run.json store it,
-    `dataclasses.asdict`) differs from ``config``: ``{name: (saved, now)}``, the credit
-    settings named ``credit.<field>``. Also reads the flat form that versions before
-    `CreditConfig` wrote (credit settings beside the others, OAR-P's batch size and token
-    budget as ``attribution_batch_size`` and ``attribution_token_budget``)."""
+    """``{name: (saved, now)}`` for each setting in which ``saved`` (a config as checkpoints
+    and run.json store it, `dataclasses.asdict`, or the flat form of versions before
+    `CreditConfig`) differs from ``config``; credit settings are named ``credit.<field>``."""
     saved = _jsonable(saved)
     if "credit" not in saved:  # the older flat form
         names = {"attribution_batch_size": "batch_size", "attribution_token_budget": "token_budget"}
@@ -175,10 +149,9 @@ RESUMABLE_CHANGES = ("steps", "checkpoint_every", "progress", "eval_every", "eva
 class Task:
     """What the loop trains on: problems (dicts with ``"prompt"`` and ``"answer"``) and a reward.
 
-    ``reward(completion, problem) -> float`` defaults to `math_reward` against
-    ``problem["answer"]``; accuracy is always math_reward's verdict (right or wrong).
-    ``formats`` are the answer formats (`oar_lite.segment.FORMATS`) used to find the
-    answer; ``add_special_tokens=False`` for chat-templated prompts.
+    ``reward(completion, problem) -> float`` defaults to `math_reward` (accuracy is always
+    its verdict); ``formats``: where the answer is (`oar_lite.segment.FORMATS`);
+    ``add_special_tokens=False`` for chat-templated prompts.
     """
 
     train_problems: Sequence[dict]
@@ -195,9 +168,8 @@ class Task:
                 raise ValueError(f"each problem must be a dict with 'prompt' and 'answer', got {p!r}")
 
     def fingerprint(self) -> str:
-        """A short hash of the training problems (prompts and answers): a checkpoint records
-        it, so a run is never resumed on other problems. The held-out problems are left out:
-        how many are evaluated (``eval_size``) may change on resume, like ``eval_every``."""
+        """A short hash of the training problems, recorded in checkpoints so that a run is never
+        resumed on other ones (held-out problems left out: ``eval_size`` may change on resume)."""
         problems = [[p["prompt"], str(p["answer"])] for p in self.train_problems]
         return hashlib.sha256(json.dumps(problems).encode()).hexdigest()[:16]
 
@@ -206,24 +178,15 @@ class Task:
 
 def train(model, tokenizer, task: Task, config: TrainConfig, *, out_dir: str | os.PathLike | None = None,
           resume: bool = False, overwrite: bool = False):
-    """Train ``model`` with GRPO and the chosen credit assignment.
+    """Train ``model`` (a causal LM) in place with GRPO and ``config.credit``'s credit assignment.
 
-    Args:
-        model: a causal LM (``transformers``); trained in place (wrapped by peft when
-            ``config.lora``). Pass the initial weights also when resuming: the frozen
-            reference (``beta > 0``) is taken from them.
-        tokenizer: its tokenizer (with a pad token).
-        task: problems and reward (`Task`).
-        config: `TrainConfig`.
-        out_dir: where ``metrics.jsonl`` and ``checkpoint.pt`` go (None: nothing written).
-        resume: continue from ``out_dir/checkpoint.pt`` if it exists.
-        overwrite: with ``resume=False``, replace a run already in ``out_dir`` (its
-            metrics and checkpoint); without it such a folder is refused.
+    With ``config.lora`` the model is wrapped by peft. Pass the initial weights also when
+    resuming: the KL reference is taken from them. ``out_dir`` receives ``metrics.jsonl`` and
+    ``checkpoint.pt`` (None: nothing written); ``resume`` continues from its checkpoint; a
+    fresh run refuses a folder that holds a run unless ``overwrite``.
 
-    Returns:
-        ``(model, records)``: the trained model (the peft wrapper with LoRA) and the list
-        of metric records (``{"type": "train", ...}`` per step, ``{"type": "eval", ...}``
-        per evaluation).
+    Returns ``(model, records)``: the trained model (the peft wrapper with LoRA) and the metric
+    records, ``{"type": "train", ...}`` per step and ``{"type": "eval", ...}`` per evaluation.
     """
     out = Path(out_dir) if out_dir is not None else None
     if resume and out is None:
@@ -285,8 +248,7 @@ PHASES = ("generate", "reward", "attribute", "update")  # the timed parts of a s
 def train_step(model, tokenizer, task: Task, config: TrainConfig, optimizer, step: int, *, reference=None) -> dict:
     """One GRPO step (generate, reward, attribute, update); returns its metric record."""
     timer = _PhaseTimer(model)
-    # Dropout stays off throughout: the sampling policy and the policy being updated must
-    # agree, or the ratio pi / pi_old is not 1 at the first inner iteration.
+    # Dropout off: the sampling and the updated policy must agree (ratio 1 at the first iteration).
     model.eval()
 
     # 1. generate: G completions for each of P prompts (the same prompts for every method).
@@ -305,11 +267,9 @@ def train_step(model, tokenizer, task: Task, config: TrainConfig, optimizer, ste
     advantages = group_advantages(rewards, config.group_size, scale=config.advantage_scale)
     timer.lap("reward")
 
-    # 3. attribute: token weights from the current policy, on reasoning tokens only. OAR-G
-    # scores all rows in one padded pass, OAR-P chunks its perturbed copies by the device's
-    # token budget (`token_weights`, `plan_chunks`); time_/cpu_attribute record what it cost.
-    # A row whose advantage is 0 (its group got equal rewards) gets A_i * w_t = 0 whatever
-    # w is, so it is not scored: clearing its answer mask leaves its weights at 1.
+    # 3. attribute: token weights from the current policy, on reasoning tokens only. A row
+    # whose advantage is 0 gets A_i * w_t = 0 whatever w is, so it is not scored: clearing
+    # its answer mask leaves its weights at 1.
     reasoning_mask, answer_mask = rollouts.masks()
     scored = advantages != 0
     answer_mask = answer_mask & scored.to(answer_mask.device)[:, None]
@@ -349,11 +309,8 @@ def train_step(model, tokenizer, task: Task, config: TrainConfig, optimizer, ste
 
 
 def _update(model, optimizer, rollouts, token_adv: torch.Tensor, config: TrainConfig, reference) -> dict:
-    """The clipped update: ``num_iterations`` optimizer steps on one batch of rollouts.
-
-    pi_old is the sampling policy: its log-probs are computed once, before the first
-    step (with one iteration the ratio is 1 and they equal the detached log-probs).
-    """
+    """The clipped update: ``num_iterations`` optimizer steps on one batch of rollouts
+    (``token_adv``: ``[B, C]``). pi_old's log-probs are computed once, before the first step."""
     ids, attn, mask = rollouts.input_ids, rollouts.attention_mask, rollouts.completion_mask
     B, C = mask.shape
     chunks = [slice(i, min(i + (config.micro_batch_size or B), B)) for i in range(0, B, config.micro_batch_size or B)]
@@ -372,9 +329,8 @@ def _update(model, optimizer, rollouts, token_adv: torch.Tensor, config: TrainCo
             else:
                 ref = torch.cat([logprobs_of(reference, r) for r in chunks])
 
-    # No learning signal (every group got equal rewards and there is no KL term): the loss
-    # and its gradient are exactly 0, yet Adam would still move the weights on its momentum.
-    # Skip the optimizer step instead.
+    # No learning signal (all advantages 0, no KL): the gradient is exactly 0, yet AdamW would
+    # still move the weights on its momentum, so the optimizer step is skipped.
     if config.beta == 0 and not bool(token_adv.any()):
         with torch.no_grad():
             entropy = sum(float((logprobs_of(model, r, return_entropy=True)[1] * mask[r]).sum()) for r in chunks)
@@ -442,15 +398,13 @@ def evaluate(model, tokenizer, problems: Sequence[dict], *, group_size: int = 1,
              shares: dict[str, Callable[[str], bool]] | None = None, progress: bool = False) -> dict:
     """Accuracy on held-out problems: greedy by default, or ``group_size`` samples each.
 
-    ``seed``: if given, batch k is sampled after ``torch.manual_seed(seed + k)``; None leaves
-    the global RNG alone (a training run evaluates mid-run). ``shares``: more counts,
-    ``{name: test(completion)}``, each reported as the share of completions that pass it.
+    ``seed``: batch k is sampled after ``torch.manual_seed(seed + k)`` (None: the global RNG is
+    left alone). ``shares``: ``{name: test(completion)}``, each reported as the share that passes.
 
-    Returns:
-        ``{"accuracy", "answer_rate", "mixed", "solved", "failed", "mean_tokens", "n"}`` and
-        the ``shares``: the share of completions answered right and with a parseable answer;
-        the shares of problems whose group is mixed (0 when ``group_size == 1``), all right,
-        all wrong; the mean completion length in tokens; the number of problems.
+    Returns ``{"accuracy", "answer_rate", "mixed", "solved", "failed", "mean_tokens", "n"}`` and
+    the ``shares``: the shares of completions right and with a parseable answer; of problems
+    whose group is mixed (0 when ``group_size == 1``), all right, all wrong; the mean completion
+    length in tokens; the number of problems.
     """
     if len(problems) == 0:
         raise ValueError("no problems to evaluate; expected dicts with 'prompt' and 'answer'")
