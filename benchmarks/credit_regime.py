@@ -40,7 +40,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--digits", type=int, nargs="+", default=None)
     ap.add_argument("--model", default=None, help="toy model folder (default: the shipped one)")
     ap.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE",
-                    help="TrainConfig overrides, e.g. prompts_per_step=4 boost=9")
+                    help="TrainConfig or CreditConfig fields to change, e.g. prompts_per_step=4 boost=9")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--out", default=None, help="compare folder (default: results/credit-<name>)")
     ap.add_argument("--json", type=Path, default=OUT)

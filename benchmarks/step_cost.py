@@ -74,7 +74,7 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
 
     import functools
 
-    from oar_lite.attribution import SCORERS, gradient_scores, perturbation_scores, register_scorer
+    from oar_lite.attribution import SCORERS, CreditConfig, gradient_scores, perturbation_scores, register_scorer
 
     # Not the scorers themselves, so token_weights takes its per-row path.
     for name, scorer in (("oar-g-per-row", gradient_scores), ("oar-p-per-row", perturbation_scores)):
@@ -82,7 +82,8 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
             register_scorer(name, functools.partial(scorer))
     model, tok = common.load(model_name, device)
     task = make_task(model_name, tok)
-    configs = {m: TrainConfig(method=m, seed=0, progress=False, eval_size=0, **settings) for m in methods}
+    configs = {m: TrainConfig(credit=CreditConfig(m, batch_size=64), seed=0, progress=False, eval_size=0, **settings)
+               for m in methods}
     if settings.get("lora"):
         model = add_lora(model, configs[methods[0]])
     start = _trainable(model)

@@ -65,15 +65,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def check_flags(args: argparse.Namespace, names: dict[str, str]) -> None:
-    """Range-check the numeric flags with the ranges of the settings they set
-    (`oar_lite.train.NUMERIC_RANGES`, `oar_lite.attribution.CREDIT_RANGES`,
-    `oar_lite.compare.RUN_RANGES`); ValueError names the flag."""
+    """Range-check the numeric flags with the ranges of the settings they set (``names``: flag
+    to `TrainConfig` or `CreditConfig` field; `oar_lite.compare.RUN_RANGES`); ValueError names the flag."""
     from .attribution import CREDIT_RANGES
     from .checks import check_number
     from .compare import RUN_RANGES
-    from .train import CREDIT_KEYWORDS, NUMERIC_RANGES
+    from .train import NUMERIC_RANGES
 
-    ranges = {**NUMERIC_RANGES, **{k: CREDIT_RANGES[f] for k, f in CREDIT_KEYWORDS.items() if f in CREDIT_RANGES}}
+    ranges = {**NUMERIC_RANGES, **CREDIT_RANGES}
 
     def flag(name: str) -> str:
         return "--" + name.replace("_", "-")
@@ -92,16 +91,14 @@ LIBRARIES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "
 
 
 def quiet_libraries() -> None:
-    """Hide what a user of the command line cannot act on: the libraries' FutureWarnings and
-    DeprecationWarnings (API changes inside them), their UserWarnings, transformers' info
-    logs and its per-model "Loading weights" bars. Set in the environment as well, so that
-    the worker processes `oar_lite.compare` spawns start quiet too. oar_lite's own warnings
-    stay visible. Called by `main` unless ``--verbose``; the library itself filters nothing."""
+    """Hide what a command-line user cannot act on: the `LIBRARIES`' Future-, Deprecation- and
+    UserWarnings, transformers' info logs and weight-loading bars; set in the environment too,
+    so that compare's worker processes start quiet. oar_lite's own warnings stay visible."""
     import warnings
 
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' tqdm follows huggingface_hub's switch
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    # (and multiprocessing's note at exit about a semaphore of the worker pool it cleans up itself)
+    # resource_tracker: multiprocessing's note at exit about a semaphore it cleans up itself
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning,ignore::DeprecationWarning,"
                                             "ignore:resource_tracker:UserWarning")
     libraries = rf"({'|'.join(LIBRARIES)})(\.|$)"

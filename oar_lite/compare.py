@@ -1,22 +1,15 @@
 """GRPO against OAR-G and OAR-P on the toy task: the main job (``python -m oar_lite compare``).
 
-From the shipped toy model, every method trains with the same seeds, the same prompts at
-every step and the same budget (`oar_lite.train`); the held-out set is evaluated greedily
-along the way. Everything lands in one folder::
+Every method trains from the shipped toy model with the same seeds, prompts and budget
+(`oar_lite.train`), evaluated greedily on the held-out set along the way. One folder gets::
 
-    results/compare.png    held-out accuracy vs steps and vs wall time (band over seeds),
-                           and time per step by phase
+    results/compare.png    held-out accuracy vs steps and vs wall time, time per step by phase
     results/compare.md     final accuracy, steps and time to the target, time per step
     results/compare.jsonl  every metric record of every run (raw)
     results/runs/<method>-seed<s>/{metrics.jsonl, checkpoint.pt, run.json}
 
-Runs resume from their checkpoints, so an interrupted comparison picks up where it
-stopped; a finished run is read back, not trained again. ``run.json`` holds each run's
-full settings (its `TrainConfig`, a hash of the model files, the digits): a run is reused
-only when they match, apart from bookkeeping (progress bars, checkpoint interval, eval
-batch size), more steps (the run continues), and, for a run that is not finished or gets
-more steps, how often and on how many problems it is evaluated. Anything else is refused
-with the differences named.
+Runs resume from their checkpoints and a finished run is read back, not trained again;
+``run.json`` records its settings, and a run with other settings is refused (`_check_reuse`).
 """
 from __future__ import annotations
 
@@ -25,39 +18,37 @@ import json
 import os
 import platform
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Sequence
 
+from .attribution import CREDIT_FIELDS, CreditConfig
 from .checks import check_number
 # Re-exported from `oar_lite.report`, which holds them: notebook 05 and scripts call compare.X.
 from .report import render_markdown, save_figure, summarize, verdict  # noqa: F401
-from .train import CHECKPOINT, METRICS, Task, TrainConfig, flat_settings, read_jsonl, train, write_jsonl
+from .train import CHECKPOINT, METRICS, Task, TrainConfig, config_changes, read_jsonl, train, write_jsonl
 
 COMPARED_TRAINING_METHODS = ("uniform", "oar-g", "oar-p")  # the training methods `compare` runs by default
 
-# Training settings shared by every profile (flags and ``overrides`` change them).
-# learning_rate: 1e-4 reaches the default target within the default budget (benchmarks/RESULTS.md,
-# "Learning"); 3e-4 learned less and 2e-3 collapsed an earlier toy model.
+# Training settings shared by every profile (flags and ``overrides`` change them); the learning
+# rate is the one benchmarks/RESULTS.md, "Learning", chose.
 TRAINING = TrainConfig(learning_rate=1e-4, max_new_tokens=66, temperature=1.0, num_iterations=1, beta=0.0,
-                       quantile=0.25, boost=1.0, floor=0.1, noise_std=1e-3, checkpoint_every=5)
+                       checkpoint_every=5, credit=CreditConfig("uniform", quantile=0.25, boost=1.0, floor=0.1,
+                                                               noise_std=1e-3, batch_size=64))
 
 
 @dataclass(frozen=True)
 class Profile:
-    """A budget of the comparison: every run's training settings (a `TrainConfig` preset;
-    each run sets its method and seed) and compare's own settings, the seeds and the
-    target accuracy."""
+    """A budget of the comparison: the runs' `TrainConfig` preset (each run sets its method
+    and seed), the seeds and the target accuracy."""
 
     config: TrainConfig
     seeds: tuple[int, ...]
     target: float
 
 
-# Budgets. "default" is the comparison the README reports (its run time: benchmarks/RESULTS.md,
-# "Learning"); "quick" is for trying it (a fraction of that); "tiny" is for tests.
-# Each has its target accuracy: "quick" stops at 10 steps, before the shipped model reaches
-# 0.85, and a table of "not reached" shows nothing.
+# "default": the comparison the README reports; "quick": for trying it (its target is lower, as it
+# stops before the default one is reached); "tiny": for tests.
 PROFILES: dict[str, Profile] = {
     "default": Profile(replace(TRAINING, steps=30, prompts_per_step=8, group_size=8, eval_every=5, eval_size=None),
                        seeds=(0, 1, 2), target=0.85),
@@ -65,23 +56,19 @@ PROFILES: dict[str, Profile] = {
                      seeds=(0,), target=0.7),
     "tiny": Profile(replace(TRAINING, steps=2, prompts_per_step=2, group_size=4, eval_every=1, eval_size=8,
                             checkpoint_every=1), seeds=(0,), target=0.85),
-    # "credit": the regime of benchmarks/credit_regime.py (notebook 07, RESULTS.md "When credit matters"):
-    # small batches (the noise credit acts on is largest), sharp credit (boost 9: a top-scored token
-    # weighs ten times a bottom one, "0.1 elsewhere" for the oracle's binary scores), 5 seeds,
-    # evaluations every 2 steps so that steps to the target are resolved.
+    # "credit": the regime of benchmarks/credit_regime.py (notebook 07): small batches, sharp credit
+    # (boost 9: "0.1 elsewhere" for the oracle's binary scores), 5 seeds, frequent evaluations.
     "credit": Profile(replace(TRAINING, steps=16, prompts_per_step=2, group_size=4, eval_every=2, eval_size=100,
-                              boost=9.0), seeds=(0, 1, 2, 3, 4), target=0.75),
+                              credit=replace(TRAINING.credit, boost=9.0)), seeds=(0, 1, 2, 3, 4), target=0.75),
 }
 DEFAULT_TARGET = 0.85
 TRAIN_POOL = dict(n=4000, seed=12345, digits=(2, 4))
-# Held-out problems for other digit ranges (--digits): fresh ones, since oar_lite/data/toy_eval.jsonl
-# holds only 56 4-digit problems (too few to tell methods apart). Disjoint from the
-# shipped held-out set and from the training pool.
+# Held-out problems for other digit ranges (--digits): fresh ones (the shipped held-out set has too
+# few of any one length), disjoint from it and from the training pool.
 OTHER_EVAL = dict(n=200, seed=54321)
 
 
-# Ranges of compare's own numeric settings (`oar_lite.checks.check_number`); the training
-# settings are checked by `TrainConfig`.
+# Ranges of compare's own numeric settings (`oar_lite.checks.check_number`).
 RUN_RANGES: dict[str, dict] = {
     "target": dict(low=0, high=1, low_open=True),
     "jobs": dict(integer=True, low=1),
@@ -90,13 +77,9 @@ RUN_RANGES: dict[str, dict] = {
 
 
 def toy_task(*, eval_size: int | None = None, digits: int | tuple[int, int] | None = None) -> Task:
-    """The toy addition task: a pool of training problems that avoids the held-out set, and
-    the first ``eval_size`` held-out problems.
-
-    With ``digits`` (an int or an inclusive ``(low, high)`` range) other than the default
-    2-4, both training and held-out problems have that many digits; the held-out ones are
-    200 fresh problems (``OTHER_EVAL``), none of them in ``oar_lite/data/toy_eval.jsonl``.
-    """
+    """The toy addition task: training problems that avoid the held-out set, and the first
+    ``eval_size`` held-out problems. ``digits`` (an int or an inclusive ``(low, high)``) other
+    than `TRAIN_POOL`'s sets both; the held-out ones are then fresh (``OTHER_EVAL``)."""
     from . import toy
 
     held_out = toy.load_eval_set()
@@ -112,9 +95,21 @@ def toy_task(*, eval_size: int | None = None, digits: int | tuple[int, int] | No
 
 
 def run_config(method: str, seed: int, settings: TrainConfig = TRAINING) -> TrainConfig:
-    """The `TrainConfig` of one run of the comparison: ``settings`` (`TRAINING`, a
-    profile's, or one made from them with `dataclasses.replace`) with the run's method and seed."""
-    return replace(settings, method=method, seed=seed)
+    """``settings`` (`TRAINING`, a profile's, or one made from them) with a run's method and seed."""
+    return replace(settings, seed=seed, credit=replace(settings.credit, method=method))
+
+
+def with_overrides(config: TrainConfig, overrides: dict) -> TrainConfig:
+    """``config`` with settings changed by name, as command lines give them: a `TrainConfig`
+    field, or a `CreditConfig` field (it changes ``config.credit``). An unknown name, or a
+    value out of range, is a ValueError."""
+    credit = {k: v for k, v in overrides.items() if k in CREDIT_FIELDS}
+    unknown = sorted(set(overrides) - set(credit) - {f.name for f in fields(TrainConfig)})
+    if unknown:
+        raise ValueError(f"unknown TrainConfig setting(s) {unknown}; expected a field of TrainConfig "
+                         f"{[f.name for f in fields(TrainConfig)]} or of CreditConfig {list(CREDIT_FIELDS)}")
+    config = replace(config, **{k: v for k, v in overrides.items() if k not in credit})
+    return replace(config, credit=replace(config.credit, **credit)) if credit else config
 
 
 def _run_one(job: dict) -> list[dict]:
@@ -158,20 +153,15 @@ def compare(
     Args:
         methods: credit-assignment methods (`oar_lite.attribution.SCORERS` names, optionally
             with a mode: ``"oar-p:answer_joint"``).
-        seeds: seeds (default: the profile's). Seed s gives every method the same prompts.
-        steps: training steps per run (default: the profile's).
+        seeds, steps, target: default the profile's (`PROFILES`); seed s gives every method the
+            same prompts; ``target`` is the held-out accuracy whose first crossing counts.
         out: output folder.
-        profile: ``"default"``, ``"quick"``, ``"tiny"`` or ``"credit"`` (`PROFILES`).
-        target: held-out accuracy whose first crossing counts as "reached" (default: the
-            profile's, 0.85 for "default", 0.7 for "quick").
+        profile: a `PROFILES` name.
         jobs: runs trained at the same time (separate processes); 1 trains in this process.
-        threads: torch threads per run (1 suits the toy model: its matrices are too small
-            for two threads to pay off). None leaves torch's setting alone.
-        model_dir: a toy model folder other than the shipped ``oar_lite/data/toy-model``.
-        overrides: `TrainConfig` settings to change (``{"learning_rate": 1e-3, "boost": 2.0}``);
-            an unknown name is a ValueError.
-        digits: train and evaluate on problems with this many digits (an int or an inclusive
-            ``[low, high]`` pair; default the toy world's 2-4; see `toy_task`).
+        threads: torch threads per run (None: torch's setting).
+        model_dir: a toy model folder other than the shipped one.
+        overrides: settings to change by name (`with_overrides`), e.g. ``{"boost": 2.0}``.
+        digits: train and evaluate on problems with this many digits (see `toy_task`).
         progress: progress bars.
         command: the command line, recorded in ``compare.md``.
 
@@ -186,7 +176,7 @@ def compare(
     check_number("compare", "threads", threads, **RUN_RANGES["threads"])
     preset = PROFILES[profile]
     changes = {**(overrides or {}), "progress": progress, **({} if steps is None else {"steps": steps})}
-    settings = replace(preset.config, **changes)  # TrainConfig checks them (unknown names too)
+    settings = with_overrides(preset.config, changes)
     target = preset.target if target is None else target
     check_number("compare", "target", target, **RUN_RANGES["target"])
     if digits is not None:
@@ -211,7 +201,7 @@ def compare(
     model = _model_fingerprint(model_dir)
     for job in runs:
         job["settings"] = _run_settings(job["config"], model, digits)
-        _check_reuse(Path(job["out"]), job["settings"])
+        _check_reuse(Path(job["out"]), job["config"], job["settings"])
     out.mkdir(parents=True, exist_ok=True)
     for job in runs:
         Path(job["out"]).mkdir(parents=True, exist_ok=True)
@@ -222,23 +212,20 @@ def compare(
 
     t0 = time.perf_counter()
     if jobs == 1:
-        results = []
-        for job in runs:
-            results.append(_run_one(job))
+        results = [_run_one(job) for job in runs]
     else:
         import multiprocessing as mp
 
-        # Each worker shows its own bar; they would overwrite each other, so keep them quiet
-        # and report each run as it finishes.
+        # The workers' bars would overwrite each other: they stay quiet, and MethodBars reports.
         for job in runs:
             job["config"] = replace(job["config"], progress=False)
         # Costliest runs first (OAR-P, then OAR-G), so the workers finish at about the same time.
         cost = {"oar-p": 0, "oar-g": 1}
-        order = sorted(range(len(runs)), key=lambda i: cost.get(runs[i]["config"].method.partition(":")[0], 2))
+        order = sorted(range(len(runs)), key=lambda i: cost.get(runs[i]["config"].credit.method.partition(":")[0], 2))
         from .progress import MethodBars
 
         results = [None] * len(runs)
-        bars = MethodBars([(job["config"].method, job["out"], job["config"].steps) for job in runs],
+        bars = MethodBars([(job["config"].credit.method, job["out"], job["config"].steps) for job in runs],
                           disable=not progress)
         with mp.get_context("spawn").Pool(min(jobs, len(runs))) as pool, bars:
             finished = pool.imap(_run_one, [runs[i] for i in order])
@@ -253,14 +240,15 @@ def compare(
                 results[i] = records
                 final = [r for r in records if r["type"] == "eval"]
                 acc = f"{final[-1]['eval_accuracy']:.3f}" if final else "n/a"
-                bars.finish(i, f"done {job['config'].method} seed {job['config'].seed}: held-out accuracy {acc}"
+                bars.finish(i, f"done {job['config'].credit.method} seed {job['config'].seed}: held-out accuracy {acc}"
                             if progress else None)
     elapsed = time.perf_counter() - t0
 
     records = [r for rs in results for r in rs]
     write_jsonl(out / "compare.jsonl", records)
     summary = summarize(records, target=target, methods=methods)
-    shared = {k: v for k, v in flat_settings(settings).items() if k not in ("method", "seed")}
+    shared = {k: v for k, v in {**asdict(settings), **asdict(settings.credit)}.items()
+              if k not in ("credit", "method", "seed")}  # the credit settings beside the others, for the report
     summary["settings"] = {**shared, "seeds": list(seeds), "methods": list(methods), "target": target,
                            "jobs": jobs, "threads": threads, "profile": profile, "elapsed_s": elapsed,
                            "runs": len(runs), "read_back": read_back,
@@ -328,8 +316,8 @@ def _model_fingerprint(model_dir) -> str | None:
 
 
 def _run_settings(config: TrainConfig, model: str | None, digits) -> dict:
-    """What decides a run's results: its full `TrainConfig` (`flat_settings`), the model, the problems' digits."""
-    return {"config": json.loads(json.dumps(flat_settings(config))), "model": model,
+    """What decides a run's results: its full `TrainConfig`, the model, the problems' digits."""
+    return {"config": json.loads(json.dumps(asdict(config))), "model": model,
             "digits": list(digits) if digits else list(TRAIN_POOL["digits"])}
 
 
@@ -339,9 +327,10 @@ def _write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def _check_reuse(run_dir: Path, settings: dict) -> None:
-    """Refuse to reuse ``run_dir`` if it holds a run with other settings (see the module
-    docstring for what may differ); ValueError names each difference."""
+def _check_reuse(run_dir: Path, config: TrainConfig, settings: dict) -> None:
+    """Refuse to reuse ``run_dir`` if it holds a run with other settings; ValueError names each
+    difference. Allowed to differ: bookkeeping, more steps (the run continues) and, for a run
+    that is not finished or gets more steps, how often and on how many problems it is evaluated."""
     held = [name for name in (CHECKPOINT, METRICS) if (run_dir / name).exists()]
     path = run_dir / RUN_SETTINGS
     if not held:
@@ -352,17 +341,16 @@ def _check_reuse(run_dir: Path, settings: dict) -> None:
                          "folder to train it again, or use another --out")
     try:
         saved = json.loads(path.read_text())
-        saved_config = flat_settings(saved["config"])
-    except (ValueError, KeyError, TypeError) as err:
+        changes = config_changes(saved["config"], config)
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise ValueError(f"{path} is damaged ({err}); delete {run_dir} to train the run again, or use another --out") from None
-    new_config = settings["config"]
-    more_steps = new_config.get("steps", 0) > saved_config.get("steps", 0)
-    open_run = more_steps or not _finished(run_dir, saved_config.get("steps"))
+    saved_steps = changes.get("steps", (config.steps,))[0] or 0
+    more_steps = config.steps > saved_steps
+    open_run = more_steps or not _finished(run_dir, saved_steps)
     diffs = [f"{key}={saved.get(key)!r} (now {settings[key]!r})" for key in ("model", "digits")
              if saved.get(key) != settings[key]]
-    for key in sorted(set(saved_config) | set(new_config)):
-        old, new = saved_config.get(key), new_config.get(key)
-        if old == new or key in _BOOKKEEPING or (key == "steps" and more_steps) or (key in _EVALUATION and open_run):
+    for key, (old, new) in sorted(changes.items()):
+        if key in _BOOKKEEPING or (key == "steps" and more_steps) or (key in _EVALUATION and open_run):
             continue
         diffs.append(f"{key}={old!r} (now {new!r})")
     if diffs:

@@ -1,38 +1,15 @@
-"""The readable GRPO + OAR training loop, one file, top to bottom.
+"""The readable GRPO + OAR training loop, one file, top to bottom (OAR-SPEC sections 1 and 7).
 
-Each step:
+Each step: 1. generate G completions for each of P prompts (`rollout.sample_completions`);
+2. reward them, group-relative advantages A_i (`grpo.group_advantages`); 3. attribute:
+weights w_t on reasoning tokens (`attribution.token_weights`), A_{i,t} = A_i * w_t
+(`grpo.token_advantages`); 4. update: ``num_iterations`` clipped steps, optional KL to a
+frozen reference (`grpo.policy_loss`). Credit ``"uniform"`` weighs every token 1: plain
+GRPO. Only the weights change between methods: a seed gives the same prompts to each.
 
-    1. generate   sample G completions for each of P prompts           (rollout.sample_completions)
-    2. reward     r_i = 1 if the final answer is right, else 0          (reward.math_reward, or the task's)
-                  A_i = (r_i - mean r_group) / (std r_group + eps)      (grpo.group_advantages)
-    3. attribute  w_t = bilevel(scores_t) on reasoning tokens, 1 elsewhere (attribution.token_weights)
-                  A_{i,t} = A_i * w_t                                    (grpo.token_advantages)
-    4. update     num_iterations clipped steps on the same batch, with an
-                  optional KL to a frozen reference                      (grpo.policy_loss)
-
-``method="uniform"`` scores every token alike, so every weight is 1 and the loop is plain
-GRPO; ``"oar-g"`` and ``"oar-p"`` reshape the credit (OAR-SPEC sections 4-7). Only the
-weights change between methods: the same seed gives the same prompts at every step.
-
-Two shortcuts, both exact: rows whose advantage is 0 (a group of equal rewards) are not
-scored (A_i * w_t = 0 whatever w is), and a step where every advantage is 0 and there is
-no KL term makes no optimizer step (the gradient is 0; AdamW would still drift on its
-momentum). Dropout stays off, so pi_old and pi_theta agree at the first inner iteration.
-
-Use::
-
-    model, tokenizer = toy.load_model()
-    held_out = toy.load_eval_set()
-    task = Task(train_problems=toy.make_problems(2000, seed=1, exclude=held_out), eval_problems=held_out,
-                formats=toy.FORMATS)
-    model, records = train(model, tokenizer, task, TrainConfig(method="oar-g"), out_dir="runs/oar-g")
-
-Every step appends one record to ``out_dir/metrics.jsonl``; a checkpoint
-(``out_dir/checkpoint.pt``: weights or LoRA adapter, optimizer, RNG states, step, records)
-is written atomically every ``checkpoint_every`` steps (default 10) and at the end, and
-``train(..., resume=True)`` continues from it with the same results as a run that never
-stopped. A fresh run (``resume=False``) refuses a folder that already holds a run unless
-``overwrite=True``.
+A run appends one record per step to ``out_dir/metrics.jsonl`` and writes
+``out_dir/checkpoint.pt`` atomically every ``checkpoint_every`` steps and at the end;
+``train(..., resume=True)`` continues it with the results of a run that never stopped.
 """
 from __future__ import annotations
 
@@ -43,7 +20,7 @@ import json
 import os
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -64,25 +41,16 @@ METRICS = "metrics.jsonl"
 
 # ----------------------------------------------------------------------------- configuration
 
-def _uniform_credit() -> CreditConfig:
-    return CreditConfig(method="uniform", batch_size=64)
-
-
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True)
 class TrainConfig:
-    """Everything a run depends on. Plain values with defaults; ``beta`` is the KL
-    coefficient (TRL's name) and the reshaping's boost is ``credit.boost`` (the paper's "beta").
+    """Everything a run depends on. Frozen: change it with ``dataclasses.replace``.
 
-    The credit settings are one `CreditConfig` (``credit``, default plain GRPO). They can
-    also be given and read flat, by the names of `CREDIT_KEYWORDS`:
-    ``TrainConfig(method="oar-g", boost=9)`` is ``TrainConfig(credit=CreditConfig("oar-g",
-    boost=9, batch_size=64))`` (a flat name replaces that field of ``credit``), and
-    ``config.method`` is ``config.credit.method``. Frozen: change a config with
-    ``dataclasses.replace(config, steps=20, boost=9)``.
+    ``credit`` is the credit assignment (`CreditConfig`; the default, ``"uniform"``, is
+    plain GRPO), so the reshaping's boost (the paper's "beta") is ``credit.boost`` and
+    ``beta`` is the KL coefficient (TRL's name). Out-of-range values raise ValueError.
     """
 
-    # what to train: credit assignment (OAR-SPEC sections 3-6; "uniform" is GRPO)
-    credit: CreditConfig = field(default_factory=_uniform_credit)
+    credit: CreditConfig = CreditConfig(method="uniform", batch_size=64)
     steps: int = 50
     prompts_per_step: int = 8            # P prompts per step
     group_size: int = 8                  # G completions per prompt
@@ -116,22 +84,11 @@ class TrainConfig:
     checkpoint_every: int = 10           # also at the end (needs out_dir); 0: only at the end
     progress: bool = True                # tqdm bar
 
-    def __init__(self, **settings):
-        credit = {CREDIT_KEYWORDS[k]: settings.pop(k) for k in list(settings) if k in CREDIT_KEYWORDS}
-        unknown = sorted(set(settings) - {f.name for f in dataclasses.fields(TrainConfig)})
-        if unknown:
-            raise ValueError(f"unknown TrainConfig setting(s) {unknown}; expected its fields "
-                             f"{[f.name for f in dataclasses.fields(TrainConfig)]} or the credit settings "
-                             f"{list(CREDIT_KEYWORDS)}")
-        for f in dataclasses.fields(TrainConfig):
-            default = f.default_factory() if f.default is dataclasses.MISSING else f.default
-            object.__setattr__(self, f.name, settings.get(f.name, default))
+    def __post_init__(self):
         if isinstance(self.credit, dict):  # as `dataclasses.asdict` wrote it (a checkpoint, run.json)
             object.__setattr__(self, "credit", CreditConfig(**self.credit))
         if not isinstance(self.credit, CreditConfig):
             raise ValueError(f"TrainConfig.credit must be a CreditConfig, got {type(self.credit).__name__}")
-        if credit:  # CreditConfig checks them
-            object.__setattr__(self, "credit", dataclasses.replace(self.credit, **credit))
         for name, allowed in NUMERIC_RANGES.items():
             check_number("TrainConfig", name, getattr(self, name), **allowed)
         if self.loss_type not in LOSS_TYPES:
@@ -140,30 +97,20 @@ class TrainConfig:
             raise ValueError(f"advantage_scale must be one of {SCALES}, got {self.advantage_scale!r}")
 
 
-CREDIT_KEYWORDS: dict[str, str] = {
-    **{name: name for name in CREDIT_FIELDS if name not in ("batch_size", "token_budget")},
-    "attribution_batch_size": "batch_size",
-    "attribution_token_budget": "token_budget",
-}
-"""`TrainConfig`'s flat names for the `CreditConfig` fields (``batch_size`` and
-``token_budget`` of the attribution, not of the update): ``TrainConfig(name=value)`` sets
-``credit.<field>``, ``config.<name>`` reads it."""
+def config_changes(saved: dict, config: TrainConfig) -> dict[str, tuple]:
+    """``{name: (saved, now)}`` for each setting in which ``saved`` (a config as checkpoints
+    and run.json store it, `dataclasses.asdict`, or the flat form of versions before
+    `CreditConfig`) differs from ``config``; credit settings are named ``credit.<field>``."""
+    saved = _jsonable(saved)
+    if "credit" not in saved:  # the older flat form
+        names = {"attribution_batch_size": "batch_size", "attribution_token_budget": "token_budget"}
+        saved["credit"] = {names.get(k, k): saved.pop(k) for k in list(saved) if names.get(k, k) in CREDIT_FIELDS}
 
-for _name, _field in CREDIT_KEYWORDS.items():
-    setattr(TrainConfig, _name, property(lambda self, _field=_field: getattr(self.credit, _field),
-                                         doc=f"``credit.{_field}`` (read-only; see `CREDIT_KEYWORDS`)."))
+    def flat(data: dict) -> dict:
+        return {**{k: v for k, v in data.items() if k != "credit"}, **{f"credit.{k}": v for k, v in data["credit"].items()}}
 
-
-def flat_settings(config: TrainConfig | dict) -> dict:
-    """A config's settings as one flat dict: the credit settings under their `CREDIT_KEYWORDS`
-    names next to the other fields. Takes a `TrainConfig`, its `dataclasses.asdict`, or the
-    flat dict older versions wrote (returned as it is), so that runs and checkpoints of
-    either compare setting by setting."""
-    data = dataclasses.asdict(config) if isinstance(config, TrainConfig) else dict(config)
-    credit = data.pop("credit", None)
-    if credit is not None:
-        data.update({name: credit[field] for name, field in CREDIT_KEYWORDS.items() if field in credit})
-    return data
+    old, now = flat(saved), flat(_jsonable(dataclasses.asdict(config)))
+    return {k: (old.get(k), v) for k, v in now.items() if old.get(k) != v}
 
 
 # The allowed range of every numeric TrainConfig field (`oar_lite.checks.check_number`);
@@ -202,10 +149,9 @@ RESUMABLE_CHANGES = ("steps", "checkpoint_every", "progress", "eval_every", "eva
 class Task:
     """What the loop trains on: problems (dicts with ``"prompt"`` and ``"answer"``) and a reward.
 
-    ``reward(completion, problem) -> float`` defaults to `math_reward` against
-    ``problem["answer"]``; accuracy is always math_reward's verdict (right or wrong).
-    ``formats`` are the answer formats (`oar_lite.segment.FORMATS`) used to find the
-    answer; ``add_special_tokens=False`` for chat-templated prompts.
+    ``reward(completion, problem) -> float`` defaults to `math_reward` (accuracy is always
+    its verdict); ``formats``: where the answer is (`oar_lite.segment.FORMATS`);
+    ``add_special_tokens=False`` for chat-templated prompts.
     """
 
     train_problems: Sequence[dict]
@@ -222,9 +168,8 @@ class Task:
                 raise ValueError(f"each problem must be a dict with 'prompt' and 'answer', got {p!r}")
 
     def fingerprint(self) -> str:
-        """A short hash of the training problems (prompts and answers): a checkpoint records
-        it, so a run is never resumed on other problems. The held-out problems are left out:
-        how many are evaluated (``eval_size``) may change on resume, like ``eval_every``."""
+        """A short hash of the training problems, recorded in checkpoints so that a run is never
+        resumed on other ones (held-out problems left out: ``eval_size`` may change on resume)."""
         problems = [[p["prompt"], str(p["answer"])] for p in self.train_problems]
         return hashlib.sha256(json.dumps(problems).encode()).hexdigest()[:16]
 
@@ -233,24 +178,15 @@ class Task:
 
 def train(model, tokenizer, task: Task, config: TrainConfig, *, out_dir: str | os.PathLike | None = None,
           resume: bool = False, overwrite: bool = False):
-    """Train ``model`` with GRPO and the chosen credit assignment.
+    """Train ``model`` (a causal LM) in place with GRPO and ``config.credit``'s credit assignment.
 
-    Args:
-        model: a causal LM (``transformers``); trained in place (wrapped by peft when
-            ``config.lora``). Pass the initial weights also when resuming: the frozen
-            reference (``beta > 0``) is taken from them.
-        tokenizer: its tokenizer (with a pad token).
-        task: problems and reward (`Task`).
-        config: `TrainConfig`.
-        out_dir: where ``metrics.jsonl`` and ``checkpoint.pt`` go (None: nothing written).
-        resume: continue from ``out_dir/checkpoint.pt`` if it exists.
-        overwrite: with ``resume=False``, replace a run already in ``out_dir`` (its
-            metrics and checkpoint); without it such a folder is refused.
+    With ``config.lora`` the model is wrapped by peft. Pass the initial weights also when
+    resuming: the KL reference is taken from them. ``out_dir`` receives ``metrics.jsonl`` and
+    ``checkpoint.pt`` (None: nothing written); ``resume`` continues from its checkpoint; a
+    fresh run refuses a folder that holds a run unless ``overwrite``.
 
-    Returns:
-        ``(model, records)``: the trained model (the peft wrapper with LoRA) and the list
-        of metric records (``{"type": "train", ...}`` per step, ``{"type": "eval", ...}``
-        per evaluation).
+    Returns ``(model, records)``: the trained model (the peft wrapper with LoRA) and the metric
+    records, ``{"type": "train", ...}`` per step and ``{"type": "eval", ...}`` per evaluation.
     """
     out = Path(out_dir) if out_dir is not None else None
     if resume and out is None:
@@ -285,7 +221,7 @@ def train(model, tokenizer, task: Task, config: TrainConfig, *, out_dir: str | o
     cpu = next((r["cpu_time"] for r in reversed(records) if "cpu_time" in r), 0.0)
     if start == 0:
         log(_eval_record(model, tokenizer, task, config, step=0, wall_time=wall, cpu_time=cpu))
-    bar = tqdm(total=config.steps, initial=start, desc=config.method, disable=not config.progress, dynamic_ncols=True)
+    bar = tqdm(total=config.steps, initial=start, desc=config.credit.method, disable=not config.progress, dynamic_ncols=True)
     last_eval = next((r for r in reversed(records) if r["type"] == "eval"), None)
     for step in range(start + 1, config.steps + 1):
         record = train_step(model, tokenizer, task, config, optimizer, step, reference=reference)
@@ -312,8 +248,7 @@ PHASES = ("generate", "reward", "attribute", "update")  # the timed parts of a s
 def train_step(model, tokenizer, task: Task, config: TrainConfig, optimizer, step: int, *, reference=None) -> dict:
     """One GRPO step (generate, reward, attribute, update); returns its metric record."""
     timer = _PhaseTimer(model)
-    # Dropout stays off throughout: the sampling policy and the policy being updated must
-    # agree, or the ratio pi / pi_old is not 1 at the first inner iteration.
+    # Dropout off: the sampling and the updated policy must agree (ratio 1 at the first iteration).
     model.eval()
 
     # 1. generate: G completions for each of P prompts (the same prompts for every method).
@@ -332,11 +267,9 @@ def train_step(model, tokenizer, task: Task, config: TrainConfig, optimizer, ste
     advantages = group_advantages(rewards, config.group_size, scale=config.advantage_scale)
     timer.lap("reward")
 
-    # 3. attribute: token weights from the current policy, on reasoning tokens only. OAR-G
-    # scores all rows in one padded pass, OAR-P chunks its perturbed copies by the device's
-    # token budget (`token_weights`, `plan_chunks`); time_/cpu_attribute record what it cost.
-    # A row whose advantage is 0 (its group got equal rewards) gets A_i * w_t = 0 whatever
-    # w is, so it is not scored: clearing its answer mask leaves its weights at 1.
+    # 3. attribute: token weights from the current policy, on reasoning tokens only. A row
+    # whose advantage is 0 gets A_i * w_t = 0 whatever w is, so it is not scored: clearing
+    # its answer mask leaves its weights at 1.
     reasoning_mask, answer_mask = rollouts.masks()
     scored = advantages != 0
     answer_mask = answer_mask & scored.to(answer_mask.device)[:, None]
@@ -358,7 +291,7 @@ def train_step(model, tokenizer, task: Task, config: TrainConfig, optimizer, ste
     record = {
         "type": "train",
         "step": step,
-        "method": config.method,
+        "method": config.credit.method,
         "seed": config.seed,
         "reward_mean": float(rewards.mean()),
         "accuracy": float(np.mean(correct)),
@@ -376,11 +309,8 @@ def train_step(model, tokenizer, task: Task, config: TrainConfig, optimizer, ste
 
 
 def _update(model, optimizer, rollouts, token_adv: torch.Tensor, config: TrainConfig, reference) -> dict:
-    """The clipped update: ``num_iterations`` optimizer steps on one batch of rollouts.
-
-    pi_old is the sampling policy: its log-probs are computed once, before the first
-    step (with one iteration the ratio is 1 and they equal the detached log-probs).
-    """
+    """The clipped update: ``num_iterations`` optimizer steps on one batch of rollouts
+    (``token_adv``: ``[B, C]``). pi_old's log-probs are computed once, before the first step."""
     ids, attn, mask = rollouts.input_ids, rollouts.attention_mask, rollouts.completion_mask
     B, C = mask.shape
     chunks = [slice(i, min(i + (config.micro_batch_size or B), B)) for i in range(0, B, config.micro_batch_size or B)]
@@ -399,9 +329,8 @@ def _update(model, optimizer, rollouts, token_adv: torch.Tensor, config: TrainCo
             else:
                 ref = torch.cat([logprobs_of(reference, r) for r in chunks])
 
-    # No learning signal (every group got equal rewards and there is no KL term): the loss
-    # and its gradient are exactly 0, yet Adam would still move the weights on its momentum.
-    # Skip the optimizer step instead.
+    # No learning signal (all advantages 0, no KL): the gradient is exactly 0, yet AdamW would
+    # still move the weights on its momentum, so the optimizer step is skipped.
     if config.beta == 0 and not bool(token_adv.any()):
         with torch.no_grad():
             entropy = sum(float((logprobs_of(model, r, return_entropy=True)[1] * mask[r]).sum()) for r in chunks)
@@ -469,15 +398,13 @@ def evaluate(model, tokenizer, problems: Sequence[dict], *, group_size: int = 1,
              shares: dict[str, Callable[[str], bool]] | None = None, progress: bool = False) -> dict:
     """Accuracy on held-out problems: greedy by default, or ``group_size`` samples each.
 
-    ``seed``: if given, batch k is sampled after ``torch.manual_seed(seed + k)``; None leaves
-    the global RNG alone (a training run evaluates mid-run). ``shares``: more counts,
-    ``{name: test(completion)}``, each reported as the share of completions that pass it.
+    ``seed``: batch k is sampled after ``torch.manual_seed(seed + k)`` (None: the global RNG is
+    left alone). ``shares``: ``{name: test(completion)}``, each reported as the share that passes.
 
-    Returns:
-        ``{"accuracy", "answer_rate", "mixed", "solved", "failed", "mean_tokens", "n"}`` and
-        the ``shares``: the share of completions answered right and with a parseable answer;
-        the shares of problems whose group is mixed (0 when ``group_size == 1``), all right,
-        all wrong; the mean completion length in tokens; the number of problems.
+    Returns ``{"accuracy", "answer_rate", "mixed", "solved", "failed", "mean_tokens", "n"}`` and
+    the ``shares``: the shares of completions right and with a parseable answer; of problems
+    whose group is mixed (0 when ``group_size == 1``), all right, all wrong; the mean completion
+    length in tokens; the number of problems.
     """
     if len(problems) == 0:
         raise ValueError("no problems to evaluate; expected dicts with 'prompt' and 'answer'")
@@ -519,7 +446,7 @@ def _eval_record(model, tokenizer, task: Task, config: TrainConfig, *, step: int
     result = evaluate(model, tokenizer, problems, max_new_tokens=config.max_new_tokens,
                       batch_size=config.eval_batch_size, formats=task.formats,
                       add_special_tokens=task.add_special_tokens)
-    return {"type": "eval", "step": step, "method": config.method, "seed": config.seed,
+    return {"type": "eval", "step": step, "method": config.credit.method, "seed": config.seed,
             "eval_accuracy": result["accuracy"], "eval_answer_rate": result["answer_rate"], "eval_n": result["n"],
             "wall_time": wall_time, "cpu_time": cpu_time, "time_eval": time.perf_counter() - t0}
 
@@ -602,10 +529,10 @@ def load_checkpoint(path, model, optimizer, config: TrainConfig, *, task: Task |
     and the RNGs. Returns ``(step, records)``. Refuses a checkpoint of a different run:
     another config, or (when both sides know it) another task."""
     state = _read_checkpoint(path)
-    saved, now = flat_settings(state["config"]), flat_settings(config)
-    changed = [k for k in now if k not in RESUMABLE_CHANGES and _jsonable(saved.get(k)) != _jsonable(now[k])]
+    changed = {k: v for k, v in config_changes(state["config"], config).items() if k not in RESUMABLE_CHANGES}
     if changed:
-        raise ValueError(f"{path} was written by a different run: {', '.join(f'{k}={saved.get(k)!r} (now {now[k]!r})' for k in changed)}")
+        raise ValueError(f"{path} was written by a different run: "
+                         f"{', '.join(f'{k}={old!r} (now {new!r})' for k, (old, new) in changed.items())}")
     if task is not None and state.get("task") and state["task"] != task.fingerprint():
         raise ValueError(f"{path} was written by a run on other problems (task {state['task']}, now "
                          f"{task.fingerprint()}); use another output folder")

@@ -1,28 +1,10 @@
-"""OAR inside TRL: `OARConfig(GRPOConfig)` and `OARGRPOTrainer(GRPOTrainer)` (spec section 7).
+"""OAR inside TRL: `OARConfig(GRPOConfig)` and `OARGRPOTrainer(GRPOTrainer)` (OAR-SPEC section 7).
 
-The trainer changes one thing in TRL's GRPO: the advantages. TRL gives every completion
-token its sequence advantage A_i; here each generation batch is scored once with the
-current policy and TRL's loss receives token advantages
-
-    A_{i,t} = A_i * w_t   on reasoning tokens,   A_i   elsewhere,
-
-as a ``[B, C]`` tensor (C = completion length; TRL's ``_compute_loss`` accepts ``[B]`` or
-``[B, C]``). Everything else (sampling, vLLM, rewards, clipping, KL, LoRA through
-``peft_config``, ``accelerate``/DeepSpeed/FSDP, checkpoints) is TRL's, unchanged::
-
-    from peft import LoraConfig
-    from oar_lite.trl import OARConfig, OARGRPOTrainer
-
-    args = OARConfig(output_dir="runs/oar-g", oar_method="oar-g", num_generations=8)
-    trainer = OARGRPOTrainer(model="HuggingFaceTB/SmolLM2-135M-Instruct", reward_funcs=reward,
-                             args=args, train_dataset=dataset, peft_config=LoraConfig(r=16))
-    trainer.train()
-
-The pieces are the core's: `oar_lite.segment` finds the reasoning and the answer of each
-completion, `oar_lite.attribution.token_weights` scores and reshapes, and
-`oar_lite.grpo.token_advantages` multiplies. Weights carry no gradient. Under
-``accelerate launch`` each process scores only its own rows: the advantages TRL hands
-the hook are already that process's slice.
+The trainer changes one thing in TRL's GRPO: each generation batch is scored once with the
+current policy, and TRL's loss receives ``[B, C]`` token advantages A_i * w_t (C: completion
+length) instead of ``[B]`` sequence ones. Everything else (sampling, vLLM, rewards, clipping,
+KL, LoRA through ``peft_config``, accelerate/DeepSpeed/FSDP, checkpoints) is TRL's. Under
+``accelerate launch`` each process scores only its own rows. Usage: docs/trl.md.
 """
 from __future__ import annotations
 
@@ -35,18 +17,14 @@ from typing import Any
 import torch
 
 TRL_SUPPORTED = ">=1.6,<1.17"
-"""The TRL releases `OARGRPOTrainer` is made for (``pyproject.toml`` declares the same range;
-a test checks that they agree). TRL has no hook for per-token advantages (huggingface/trl#4525:
-override ``_generate_and_score_completions``, as here), so this module relies on internals that
-change between releases: the keys of that method's output, ``_compute_loss`` taking ``[B, C]``
-advantages, ``_metrics`` and ``_dist`` (TRL's ``DistributedBackend``, new in 1.6). The oldest
-release is tested by ``make test-trl-oldest``, the newest by ``make test`` (constraints.txt)."""
+"""The TRL releases `OARGRPOTrainer` is made for (as ``pyproject.toml``): it relies on internals
+that change between releases (``_generate_and_score_completions``' output, ``_compute_loss``
+taking ``[B, C]`` advantages, ``_metrics``, ``_dist``); huggingface/trl#4525 asks for a hook."""
 
 
 def check_trl_version(version: str | None = None) -> str:
     """Raise ImportError unless TRL ``version`` (default: the installed one) is in
-    `TRL_SUPPORTED`; returns the version. ``OAR_LITE_ANY_TRL=1`` turns the error into a
-    warning, to try a release that is not supported yet."""
+    `TRL_SUPPORTED`; returns the version. ``OAR_LITE_ANY_TRL=1`` makes it a warning."""
     import os
     import warnings
     from importlib.metadata import PackageNotFoundError
@@ -99,9 +77,7 @@ _LIGER_MESSAGE = (
 )
 
 
-# The allowed range of every numeric OAR field (`oar_lite.checks.check_number`): the
-# `CreditConfig` field's (`oar_lite.attribution.CREDIT_RANGES`), checked here under the
-# ``oar_`` name the user wrote. TRL's batch size is always a number.
+# Each numeric ``oar_`` field's range: its `CreditConfig` field's, checked under the name the user wrote.
 OAR_NUMERIC_RANGES: dict[str, dict] = {
     "oar_quantile": CREDIT_RANGES["quantile"],
     "oar_boost": CREDIT_RANGES["boost"],
@@ -110,9 +86,8 @@ OAR_NUMERIC_RANGES: dict[str, dict] = {
     "oar_batch_size": {**CREDIT_RANGES["batch_size"], "optional": False},
 }
 
-# TRL's own numeric fields that the loss depends on, checked the same way before TRL's
-# checks (which let NaN and infinities through). ``max_grad_norm`` keeps Hugging Face's
-# meaning: 0 turns clipping off.
+# TRL's numeric fields that the loss depends on, checked before TRL's checks (which let NaN and
+# infinities through); ``max_grad_norm=0`` turns clipping off, as in Hugging Face.
 TRL_NUMERIC_RANGES: dict[str, dict] = {
     "learning_rate": NUMERIC_RANGES["learning_rate"],
     "weight_decay": NUMERIC_RANGES["weight_decay"],
@@ -129,25 +104,10 @@ TRL_NUMERIC_RANGES: dict[str, dict] = {
 
 @dataclass
 class OARConfig(GRPOConfig):
-    """`trl.GRPOConfig` plus the OAR settings (every new field starts with ``oar_``).
+    """`trl.GRPOConfig` plus the OAR settings, named ``oar_*`` (meanings: their ``help``, docs/trl.md).
 
-    TRL's own fields keep their meaning: ``beta`` is the KL coefficient, ``epsilon`` the
-    clipping range, ``scale_rewards`` how A_i is normalised. OAR's boost is ``oar_boost``.
-
-    Parameters:
-        oar_method: ``"none"`` (plain GRPO, TRL untouched), ``"oar-p"`` (perturbation),
-            ``"oar-g"`` (input gradient), or a baseline scorer of `oar_lite.attribution`
-            (``"entropy"``, ``"random"``, ``"uniform"``, or any registered one).
-        oar_mode: P_final mode, ``"last" | "answer_mean" | "answer_joint"``; unset means
-            ``"last"`` for OAR-P and ``"answer_mean"`` for OAR-G. Only for methods with a mode.
-        oar_quantile: q, the share of reasoning tokens below the suppression threshold.
-        oar_boost: the most important token's weight is up to ``1 + oar_boost``.
-        oar_floor: smallest weight a suppressed token keeps.
-        oar_preserve_mass: rescale each completion's weights to sum to its reasoning length.
-        oar_noise_std: sigma of OAR-G's embedding noise.
-        oar_batch_size: at most this many perturbed copies per OAR-P forward pass; below it OAR-P's
-            chunks follow the device's token budget (`oar_lite.attribution.plan_chunks`).
-        oar_answer_formats: where the answer is (`oar_lite.segment.FORMATS`, tried in order).
+    TRL's own fields keep their meaning (``beta`` is the KL coefficient; OAR's boost is
+    ``oar_boost``). `oar_credit` turns the ``oar_*`` fields into a `CreditConfig`.
     """
 
     oar_method: str = field(
@@ -225,12 +185,8 @@ class OARConfig(GRPOConfig):
 class OARGRPOTrainer(GRPOTrainer):
     """`trl.GRPOTrainer` whose loss gets OAR token advantages ``A_i * w_t`` (``[B, C]``).
 
-    Takes everything `trl.GRPOTrainer` takes; ``args`` must be an `OARConfig`. With
-    ``oar_method="none"`` it is exactly TRL's GRPO. Logged metrics (``oar/...``, averaged
-    per logging step like TRL's): weight mean and std over reasoning tokens, the share of
-    reasoning tokens suppressed (w < 1) and boosted (w > 1), the share of completions
-    without a parseable answer (these keep A_i on every token), and the seconds spent
-    scoring (slowest process).
+    Takes what `trl.GRPOTrainer` takes; ``args`` must be an `OARConfig` (``oar_method="none"``:
+    TRL's GRPO exactly). Logs ``oar/*`` metrics per logging step (`_log_oar_metrics`).
     """
 
     def __init__(self, model, reward_funcs=None, args: OARConfig | None = None, *pargs, **kwargs):
@@ -242,8 +198,8 @@ class OARGRPOTrainer(GRPOTrainer):
                              f"{type(args).__name__}; build it with OARConfig(...)")
         if args.use_liger_kernel:
             raise ValueError(_LIGER_MESSAGE)
-        # Seed before TRL builds the peft adapter inside its __init__ (TRL < 1.16 seeds only after),
-        # so the same seed gives the same LoRA init on every supported release (issue 15).
+        # Seed before TRL builds the peft adapter in its __init__ (older releases seed after it),
+        # so a seed gives the same LoRA init on every supported release.
         from transformers.trainer_utils import enable_full_determinism, set_seed
 
         enable_full_determinism(args.seed) if args.full_determinism else set_seed(args.seed)
@@ -316,7 +272,9 @@ class OARGRPOTrainer(GRPOTrainer):
 
     def _log_oar_metrics(self, mode: str, weights: torch.Tensor, reasoning: torch.Tensor, no_answer: int,
                          seconds: float) -> None:
-        """Global OAR statistics (summed over processes) into TRL's metric buffer."""
+        """OAR statistics summed over processes into TRL's metric buffer: the reasoning-token
+        weights' mean and std, the shares suppressed (w < 1) and boosted (w > 1), the share of
+        completions without a parseable answer (they keep A_i) and the slowest scoring time."""
         w = weights[reasoning].double()
         counts = [w.numel(), w.sum().item(), (w * w).sum().item(), (w < 1 - 1e-6).sum().item(),
                   (w > 1 + 1e-6).sum().item(), no_answer, weights.shape[0]]

@@ -11,7 +11,7 @@ import torch
 import oar_lite as ol
 from oar_lite import compare, toy
 from oar_lite.attribution import CREDIT_RANGES, CreditConfig
-from oar_lite.train import CHECKPOINT, TrainConfig, flat_settings, load_checkpoint, save_checkpoint
+from oar_lite.train import CHECKPOINT, TrainConfig, load_checkpoint, save_checkpoint
 
 
 # ----------------------------------------------------------------------------- CreditConfig
@@ -73,19 +73,24 @@ def test_token_weights_takes_a_credit_config_or_its_keywords(method):
 
 # ----------------------------------------------------------------------------- TrainConfig
 
-def test_train_config_nests_the_credit_config_and_reads_it_flat():
-    flat = TrainConfig(method="oar-g", boost=9.0, attribution_batch_size=8, steps=3)
+def old_flat_form(config: TrainConfig) -> dict:
+    """A config as versions before `CreditConfig` stored it: the credit settings beside the others."""
+    data = dataclasses.asdict(config)
+    names = {"batch_size": "attribution_batch_size", "token_budget": "attribution_token_budget"}
+    return {**data, **{names.get(k, k): v for k, v in data.pop("credit").items()}}
+
+
+def test_train_config_nests_the_credit_config():
     nested = TrainConfig(credit=CreditConfig("oar-g", boost=9.0, batch_size=8), steps=3)
-    assert flat == nested and flat.credit.boost == 9.0 and flat.boost == 9.0 and flat.method == "oar-g"
+    assert nested.credit.boost == 9.0 and nested.credit.method == "oar-g"
     assert TrainConfig().credit == CreditConfig("uniform", batch_size=64)  # plain GRPO by default
-    changed = dataclasses.replace(flat, quantile=0.5, seed=2)
-    assert changed.credit == dataclasses.replace(flat.credit, quantile=0.5) and changed.seed == 2
-    assert dataclasses.replace(flat, credit=CreditConfig("oracle")).method == "oracle"
-    assert TrainConfig(**dataclasses.asdict(flat)) == flat  # a checkpoint's nested dict
-    assert TrainConfig(**flat_settings(flat)) == flat       # run.json's flat dict
+    changed = dataclasses.replace(nested, credit=dataclasses.replace(nested.credit, quantile=0.5), seed=2)
+    assert changed.credit == CreditConfig("oar-g", quantile=0.5, boost=9.0, batch_size=8) and changed.seed == 2
+    assert dataclasses.replace(nested, credit=CreditConfig("oracle")).credit.method == "oracle"
+    assert TrainConfig(**dataclasses.asdict(nested)) == nested  # a checkpoint's nested dict
     with pytest.raises(dataclasses.FrozenInstanceError):
-        flat.steps = 4
-    with pytest.raises(ValueError, match=r"unknown TrainConfig setting\(s\) \['bost'\]; expected .*'boost'"):
+        nested.steps = 4
+    with pytest.raises(TypeError, match="'bost'"):
         TrainConfig(bost=9)
     with pytest.raises(ValueError, match="TrainConfig.credit must be a CreditConfig"):
         TrainConfig(credit="oar-g")
@@ -93,18 +98,19 @@ def test_train_config_nests_the_credit_config_and_reads_it_flat():
 
 def test_a_checkpoint_written_with_flat_settings_still_resumes(tmp_path):
     model, _ = toy.load_model()
-    config = TrainConfig(method="oar-g", boost=9.0, steps=2)
+    config = TrainConfig(credit=CreditConfig("oar-g", boost=9.0, batch_size=64), steps=2)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate)
     path = tmp_path / CHECKPOINT
     save_checkpoint(path, model, optimizer, config, 1, [])
     state = torch.load(path, weights_only=True)
     assert state["config"]["credit"]["boost"] == 9.0  # written nested
-    old = flat_settings(config)
+    old = old_flat_form(config)
     del old["attribution_token_budget"]  # the flat form older versions wrote, before this setting existed
     torch.save({**state, "config": old}, path)
     assert load_checkpoint(path, model, optimizer, config)[0] == 1
     with pytest.raises(ValueError, match=r"boost=9.0 \(now 1.0\)"):
-        load_checkpoint(path, model, optimizer, dataclasses.replace(config, boost=1.0))
+        load_checkpoint(path, model, optimizer, dataclasses.replace(config, credit=dataclasses.replace(config.credit,
+                                                                                                      boost=1.0)))
 
 
 # ----------------------------------------------------------------------------- compare's presets
@@ -112,9 +118,10 @@ def test_a_checkpoint_written_with_flat_settings_still_resumes(tmp_path):
 def test_profiles_are_train_config_presets():
     for name, profile in compare.PROFILES.items():
         assert isinstance(profile.config, TrainConfig) and profile.seeds and 0 < profile.target <= 1, name
-    assert compare.PROFILES["credit"].config.boost == 9.0 and compare.PROFILES["credit"].config.method == "uniform"
+    credit = compare.PROFILES["credit"].config.credit
+    assert credit.boost == 9.0 and credit.method == "uniform"
     run = compare.run_config("oar-p:answer_mean", 3, compare.PROFILES["tiny"].config)
-    assert (run.method, run.seed, run.steps) == ("oar-p:answer_mean", 3, compare.PROFILES["tiny"].config.steps)
+    assert (run.credit.method, run.seed, run.steps) == ("oar-p:answer_mean", 3, compare.PROFILES["tiny"].config.steps)
 
 
 def test_compare_refuses_an_unknown_override_before_writing(tmp_path):
@@ -133,9 +140,10 @@ def test_a_run_recorded_in_either_form_is_reused(tmp_path, form):
     assert main(tiny) == 0
     run = tmp_path / "runs" / "uniform-seed0"
     saved = json.loads((run / "run.json").read_text())
-    assert saved["config"]["method"] == "uniform" and saved["config"]["boost"] == 1.0  # written flat
+    assert saved["config"]["credit"]["method"] == "uniform" and saved["config"]["credit"]["boost"] == 1.0  # nested
     config = TrainConfig(**saved["config"])
     if form == "old flat":
+        saved["config"] = old_flat_form(config)
         del saved["config"]["attribution_token_budget"]
     else:
         saved["config"] = dataclasses.asdict(config)
@@ -188,7 +196,7 @@ def test_a_scorer_gets_the_credit_settings_it_names():
         ids, attn, rm, am = _toy_batch()
         ol.token_weights(None, ids, attn, rm, am, credit=CreditConfig("probe", token_budget=123, noise_std=0.5))
         assert seen == {"token_budget": 123, "noise_std": 0.5}
-        config = TrainConfig(method="probe", attribution_token_budget=7)
+        config = TrainConfig(credit=CreditConfig("probe", token_budget=7, batch_size=64))
         assert config.credit.token_budget == 7 and config.credit.scorer_options()["token_budget"] == 7
     finally:
         del ol.SCORERS["probe"]

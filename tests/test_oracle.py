@@ -77,10 +77,11 @@ def test_method_names_with_controls_parse():
             ol.parse_method(bad)
     with pytest.raises(ValueError, match="control prefix"):
         ol.register_scorer("inverted", lambda *a: None)
+    from oar_lite.attribution import CreditConfig
     from oar_lite.train import TrainConfig
-    assert TrainConfig(method="inverted:oar-p:answer_mean").method == "inverted:oar-p:answer_mean"
+    assert TrainConfig(credit=CreditConfig("inverted:oar-p:answer_mean")).credit.method == "inverted:oar-p:answer_mean"
     with pytest.raises(ValueError, match="unknown method"):
-        TrainConfig(method="shuffled:oar-x")
+        TrainConfig(credit=CreditConfig("shuffled:oar-x"))
 
 
 def test_inverted_reverses_the_ranking(tok):
@@ -236,7 +237,7 @@ def test_compare_cli_trains_a_control(tmp_path):
     assert {r["method"] for r in records} == {"uniform", "inverted:oracle"}
     assert (tmp_path / "runs" / "inverted-oracle-seed0" / "checkpoint.pt").exists()
     from oar_lite import compare
-    assert compare.PROFILES["credit"].config.boost == 9.0 and len(compare.PROFILES["credit"].seeds) >= 5
+    assert compare.PROFILES["credit"].config.credit.boost == 9.0 and len(compare.PROFILES["credit"].seeds) >= 5
 
 
 def test_gradient_quality_benchmark_writes_its_report(tmp_path):

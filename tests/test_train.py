@@ -15,6 +15,7 @@ import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from oar_lite.attribution import CreditConfig
 from oar_lite.grpo import group_advantages, policy_loss, sequence_logprobs
 from oar_lite.reward import math_reward
 from oar_lite.rollout import sample_completions
@@ -105,7 +106,7 @@ def without_times(records):
 
 def test_two_steps_write_metrics_with_all_fields(world, tmp_path):
     model, tokenizer, task = world
-    _, records = train(copy.deepcopy(model), tokenizer, task, config(method="oar-g"), out_dir=tmp_path)
+    _, records = train(copy.deepcopy(model), tokenizer, task, config(credit=CreditConfig("oar-g")), out_dir=tmp_path)
     lines = read_jsonl(tmp_path / METRICS)
     assert lines == json.loads(json.dumps(records))
     steps = [r for r in lines if r["type"] == "train"]
@@ -132,7 +133,8 @@ def test_two_steps_write_metrics_with_all_fields(world, tmp_path):
 def test_resume_gives_the_same_metrics(world, tmp_path):
     """4 steps straight == 2 steps, stop, resume, 2 more (apart from wall times)."""
     model, tokenizer, task = world
-    settings = dict(method="oar-g", num_iterations=2, beta=0.05, eval_every=2)  # RNG, inner steps, KL: all covered
+    # RNG, inner steps, KL: all covered
+    settings = dict(credit=CreditConfig("oar-g"), num_iterations=2, beta=0.05, eval_every=2)
     _, straight = train(copy.deepcopy(model), tokenizer, task, config(steps=4, **settings), out_dir=tmp_path / "a")
     train(copy.deepcopy(model), tokenizer, task, config(steps=2, **settings), out_dir=tmp_path / "b")
     resumed_model, resumed = train(copy.deepcopy(model), tokenizer, task, config(steps=4, **settings),
@@ -189,7 +191,8 @@ def test_lora_trains_only_the_adapter(world, tmp_path):
     model, tokenizer, task = world
     base = copy.deepcopy(model)
     before = {k: v.clone() for k, v in base.state_dict().items()}
-    peft_model, records = train(base, tokenizer, task, config(method="oar-p", lora=True, lora_rank=4, learning_rate=1e-2),
+    peft_model, records = train(base, tokenizer, task, config(credit=CreditConfig("oar-p", batch_size=64), lora=True,
+                                                              lora_rank=4, learning_rate=1e-2),
                                 out_dir=tmp_path)
     assert any(r["type"] == "train" and r["grad_norm"] > 0 for r in records)
     after = peft_model.state_dict()
@@ -208,7 +211,7 @@ def test_lora_trains_only_the_adapter(world, tmp_path):
 def test_uniform_is_plain_grpo(world):
     """method="uniform": every weight is 1 and one step equals a hand-written GRPO step."""
     model, tokenizer, task = world
-    cfg = config(method="uniform", steps=1, eval_every=0)
+    cfg = config(credit=CreditConfig("uniform"), steps=1, eval_every=0)
     task_no_eval = Task(train_problems=task.train_problems)
     trained, records = train(copy.deepcopy(model), tokenizer, task_no_eval, cfg)
     step = records[0]
@@ -241,9 +244,10 @@ def test_micro_batches_add_up_to_the_full_batch(world):
     task_no_eval = Task(train_problems=task.train_problems)
     for loss_type in ("grpo", "dapo"):
         full, rec_full = train(copy.deepcopy(model), tokenizer, task_no_eval,
-                               config(method="oar-p", steps=1, loss_type=loss_type))
+                               config(credit=CreditConfig("oar-p", batch_size=64), steps=1, loss_type=loss_type))
         micro, rec_micro = train(copy.deepcopy(model), tokenizer, task_no_eval,
-                                 config(method="oar-p", steps=1, loss_type=loss_type, micro_batch_size=3))
+                                 config(credit=CreditConfig("oar-p", batch_size=64), steps=1, loss_type=loss_type,
+                                        micro_batch_size=3))
         assert rec_micro[0]["loss"] == pytest.approx(rec_full[0]["loss"], abs=1e-6)
         for a, b in zip(full.parameters(), micro.parameters()):
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
@@ -251,7 +255,7 @@ def test_micro_batches_add_up_to_the_full_batch(world):
 
 def test_bad_settings_raise():
     with pytest.raises(ValueError, match="unknown method"):
-        TrainConfig(method="oar-x")
+        TrainConfig(credit=CreditConfig("oar-x"))
     with pytest.raises(ValueError, match="group_size"):
         TrainConfig(group_size=1)
     with pytest.raises(ValueError, match="loss_type"):
@@ -338,7 +342,7 @@ def test_same_seed_same_lora_adapter_and_metrics(world):
     runs = []
     for _ in range(2):
         torch.manual_seed(1234 + len(runs))  # whatever the global RNG holds before the call
-        cfg = config(method="oar-g", lora=True, lora_rank=4, learning_rate=1e-2, steps=1)
+        cfg = config(credit=CreditConfig("oar-g"), lora=True, lora_rank=4, learning_rate=1e-2, steps=1)
         from oar_lite.train import add_lora, seed_everything  # noqa: F401 - the adapter init is what is compared
         peft_model, records = train(copy.deepcopy(model), tokenizer, task, cfg)
         runs.append(({k: v.clone() for k, v in peft_model.state_dict().items() if "lora_" in k}, records))

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 import oar_lite.compare
 from oar_lite.__main__ import main
+from oar_lite.attribution import CreditConfig
 from oar_lite.checks import check_number
 from oar_lite.train import NUMERIC_RANGES, TrainConfig
 
@@ -56,9 +57,12 @@ def test_train_config_refuses_values_out_of_range(field, value):
 
 def test_max_grad_norm_and_friends_from_the_issue():
     for field, value in [("max_grad_norm", 0), ("max_grad_norm", -1.0), ("learning_rate", math.nan),
-                         ("clip_eps", math.inf), ("boost", math.nan), ("noise_std", math.inf)]:
+                         ("clip_eps", math.inf)]:
         with pytest.raises(ValueError, match=field):
             TrainConfig(**{field: value})
+    for field, value in [("boost", math.nan), ("noise_std", math.inf)]:
+        with pytest.raises(ValueError, match=field):
+            TrainConfig(credit=CreditConfig(**{field: value}))
 
 
 numbers = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-(10**40), 10**40),
