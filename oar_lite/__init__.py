@@ -1,7 +1,7 @@
 """oar-lite: Outcome-grounded Advantage Reshaping (OAR) for GRPO, small and readable.
 
-The algorithm contract is OAR-SPEC (Li et al. 2026, arXiv 2601.07408); the notebooks
-teach it in order. GRPO is in `grpo`; the scorers (OAR-P, OAR-G, baselines) and
+The algorithm contract is OAR-SPEC (Li et al. 2026, arXiv 2601.07408): docs/oar-spec.md in
+the repository, whose sections the docstrings cite. The notebooks teach it in order. GRPO is in `grpo`; the scorers (OAR-P, OAR-G, baselines) and
 `token_weights` with its `CreditConfig` in `attribution`; scores -> weights in `reshape`;
 answer spans in `segment`; rewards in `reward`; models in `models`, `toy` (addition with
 known pivotal tokens) and `problems`; measuring credit in `credit`, `oracle`,

@@ -285,7 +285,7 @@ def site(out: Path = BUILD / "site") -> None:
                     output["data"]["text/markdown"] = _site_links(output["data"]["text/markdown"])
         nbformat.write(nb, docs / "notebooks" / path.name)
     shutil.copy(ROOT / "README.md", docs / "project.md")   # mkdocs reserves README.md for the index
-    for extra in ["docs/trl.md", "benchmarks/RESULTS.md", "docs/compare.png", "docs/scaling.png"]:
+    for extra in ["docs/trl.md", "docs/oar-spec.md", "benchmarks/RESULTS.md", "docs/compare.png", "docs/scaling.png"]:
         if (ROOT / extra).exists():
             (docs / extra).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(ROOT / extra, docs / extra)
