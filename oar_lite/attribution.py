@@ -273,7 +273,7 @@ def perturbation_scores(
                          max_rows=batch_size, reuse_prefix=reuse_prefix)
     answer_ids = input_ids[answer]
     scores: dict[int, torch.Tensor] = {}
-    with torch.no_grad(), eval_mode(model):
+    with torch.no_grad(), eval_mode(model), _last_mlp_at_end(model, keep):
         out = model(input_ids=input_ids[None, :end], use_cache=reuse_prefix, logits_to_keep=keep)
         clean = _outcome(out.logits[:, -keep:], answer_ids, mode)
         clean_cache = _output_cache(out) if reuse_prefix else None
@@ -381,13 +381,51 @@ def _select_cache(cache, rows: torch.Tensor, length: int):
     """A new KV cache with the rows ``rows`` (repeats allowed) of ``cache``, cut to its first
     ``length`` columns; ``cache`` itself is left as it is."""
     layers = getattr(cache, "layers", None)
-    if layers and all(getattr(layer, "keys", None) is not None for layer in layers):
-        return type(cache)(ddp_cache_data=[(layer.keys[rows, :, :length], layer.values[rows, :, :length])
-                                           for layer in layers])
-    cache = copy.deepcopy(cache)  # older transformers: no per-layer tensors to index
+    if layers and all(getattr(layer, "keys", None) is not None and not getattr(layer, "is_sliding", False)
+                      for layer in layers):
+        # One copy of the selected columns (the constructor would copy them again); the pass appends to new tensors.
+        selected = copy.copy(cache)
+        selected.layers = [copy.copy(layer) for layer in layers]
+        for part in selected.layers:
+            part.keys, part.values = (t[:, :, :length].index_select(0, rows) for t in (part.keys, part.values))
+        return selected
+    cache = copy.deepcopy(cache)  # older transformers (no per-layer tensors), sliding-window layers
     cache.crop(length)
     cache.batch_select_indices(rows)
     return cache
+
+
+@contextlib.contextmanager
+def _last_mlp_at_end(model, keep: int):
+    """Within the block, the last decoder layer's MLP runs only at the last ``keep`` positions
+    of each forward pass, the ones ``logits_to_keep`` reads (zeros elsewhere). Exact for those
+    logits: the layer's output elsewhere only feeds per-position norms and logits not computed,
+    and the KV cache holds keys and values computed from the layer's input. Models without a
+    ``ModuleList`` of ``config.num_hidden_layers`` blocks with an ``mlp`` run unchanged."""
+    n_layers = getattr(getattr(model, "config", None), "num_hidden_layers", None)
+    blocks = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList) and n_layers and len(m) == n_layers]
+    mlp = getattr(blocks[-1][-1], "mlp", None) if blocks else None
+    if mlp is None:
+        yield
+        return
+    length = []
+
+    def before(module, args):
+        if args[0].dim() == 3 and args[0].shape[1] > keep:
+            length.append(args[0].shape[1])
+            return (args[0][:, -keep:].contiguous(), *args[1:])
+        length.append(None)
+
+    def after(module, args, out):
+        cut = length.pop()
+        return out if cut is None else F.pad(out, (0, 0, cut - keep, 0))
+
+    handles = [mlp.register_forward_pre_hook(before), mlp.register_forward_hook(after)]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def _plan_passes(columns: list[int], end: int, *, per_pass: int, max_waste: float,
@@ -510,7 +548,7 @@ def perturbation_scores_batch(
     spans = [_outcome_span(a, mode) for _, _, a in rows]  # (end, keep) per row, relative to its first token
     scores = [torch.zeros(r.stop - r.start, dtype=torch.float64) for _, r, _ in rows]
     tokens = passes = widest = widest_held = 0
-    device = input_ids.device
+    device, cache_kwarg = input_ids.device, _cache_kwarg(model)
     # Groups of rows, longest first, whose clean pass fits the budget.
     order = sorted(range(len(rows)), key=lambda i: -spans[i][0])
     groups: list[list[int]] = []
@@ -519,7 +557,7 @@ def perturbation_scores_batch(
             groups[-1].append(i)
         else:
             groups.append([i])
-    with torch.no_grad(), eval_mode(model):
+    with torch.no_grad(), eval_mode(model), _last_mlp_at_end(model, max(keep for _, keep in spans)):
         for group in groups:
             n, E, K = len(group), spans[group[0]][0], max(spans[i][1] for i in group)
             frame = torch.full((n, E), pad_token_id, dtype=input_ids.dtype, device=device)
@@ -550,7 +588,7 @@ def perturbation_scores_batch(
                 b, s = hi - lo, copies[lo][0] if reuse_prefix else 0
                 variants = frame[who, s:].clone()
                 variants[torch.arange(b, device=device), cols - s] = pad_token_id
-                kwargs = {_cache_kwarg(model): _select_cache(clean_cache, who, s), "use_cache": True} if s > 0 \
+                kwargs = {cache_kwarg: _select_cache(clean_cache, who, s), "use_cache": True} if s > 0 \
                     else {"use_cache": False}
                 logits = model(input_ids=variants, attention_mask=frame_mask[who], position_ids=positions[who, s:],
                                logits_to_keep=K, **kwargs).logits[:, -K:]
