@@ -178,14 +178,12 @@ def plan_chunks(first: int, stop: int, end: int, *, token_budget: int, max_waste
                 max_rows: int | None = None, reuse_prefix: bool = True) -> list[tuple[int, int]]:
     """How OAR-P groups the perturbed copies of positions ``first..stop-1`` into forward passes.
 
-    With prefix reuse a chunk of b consecutive positions ``t0, t0+1, ...`` continues from
-    the clean KV cache of ``x[:t0]``: each copy runs ``end - t0`` tokens where its own
-    position alone would need ``end - t``, so the chunk wastes ``b (b - 1) / 2`` tokens,
-    wherever it lies. The fewest passes for a given total waste therefore come from
-    chunks of one size: the largest size whose chunks together waste at most
-    ``max_waste`` times the ideal count (every copy starting at its own position). A chunk
-    is also cut to at most ``token_budget`` tokens (``b * (end - t0)``, the memory bound)
-    and ``max_rows`` copies; one copy longer than the budget still runs, alone.
+    With prefix reuse a chunk of b consecutive positions from t0 continues from the clean KV
+    cache of ``x[:t0]`` and wastes ``b (b - 1) / 2`` tokens wherever it lies, so the fewest
+    passes for a given waste come from chunks of one size: the largest whose chunks waste
+    at most ``max_waste`` times the ideal count (every copy from its own position). A chunk
+    is also cut to ``token_budget`` tokens (``b * (end - t0)``) and ``max_rows`` copies; one
+    copy longer than the budget still runs, alone.
 
     Returns:
         ``[(start, stop), ...]`` half-open ranges of consecutive positions, in order.
@@ -225,19 +223,13 @@ def perturbation_scores(
     reuse_prefix: bool = True,
     stats: dict | None = None,
 ) -> torch.Tensor:
-    """OAR-P: counterfactual importance of each reasoning token (spec section 4).
+    """OAR-P (spec section 4): how much P_final changes when each reasoning token in turn is
+    replaced by ``pad_token_id`` (attention kept on it).
 
-    For each reasoning position t, replace x_t by the pad token (attention kept on it),
-    recompute P_final and score ``I_t = KL(P_final || P_final^(t))`` (``last``,
-    ``answer_mean``) or ``max(0, phi - phi^(t))`` (``answer_joint``).
-
-    The R perturbed copies run in chunks of consecutive positions (`plan_chunks`); only
-    the logits P_final needs are computed (never ``[R, T, V]``). With ``reuse_prefix``
-    each chunk continues from the clean pass's KV cache of ``x[:t0]``, t0 its first
-    position, so each copy starts close to its own position: the perturbed copies run at
-    most ``1 + max_waste`` times the ideal count of tokens (every copy starting exactly at
-    its own position, about half of R * T), in as few passes as that allows.
-    `perturbation_scores_naive` is the reference.
+    The R copies run in chunks of consecutive positions (`plan_chunks`), each continuing
+    from the clean KV cache of the prefix before it (``reuse_prefix``), so they run at most
+    ``1 + max_waste`` times the ideal token count; only the logits P_final reads are
+    computed (`_last_mlp_at_end`). `perturbation_scores_naive` is the reference.
 
     Args:
         model: a causal LM (``transformers``-style, accepting ``logits_to_keep``).
@@ -272,31 +264,25 @@ def perturbation_scores(
     chunks = plan_chunks(reasoning.start, reasoning.stop, end, token_budget=token_budget, max_waste=max_waste,
                          max_rows=batch_size, reuse_prefix=reuse_prefix)
     answer_ids = input_ids[answer]
-    scores: dict[int, torch.Tensor] = {}
+    scores = []
     with torch.no_grad(), eval_mode(model), _last_mlp_at_end(model, keep):
         out = model(input_ids=input_ids[None, :end], use_cache=reuse_prefix, logits_to_keep=keep)
         clean = _outcome(out.logits[:, -keep:], answer_ids, mode)
         clean_cache = _output_cache(out) if reuse_prefix else None
-        cached = end
         tokens, passes, widest = end, 1, end
-        # Last chunk first: the clean cache is cut down to each chunk's start as the starts decrease.
-        for first, stop in reversed(chunks):
+        for first, stop in chunks:
             b = stop - first
             start = first if reuse_prefix else 0
-            cache = None
-            if start > 0:
-                clean_cache.crop(start - cached)  # a negative argument removes tokens in every transformers version
-                cached = start
-                cache = copy.deepcopy(clean_cache)  # the pass appends to its cache
-                cache.batch_repeat_interleave(b)
+            cache = _select_cache(clean_cache, torch.zeros(b, dtype=torch.long, device=input_ids.device), start) \
+                if start > 0 else None
             variants = input_ids[start:end].repeat(b, 1)
             variants[torch.arange(b), torch.arange(first - start, stop - start)] = pad_token_id
             logits = _final_logits(model, input_ids=variants, keep=keep, cache=cache)
-            scores[first] = _divergence(clean, _outcome(logits, answer_ids, mode), mode)
+            scores.append(_divergence(clean, _outcome(logits, answer_ids, mode), mode))
             tokens, passes, widest = tokens + b * (end - start), passes + 1, max(widest, b * (end - start))
     if stats is not None:
         stats.update(forward_tokens=tokens, forward_passes=passes, max_pass_tokens=widest)
-    return torch.cat([scores[first] for first, _ in chunks]).float().clamp(min=0)
+    return torch.cat(scores).float().clamp(min=0)
 
 
 def perturbation_scores_naive(
@@ -430,14 +416,11 @@ def _last_mlp_at_end(model, keep: int):
 
 def _plan_passes(columns: list[int], end: int, *, per_pass: int, max_waste: float,
                  reuse_prefix: bool) -> list[tuple[int, int]]:
-    """Groups the perturbed copies at sorted ``columns`` (one per copy, of one frame ending at
-    ``end``) into passes of at most ``per_pass`` consecutive copies.
-
-    A pass continues from the clean cache of the frame's columns before its first copy's
-    column s, so a copy at column c runs ``c - s`` tokens more than it would from its own
-    column. The copies that may share a pass lie within a span of columns: the planner
-    takes the fewest passes whose waste stays within ``max_waste`` times the ideal count
-    (every copy from its own column), and of those spans the narrowest (least waste).
+    """Groups the perturbed copies at sorted frame ``columns`` (frame ending at ``end``) into
+    passes of at most ``per_pass`` consecutive copies. A pass continues from the clean cache
+    cut at its first copy's column s, so a copy at column c wastes ``c - s`` tokens; the
+    planner takes the fewest passes whose waste stays within ``max_waste`` of the ideal
+    count, and of those spans of columns the narrowest (least waste).
 
     Returns:
         ``[(lo, hi), ...]`` half-open index ranges into ``columns``, in order.
@@ -487,34 +470,18 @@ def perturbation_scores_batch(
     """OAR-P for every row of a padded batch: the scores `perturbation_scores` gives each
     row alone, with the perturbed copies of several rows in each forward pass.
 
-    The rows are put in a common frame, right-aligned on the last token their P_final reads
-    (left-padded, masked, each row's position ids its own), so a copy of any row at frame
-    column c runs the frame's columns c..end and only those. Rows are grouped (longest
-    first) so that a group's clean pass holds at most ``token_budget`` tokens; the clean
-    pass keeps its KV cache, and each pass of perturbed copies continues from that cache
-    cut before the pass's first column s, for the rows its copies come from. A copy at
-    column c runs ``c - s`` tokens more than from its own position; `_plan_passes` packs
-    copies of all the group's rows, sorted by column, into the fewest passes whose total
-    waste stays within ``max_waste`` of the ideal (every copy from its own position). So
-    the perturbed copies run at most ``1 + max_waste`` times the ideal token count, plus
-    the clean passes' padding, in far fewer passes than row by row: what matters when the
-    model is small and a pass costs its overhead more than its tokens.
+    The rows are right-aligned on the last token their P_final reads (left-padded, masked,
+    own position ids), so a copy of any row at frame column c runs columns c..end. Groups
+    of rows, longest first, whose clean pass fits ``token_budget`` each run one clean pass
+    that keeps its KV cache; `_plan_passes` packs the group's copies, sorted by column,
+    into passes continuing from that cache cut at the pass's first column, within
+    ``max_waste`` of the ideal token count. A pass holds at most ``token_budget`` tokens,
+    cached columns included (one row longer than the budget still runs, a copy per pass).
 
-    Memory: a pass holds at most ``token_budget`` tokens counting the cached columns
-    (copies x the frame length), not only the ones it runs, so the cache a pass extends is
-    bounded too; one row longer than the budget still runs, one copy per pass.
-
-    Equal to the per-row scores *up to floating-point rounding*, not exactly: padding,
-    masked columns and other batch shapes change the order of the sums in the matrix
-    products and the softmax (masked columns themselves contribute exact zeros). Tested
-    against `perturbation_scores` row by row at ``rtol=1e-6`` in float64, and at ``1e-6``
-    absolute in float32 (tests/test_attribution.py): a score (a small KL, or a difference
-    of log-probabilities) is a difference of log-probabilities of size about log(V), each
-    rounded to about 1e-7 of that size, so the error is absolute, whatever the score's
-    own size.
-
-    The model's parameters, their ``.grad`` and its modules' train/eval mode are left as
-    they were (no grad is taken).
+    Equal to the per-row scores up to rounding (padding and batch shapes change the order
+    of sums): tested at ``rtol=1e-6`` in float64 and ``1e-6`` absolute in float32, as a
+    score is a difference of log-probabilities of size about log(V). Parameters, their
+    ``.grad`` and the modules' train/eval mode are left as they were.
 
     Args:
         model: a causal LM accepting ``attention_mask``, ``position_ids``, a KV cache and
