@@ -394,19 +394,15 @@ def _last_mlp_at_end(model, keep: int):
     if mlp is None:
         yield
         return
-    length = []
+    lengths = []  # per call: the positions cut away (0: left as it was)
 
     def before(module, args):
-        if args[0].dim() == 3 and args[0].shape[1] > keep:
-            length.append(args[0].shape[1])
-            return (args[0][:, -keep:].contiguous(), *args[1:])
-        length.append(None)
+        x = args[0]
+        lengths.append(x.shape[1] - keep if x.dim() == 3 and x.shape[1] > keep else 0)
+        return (x[:, -keep:].contiguous(), *args[1:]) if lengths[-1] else None
 
-    def after(module, args, out):
-        cut = length.pop()
-        return out if cut is None else F.pad(out, (0, 0, cut - keep, 0))
-
-    handles = [mlp.register_forward_pre_hook(before), mlp.register_forward_hook(after)]
+    handles = [mlp.register_forward_pre_hook(before),
+               mlp.register_forward_hook(lambda module, args, out: F.pad(out, (0, 0, lengths.pop(), 0)))]
     try:
         yield
     finally:
@@ -439,17 +435,11 @@ def _plan_passes(columns: list[int], end: int, *, per_pass: int, max_waste: floa
             i = j
         return passes, waste
 
-    # span 1 (copies of one column) wastes nothing, so it always fits
+    # span 1 (copies of one column) wastes nothing, so it always fits; narrower spans never need fewer passes
     widest = _largest_fitting(lambda span: greedy(span)[1] <= max_waste * ideal, 1, end)
     fewest = len(greedy(widest)[0])
-    high, low = widest, 1
-    while low < high:  # the narrowest span with as few passes
-        span = (low + high) // 2
-        if len(greedy(span)[0]) <= fewest:
-            high = span
-        else:
-            low = span + 1
-    return greedy(high)[0]
+    narrowed = _largest_fitting(lambda cut: len(greedy(widest + 1 - cut)[0]) <= fewest, 1, widest)
+    return greedy(widest + 1 - narrowed)[0]
 
 
 def perturbation_scores_batch(
