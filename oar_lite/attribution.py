@@ -376,7 +376,7 @@ def _select_cache(cache, rows: torch.Tensor, length: int):
             part.keys, part.values = (t[:, :, :length].index_select(0, rows) for t in (part.keys, part.values))
         return selected
     cache = copy.deepcopy(cache)  # older transformers (no per-layer tensors), sliding-window layers
-    cache.crop(length)
+    cache.crop(length - cache.get_seq_length())  # a negative argument removes tokens in every transformers version
     cache.batch_select_indices(rows)
     return cache
 
