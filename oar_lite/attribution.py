@@ -162,14 +162,12 @@ def plan_chunks(first: int, stop: int, end: int, *, token_budget: int, max_waste
                 max_rows: int | None = None, reuse_prefix: bool = True) -> list[tuple[int, int]]:
     """How OAR-P groups the perturbed copies of positions ``first..stop-1`` into forward passes.
 
-    With prefix reuse a chunk of b consecutive positions ``t0, t0+1, ...`` continues from
-    the clean KV cache of ``x[:t0]``: each copy runs ``end - t0`` tokens where its own
-    position alone would need ``end - t``, so the chunk wastes ``b (b - 1) / 2`` tokens,
-    wherever it lies. The fewest passes for a given total waste therefore come from
-    chunks of one size: the largest size whose chunks together waste at most
-    ``max_waste`` times the ideal count (every copy starting at its own position). A chunk
-    is also cut to at most ``token_budget`` tokens (``b * (end - t0)``, the memory bound)
-    and ``max_rows`` copies; one copy longer than the budget still runs, alone.
+    With prefix reuse a chunk of b consecutive positions from t0 continues from the clean KV
+    cache of ``x[:t0]`` and wastes ``b (b - 1) / 2`` tokens wherever it lies, so the fewest
+    passes for a given waste come from chunks of one size: the largest whose chunks waste
+    at most ``max_waste`` times the ideal count (every copy from its own position). A chunk
+    is also cut to ``token_budget`` tokens (``b * (end - t0)``) and ``max_rows`` copies; one
+    copy longer than the budget still runs, alone.
 
     Returns:
         ``[(start, stop), ...]`` half-open ranges of consecutive positions, in order.
@@ -209,19 +207,13 @@ def perturbation_scores(
     reuse_prefix: bool = True,
     stats: dict | None = None,
 ) -> torch.Tensor:
-    """OAR-P: counterfactual importance of each reasoning token (spec section 4).
+    """OAR-P (spec section 4): how much P_final changes when each reasoning token in turn is
+    replaced by ``pad_token_id`` (attention kept on it).
 
-    For each reasoning position t, replace x_t by the pad token (attention kept on it),
-    recompute P_final and score ``I_t = KL(P_final || P_final^(t))`` (``last``,
-    ``answer_mean``) or ``max(0, phi - phi^(t))`` (``answer_joint``).
-
-    The R perturbed copies run in chunks of consecutive positions (`plan_chunks`); only
-    the logits P_final needs are computed (never ``[R, T, V]``). With ``reuse_prefix``
-    each chunk continues from the clean pass's KV cache of ``x[:t0]``, t0 its first
-    position, so each copy starts close to its own position: the perturbed copies run at
-    most ``1 + max_waste`` times the ideal count of tokens (every copy starting exactly at
-    its own position, about half of R * T), in as few passes as that allows.
-    `perturbation_scores_naive` is the reference.
+    The R copies run in chunks of consecutive positions (`plan_chunks`), each continuing
+    from the clean KV cache of the prefix before it (``reuse_prefix``), so they run at most
+    ``1 + max_waste`` times the ideal token count; only the logits P_final reads are
+    computed (`_last_mlp_at_end`). `perturbation_scores_naive` is the reference.
 
     Args:
         model: a causal LM (``transformers``-style, accepting ``logits_to_keep``).
@@ -256,31 +248,25 @@ def perturbation_scores(
     chunks = plan_chunks(reasoning.start, reasoning.stop, end, token_budget=token_budget, max_waste=max_waste,
                          max_rows=batch_size, reuse_prefix=reuse_prefix)
     answer_ids = input_ids[answer]
-    scores: dict[int, torch.Tensor] = {}
-    with torch.no_grad(), eval_mode(model):
+    scores = []
+    with torch.no_grad(), eval_mode(model), _last_mlp_at_end(model, keep):
         out = model(input_ids=input_ids[None, :end], use_cache=reuse_prefix, logits_to_keep=keep)
         clean = _outcome(out.logits[:, -keep:], answer_ids, mode)
         clean_cache = _output_cache(out) if reuse_prefix else None
-        cached = end
         tokens, passes, widest = end, 1, end
-        # Last chunk first: the clean cache is cut down to each chunk's start as the starts decrease.
-        for first, stop in reversed(chunks):
+        for first, stop in chunks:
             b = stop - first
             start = first if reuse_prefix else 0
-            cache = None
-            if start > 0:
-                clean_cache.crop(start - cached)  # a negative argument removes tokens in every transformers version
-                cached = start
-                cache = copy.deepcopy(clean_cache)  # the pass appends to its cache
-                cache.batch_repeat_interleave(b)
+            cache = _select_cache(clean_cache, torch.zeros(b, dtype=torch.long, device=input_ids.device), start) \
+                if start > 0 else None
             variants = input_ids[start:end].repeat(b, 1)
             variants[torch.arange(b), torch.arange(first - start, stop - start)] = pad_token_id
             logits = _final_logits(model, input_ids=variants, keep=keep, cache=cache)
-            scores[first] = _divergence(clean, _outcome(logits, answer_ids, mode), mode)
+            scores.append(_divergence(clean, _outcome(logits, answer_ids, mode), mode))
             tokens, passes, widest = tokens + b * (end - start), passes + 1, max(widest, b * (end - start))
     if stats is not None:
         stats.update(forward_tokens=tokens, forward_passes=passes, max_pass_tokens=widest)
-    return torch.cat([scores[first] for first, _ in chunks]).float().clamp(min=0)
+    return torch.cat(scores).float().clamp(min=0)
 
 
 def perturbation_scores_naive(
@@ -356,25 +342,56 @@ def _select_cache(cache, rows: torch.Tensor, length: int):
     """A new KV cache with the rows ``rows`` (repeats allowed) of ``cache``, cut to its first
     ``length`` columns; ``cache`` itself is left as it is."""
     layers = getattr(cache, "layers", None)
-    if layers and all(getattr(layer, "keys", None) is not None for layer in layers):
-        return type(cache)(ddp_cache_data=[(layer.keys[rows, :, :length], layer.values[rows, :, :length])
-                                           for layer in layers])
-    cache = copy.deepcopy(cache)  # older transformers: no per-layer tensors to index
-    cache.crop(length)
+    if layers and all(getattr(layer, "keys", None) is not None and not getattr(layer, "is_sliding", False)
+                      for layer in layers):
+        # One copy of the selected columns (the constructor would copy them again); the pass appends to new tensors.
+        selected = copy.copy(cache)
+        selected.layers = [copy.copy(layer) for layer in layers]
+        for part in selected.layers:
+            part.keys, part.values = (t[:, :, :length].index_select(0, rows) for t in (part.keys, part.values))
+        return selected
+    cache = copy.deepcopy(cache)  # older transformers (no per-layer tensors), sliding-window layers
+    cache.crop(length - cache.get_seq_length())  # a negative argument removes tokens in every transformers version
     cache.batch_select_indices(rows)
     return cache
 
 
+@contextlib.contextmanager
+def _last_mlp_at_end(model, keep: int):
+    """Within the block, the last decoder layer's MLP runs only at the last ``keep`` positions
+    of each forward pass, the ones ``logits_to_keep`` reads (zeros elsewhere). Exact for those
+    logits: the layer's output elsewhere only feeds per-position norms and logits not computed,
+    and the KV cache holds keys and values computed from the layer's input. Models without a
+    ``ModuleList`` of ``config.num_hidden_layers`` blocks with an ``mlp`` run unchanged."""
+    n_layers = getattr(getattr(model, "config", None), "num_hidden_layers", None)
+    blocks = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList) and n_layers and len(m) == n_layers]
+    mlp = getattr(blocks[-1][-1], "mlp", None) if blocks else None
+    if mlp is None:
+        yield
+        return
+    lengths = []  # per call: the positions cut away (0: left as it was)
+
+    def before(module, args):
+        x = args[0]
+        lengths.append(x.shape[1] - keep if x.dim() == 3 and x.shape[1] > keep else 0)
+        return (x[:, -keep:].contiguous(), *args[1:]) if lengths[-1] else None
+
+    handles = [mlp.register_forward_pre_hook(before),
+               mlp.register_forward_hook(lambda module, args, out: F.pad(out, (0, 0, lengths.pop(), 0)))]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 def _plan_passes(columns: list[int], end: int, *, per_pass: int, max_waste: float,
                  reuse_prefix: bool) -> list[tuple[int, int]]:
-    """Groups the perturbed copies at sorted ``columns`` (one per copy, of one frame ending at
-    ``end``) into passes of at most ``per_pass`` consecutive copies.
-
-    A pass continues from the clean cache of the frame's columns before its first copy's
-    column s, so a copy at column c runs ``c - s`` tokens more than it would from its own
-    column. The copies that may share a pass lie within a span of columns: the planner
-    takes the fewest passes whose waste stays within ``max_waste`` times the ideal count
-    (every copy from its own column), and of those spans the narrowest (least waste).
+    """Groups the perturbed copies at sorted frame ``columns`` (frame ending at ``end``) into
+    passes of at most ``per_pass`` consecutive copies. A pass continues from the clean cache
+    cut at its first copy's column s, so a copy at column c wastes ``c - s`` tokens; the
+    planner takes the fewest passes whose waste stays within ``max_waste`` of the ideal
+    count, and of those spans of columns the narrowest (least waste).
 
     Returns:
         ``[(lo, hi), ...]`` half-open index ranges into ``columns``, in order.
@@ -393,17 +410,11 @@ def _plan_passes(columns: list[int], end: int, *, per_pass: int, max_waste: floa
             i = j
         return passes, waste
 
-    # span 1 (copies of one column) wastes nothing, so it always fits
+    # span 1 (copies of one column) wastes nothing, so it always fits; narrower spans never need fewer passes
     widest = _largest_fitting(lambda span: greedy(span)[1] <= max_waste * ideal, 1, end)
     fewest = len(greedy(widest)[0])
-    high, low = widest, 1
-    while low < high:  # the narrowest span with as few passes
-        span = (low + high) // 2
-        if len(greedy(span)[0]) <= fewest:
-            high = span
-        else:
-            low = span + 1
-    return greedy(high)[0]
+    narrowed = _largest_fitting(lambda cut: len(greedy(widest + 1 - cut)[0]) <= fewest, 1, widest)
+    return greedy(widest + 1 - narrowed)[0]
 
 
 def perturbation_scores_batch(
@@ -424,34 +435,18 @@ def perturbation_scores_batch(
     """OAR-P for every row of a padded batch: the scores `perturbation_scores` gives each
     row alone, with the perturbed copies of several rows in each forward pass.
 
-    The rows are put in a common frame, right-aligned on the last token their P_final reads
-    (left-padded, masked, each row's position ids its own), so a copy of any row at frame
-    column c runs the frame's columns c..end and only those. Rows are grouped (longest
-    first) so that a group's clean pass holds at most ``token_budget`` tokens; the clean
-    pass keeps its KV cache, and each pass of perturbed copies continues from that cache
-    cut before the pass's first column s, for the rows its copies come from. A copy at
-    column c runs ``c - s`` tokens more than from its own position; `_plan_passes` packs
-    copies of all the group's rows, sorted by column, into the fewest passes whose total
-    waste stays within ``max_waste`` of the ideal (every copy from its own position). So
-    the perturbed copies run at most ``1 + max_waste`` times the ideal token count, plus
-    the clean passes' padding, in far fewer passes than row by row: what matters when the
-    model is small and a pass costs its overhead more than its tokens.
+    The rows are right-aligned on the last token their P_final reads (left-padded, masked,
+    own position ids), so a copy of any row at frame column c runs columns c..end. Groups
+    of rows, longest first, whose clean pass fits ``token_budget`` each run one clean pass
+    that keeps its KV cache; `_plan_passes` packs the group's copies, sorted by column,
+    into passes continuing from that cache cut at the pass's first column, within
+    ``max_waste`` of the ideal token count. A pass holds at most ``token_budget`` tokens,
+    cached columns included (one row longer than the budget still runs, a copy per pass).
 
-    Memory: a pass holds at most ``token_budget`` tokens counting the cached columns
-    (copies x the frame length), not only the ones it runs, so the cache a pass extends is
-    bounded too; one row longer than the budget still runs, one copy per pass.
-
-    Equal to the per-row scores *up to floating-point rounding*, not exactly: padding,
-    masked columns and other batch shapes change the order of the sums in the matrix
-    products and the softmax (masked columns themselves contribute exact zeros). Tested
-    against `perturbation_scores` row by row at ``rtol=1e-6`` in float64, and at ``1e-6``
-    absolute in float32 (tests/test_attribution.py): a score (a small KL, or a difference
-    of log-probabilities) is a difference of log-probabilities of size about log(V), each
-    rounded to about 1e-7 of that size, so the error is absolute, whatever the score's
-    own size.
-
-    The model's parameters, their ``.grad`` and its modules' train/eval mode are left as
-    they were (no grad is taken).
+    Equal to the per-row scores up to rounding (padding and batch shapes change the order
+    of sums): tested at ``rtol=1e-6`` in float64 and ``1e-6`` absolute in float32, as a
+    score is a difference of log-probabilities of size about log(V). Parameters, their
+    ``.grad`` and the modules' train/eval mode are left as they were.
 
     Args:
         model: a causal LM accepting ``attention_mask``, ``position_ids``, a KV cache and
@@ -485,7 +480,7 @@ def perturbation_scores_batch(
     spans = [_outcome_span(a, mode) for _, _, a in rows]  # (end, keep) per row, relative to its first token
     scores = [torch.zeros(r.stop - r.start, dtype=torch.float64) for _, r, _ in rows]
     tokens = passes = widest = widest_held = 0
-    device = input_ids.device
+    device, cache_kwarg = input_ids.device, _cache_kwarg(model)
     # Groups of rows, longest first, whose clean pass fits the budget.
     order = sorted(range(len(rows)), key=lambda i: -spans[i][0])
     groups: list[list[int]] = []
@@ -494,7 +489,7 @@ def perturbation_scores_batch(
             groups[-1].append(i)
         else:
             groups.append([i])
-    with torch.no_grad(), eval_mode(model):
+    with torch.no_grad(), eval_mode(model), _last_mlp_at_end(model, max(keep for _, keep in spans)):
         for group in groups:
             n, E, K = len(group), spans[group[0]][0], max(spans[i][1] for i in group)
             frame = torch.full((n, E), pad_token_id, dtype=input_ids.dtype, device=device)
@@ -525,7 +520,7 @@ def perturbation_scores_batch(
                 b, s = hi - lo, copies[lo][0] if reuse_prefix else 0
                 variants = frame[who, s:].clone()
                 variants[torch.arange(b, device=device), cols - s] = pad_token_id
-                kwargs = {_cache_kwarg(model): _select_cache(clean_cache, who, s), "use_cache": True} if s > 0 \
+                kwargs = {cache_kwarg: _select_cache(clean_cache, who, s), "use_cache": True} if s > 0 \
                     else {"use_cache": False}
                 logits = model(input_ids=variants, attention_mask=frame_mask[who], position_ids=positions[who, s:],
                                logits_to_keep=K, **kwargs).logits[:, -K:]

@@ -99,6 +99,31 @@ def test_perturbation_computes_lm_head_only_where_needed(llama, sequence):
     assert max(s[0] for s in shapes) <= 8, "perturbed batch not chunked to batch_size"
 
 
+@pytest.mark.parametrize("make", [tiny_llama, tiny_gpt2])
+def test_perturbation_runs_last_mlp_only_where_logits_are_read(make, sequence):
+    """Both OAR-P paths run the last block's MLP only at the positions P_final reads (that the
+    scores stay exact is checked against the naive loop above), and remove their hooks."""
+    model = make()
+    mlp = (model.model.layers if make is tiny_llama else model.transformer.h)[-1].mlp
+    ids, reasoning, answer = sequence
+    lengths = []
+    hook = mlp.register_forward_hook(lambda module, args, out: lengths.append(args[0].shape[1]))
+    try:
+        for mode in MODES:
+            keep = 1 if mode == "last" else answer.stop - answer.start
+            lengths.clear()
+            ol.perturbation_scores(model, ids, reasoning, answer, mode=mode, pad_token_id=PAD)
+            ol.perturbation_scores_batch(model, ids[None], torch.ones_like(ids)[None], [reasoning], [answer], mode=mode,
+                                         pad_token_id=PAD)
+            assert lengths and set(lengths) == {keep}, (mode, lengths)
+        lengths.clear()
+        model(ids[None])  # outside OAR-P the MLP runs everywhere again
+        assert lengths == [len(ids)]
+    finally:
+        hook.remove()
+    assert not mlp._forward_hooks and not mlp._forward_pre_hooks
+
+
 def test_prefix_reuse_processes_fewer_tokens(llama, sequence):
     ids, reasoning, answer = sequence
     with_reuse, without = {}, {}
