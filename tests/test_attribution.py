@@ -135,6 +135,27 @@ def test_prefix_reuse_processes_fewer_tokens(llama, sequence):
     assert with_reuse["forward_tokens"] < 0.75 * without["forward_tokens"]
 
 
+def test_select_cache_fallback_equals_fast_path(llama, sequence):
+    """`_select_cache` copies per-layer tensors directly; caches it cannot read that way (older
+    transformers, sliding-window layers) take the deepcopy + crop + batch_select path, which must
+    give the same rows and columns and leave the source cache as it was."""
+    from oar_lite.attribution import _select_cache
+    ids, _, _ = sequence
+    with torch.no_grad():
+        cache = llama(ids[None].repeat(3, 1), use_cache=True).past_key_values
+    rows, length = torch.tensor([2, 0, 0, 1]), ids.numel() - 2
+    fast = _select_cache(cache, rows, length)
+    for layer in cache.layers:
+        layer.is_sliding = True  # the fallback's condition; crop and batch_select do not read it
+    slow = _select_cache(cache, rows, length)
+    assert slow is not cache and fast is not cache
+    for f, s, c in zip(fast.layers, slow.layers, cache.layers):
+        assert c.keys.shape[2] == ids.numel() and f.keys.shape == (4, *c.keys.shape[1:2], length, c.keys.shape[-1])
+        torch.testing.assert_close(f.keys, s.keys, rtol=0, atol=0)
+        torch.testing.assert_close(f.values, s.values, rtol=0, atol=0)
+        torch.testing.assert_close(f.keys, c.keys[rows, :, :length], rtol=0, atol=0)
+
+
 def test_perturbation_leaves_model_mode(sequence):
     model = tiny_llama().train()
     ids, reasoning, answer = sequence
