@@ -135,15 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     summary = compare(args.methods, args.seeds, steps=args.steps, out=args.out, profile=profile, target=args.target,
                       jobs=args.jobs, threads=args.threads, model_dir=args.model, overrides=overrides, digits=digits,
                       progress=not args.quiet, command="python -m oar_lite " + shlex.join(argv))
-    out = os.path.join(args.out, "compare.md")
-    if args.command == "demo":
-        with open(out) as f:
-            print(f.read())
-    else:
-        from .report import verdict
+    from .report import terminal_summary, verdict
 
-        print("\n".join(verdict(summary)))
-    print(f"wrote {args.out}/compare.md, compare.png, compare.jsonl")
+    print(terminal_summary(summary) if args.command == "demo" else "\n".join(verdict(summary)))
+    print(f"wrote {args.out}/compare.md (full tables), compare.png, compare.jsonl")
     return 0
 
 

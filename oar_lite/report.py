@@ -4,6 +4,7 @@ the figure."""
 from __future__ import annotations
 
 import statistics
+import textwrap
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -181,6 +182,23 @@ def render_markdown(summary: dict) -> str:
           ratio(m.get("step_cost_vs_grpo")), f"{m['cpu_per_step']:.2f}" if m.get("cpu_per_step") else None,
           ratio(m.get("cpu_cost_vs_grpo")), ratio(m["attribution_overhead"])] for method, m in methods.items()])
     return "\n".join([*lines, "", *verdict(summary), ""])
+
+
+def terminal_summary(summary: dict, width: int = 80) -> str:
+    """What ``demo`` prints: one narrow table (accuracy, paired gap, pace, CPU cost) and the
+    verdict wrapped to ``width`` columns; ``compare.md`` (`render_markdown`) has the full tables."""
+    from .plots import method_label
+
+    methods, rows = summary["methods"], []
+    for method, m in methods.items():
+        diffs = m.get("paired_diff_vs_grpo") or []
+        cost = m.get("cpu_cost_vs_grpo") or m.get("step_cost_vs_grpo")
+        rows.append([method_label(method), f"{m['final_accuracy']:.3f} ± {m['final_accuracy_std']:.3f}",
+                     "-" if method == "uniform" or not diffs else f"{statistics.mean(diffs):+.3f}",
+                     _fmt_target(m["steps_to_target"], len(m["seeds"]), "{:.1f}"), f"{cost:.2f}x" if cost else "-"])
+    table = markdown_table(["method", "final acc.", "- GRPO", f"steps to {summary['target']:g}", "CPU/step"], rows)
+    prose = [textwrap.fill(line, width, subsequent_indent="  ") for line in verdict(summary)]
+    return "\n".join([*table, "", *prose])
 
 
 def verdict(summary: dict) -> list[str]:

@@ -13,6 +13,8 @@ def test_demo_at_tiny_size_writes_the_comparison(tmp_path, capsys):
     assert main(["demo", "--tiny", "--jobs", "1", "--out", str(out), "--quiet"]) == 0
     printed = capsys.readouterr().out
     assert "| GRPO (uniform) |" in printed and "| OAR-G |" in printed and "| OAR-P |" in printed
+    results = printed.split("\nwrote ")[0]  # the last line names the output folder, as long as its path
+    assert max(map(len, results.splitlines())) <= 80, results  # a terminal's width; compare.md has the full tables
     for name in ("compare.png", "compare.md", "compare.jsonl", "compare.json"):
         assert (out / name).stat().st_size > 0, name
     records = read_jsonl(out / "compare.jsonl")
