@@ -192,11 +192,11 @@ def terminal_summary(summary: dict, width: int = 80) -> str:
     methods, rows = summary["methods"], []
     for method, m in methods.items():
         diffs = m.get("paired_diff_vs_grpo") or []
-        cost = m.get("cpu_cost_vs_grpo") or m.get("step_cost_vs_grpo")
+        cost = m.get("cpu_cost_vs_grpo")
         rows.append([method_label(method), f"{m['final_accuracy']:.3f} ± {m['final_accuracy_std']:.3f}",
                      "-" if method == "uniform" or not diffs else f"{statistics.mean(diffs):+.3f}",
                      _fmt_target(m["steps_to_target"], len(m["seeds"]), "{:.1f}"), f"{cost:.2f}x" if cost else "-"])
-    table = markdown_table(["method", "final acc.", "- GRPO", f"steps to {summary['target']:g}", "CPU/step"], rows)
+    table = markdown_table(["method", "final acc.", "- GRPO", f"steps to {summary['target']:g}", "CPU vs GRPO"], rows)
     prose = [textwrap.fill(line, width, subsequent_indent="  ") for line in verdict(summary)]
     return "\n".join([*table, "", *prose])
 
