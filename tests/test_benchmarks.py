@@ -101,6 +101,85 @@ def test_step_cost_runs(tmp_path):
 
 
 @toy_model
+def test_step_cost_scored_rounds_run_only_steps_that_score_rows(tmp_path):
+    """--scored-rounds keeps only steps on which GRPO scores a row: every kept round of every
+    method scored rows, on the same rollouts, and the report says which steps and how many
+    candidates it drew."""
+    report = step_cost.main(["--model", "toy", "--prompts", "2", "--group-size", "4", "--max-new-tokens", "40",
+                             "--methods", "uniform", "oar-g", "--warmup", "1", "--repeats", "2", "--scored-rounds",
+                             "--threads", "1", "--no-progress", "--out", str(tmp_path / "s.json")])
+    res = report["models"][0]
+    search = res["scored_rounds"]
+    assert len(search["steps"]) == 3 and search["candidates"] >= 3  # warm-up + repeats
+    assert search["steps"] == sorted(set(search["steps"])) and search["steps"][0] >= step_cost.FIRST_STEP
+    assert res["steps"] == search["steps"][1:]  # the warm-up round took the first
+    for method in ("uniform", "oar-g"):
+        assert len(res["methods"][method]["scored_rows_per_round"]) == 2
+        assert all(n > 0 for n in res["methods"][method]["scored_rows_per_round"])
+    assert res["same_rollouts"]
+    assert res["methods"]["oar-g"]["scored_rows_per_round"] == res["methods"]["uniform"]["scored_rows_per_round"]
+    assert f"{len(search['steps'])} of the {search['candidates']} candidate steps" in report["markdown"]
+    # Without the option the rounds run consecutive steps, as before.
+    plain = step_cost.main(["--model", "toy", "--prompts", "1", "--group-size", "2", "--max-new-tokens", "20",
+                            "--methods", "uniform", "--warmup", "1", "--repeats", "2", "--threads", "1",
+                            "--no-progress", "--out", str(tmp_path / "p.json")])["models"][0]
+    assert plain["steps"] == [1000, 1001] and plain["scored_rounds"] is None
+
+
+def test_scoring_steps_keeps_the_first_that_score_and_stops_at_the_cap():
+    drawn = []
+
+    def scored_rows(step):
+        drawn.append(step)
+        return float(step % 3 == 0)  # every third step scores a row
+
+    steps, candidates = step_cost.scoring_steps(scored_rows, 2, max_candidates=10, first=1000)
+    assert steps == [1002, 1005] and candidates == 6 and drawn == list(range(1000, 1006))
+    drawn.clear()
+    with pytest.raises(ValueError, match=r"only 1 of 4 candidate steps \(1000-1003\).*2 needed"):
+        step_cost.scoring_steps(scored_rows, 2, max_candidates=4, first=1000)
+    assert drawn == [1000, 1001, 1002, 1003]  # no step past the cap
+    with pytest.raises(ValueError, match="max_candidates >= need"):
+        step_cost.scoring_steps(scored_rows, 3, max_candidates=2)
+
+
+@toy_model
+def test_step_cost_scored_rounds_cap_raises_and_restores_the_weights(tmp_path, monkeypatch):
+    """When too few candidate steps score a row, the search stops at --max-candidates with a
+    clear error, leaving the weights and torch's random state as it found them. Here the
+    steps really run (and update the weights when they score rows) but report no scored
+    row, so the search sees none."""
+    import oar_lite.train
+
+    loaded, real_scored = {}, []
+    real_load, real_step = common.load, oar_lite.train.train_step
+
+    def load(name, device, dtype=None):
+        loaded["model"], tok = real_load(name, device, dtype)
+        loaded["weights"] = {n: p.detach().clone() for n, p in loaded["model"].named_parameters()}
+        loaded["rng"] = torch.get_rng_state()
+        return loaded["model"], tok
+
+    def train_step(*args, **kwargs):
+        record = real_step(*args, **kwargs)
+        real_scored.append(record["scored_rows"])
+        return {**record, "scored_rows": 0.0}
+
+    monkeypatch.setattr(common, "load", load)
+    monkeypatch.setattr(oar_lite.train, "train_step", train_step)
+    with pytest.raises(ValueError, match=r"only 0 of 3 candidate steps \(1000-1002\).*Raise --max-candidates"):
+        step_cost.main(["--model", "toy", "--prompts", "2", "--group-size", "4", "--max-new-tokens", "40",
+                        "--methods", "uniform", "--warmup", "0", "--repeats", "1", "--scored-rounds",
+                        "--max-candidates", "3", "--threads", "1", "--no-progress", "--out", str(tmp_path / "s.json")])
+    assert len(real_scored) == 3 and max(real_scored) > 0  # some step did update the weights
+    for n, p in loaded["model"].named_parameters():
+        assert torch.equal(p, loaded["weights"][n]), n
+    assert torch.equal(torch.get_rng_state(), loaded["rng"])  # each step reseeded torch; undone
+    with pytest.raises(ValueError, match="only applies with --scored-rounds"):
+        step_cost.main(["--model", "toy", "--max-candidates", "3", "--out", str(tmp_path / "s.json")])
+
+
+@toy_model
 def test_oar_p_implementations_runs_and_agree(tmp_path):
     report = oar_p_implementations.main(["--model", "toy", "--sequences", "1", "--min-reasoning", "5",
                                          "--warmup", "0", "--repeats", "1", "--threads", "1", "--no-progress",
