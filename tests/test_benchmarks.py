@@ -303,6 +303,74 @@ def test_run_all_skips_learning_without_a_comparison(tmp_path, capsys):
     assert (tmp_path / "summary.md").exists()
 
 
+@toy_model
+def test_run_all_in_bfloat16_the_gpu_default(tmp_path, monkeypatch):
+    """--device cuda loads the models in bfloat16 (`oar_lite.models.default_dtype`); on a CPU
+    --dtype bfloat16 runs the same dtype through the benchmarks: the training step (its
+    methods, same rollouts) and the three OAR-P implementations, whose scores agree at
+    bfloat16's tolerance (the default 1e-4 holds in float32 only)."""
+    monkeypatch.setitem(common.DTYPE, "dtype", None)
+    loaded = []
+    real_load = common.load
+
+    def load(name, device, dtype=None):
+        model, tok = real_load(name, device, dtype)
+        loaded.append(next(model.parameters()).dtype)
+        return model, tok
+
+    monkeypatch.setattr(common, "load", load)
+    run_all.main(["--quick", "--only", "step_cost", "oar_p_implementations", "--dtype", "bfloat16",
+                  "--threads", "1", "--out", str(tmp_path)])
+    assert loaded == [torch.bfloat16, torch.bfloat16]
+    step = json.loads((tmp_path / "step_cost_quick_bfloat16.json").read_text())
+    assert step["machine"]["dtype"] == "bfloat16" and step["models"][0]["same_rollouts"]
+    oar_p = json.loads((tmp_path / "oar_p_implementations_quick_bfloat16.json").read_text())
+    assert "--tolerance 0.05" in oar_p["command"]
+    diffs = oar_p["models"][0]["sequences"][0]["max_abs_diff"]
+    timed = [diffs[k] for k in ("batched", "fixed64", "naive", "captum")]
+    assert 0 < max(timed) < run_all.HALF_PRECISION_TOLERANCE  # rounding, not equality, in bfloat16
+    summary = (tmp_path / "summary_quick_bfloat16.md").read_text()
+    assert "bfloat16 weights" in summary and "FAILED" not in summary
+
+
+def test_run_all_keeps_the_others_when_one_benchmark_fails(tmp_path, monkeypatch):
+    argvs = {}
+
+    def fake(name, fail=False):
+        def main(argv):
+            argvs[name] = argv
+            if fail:
+                raise RuntimeError(f"{name} broke")
+            return {"command": f"python -m benchmarks.{name}", "markdown": f"table of {name}"}
+        return main
+
+    monkeypatch.setattr(step_cost, "main", fake("step_cost"))
+    monkeypatch.setattr(scaling, "main", fake("scaling", fail=True))
+    monkeypatch.setattr(oar_p_implementations, "main", fake("oar_p_implementations"))
+    with pytest.raises(RuntimeError, match="scaling failed"):
+        run_all.main(["--only", "step_cost", "scaling", "oar_p_implementations", "--scored-rounds",
+                      "--out", str(tmp_path)])
+    summary = (tmp_path / "summary.md").read_text()
+    assert "table of step_cost" in summary and "table of oar_p_implementations" in summary
+    assert "## scaling\n\nFAILED" in summary and "RuntimeError: scaling broke" in summary
+    assert "--scored-rounds" in argvs["step_cost"] and "--scored-rounds" not in argvs["scaling"]
+    assert "--tolerance" not in argvs["oar_p_implementations"] and "--dtype" not in argvs["oar_p_implementations"]
+    run_all.main(["--only", "oar_p_implementations", "--dtype", "float16", "--out", str(tmp_path)])
+    argv = argvs["oar_p_implementations"]
+    assert argv[argv.index("--dtype") + 1] == "float16" and argv[argv.index("--tolerance") + 1] == "0.05"
+    assert argv[argv.index("--out") + 1].endswith("oar_p_implementations_float16.json")
+
+
+def test_setup_rejects_an_unknown_dtype(monkeypatch):
+    monkeypatch.setitem(common.DTYPE, "dtype", None)
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        common.setup(1, "cpu", dtype="float8")
+    common.setup(1, "cpu", dtype="float16")
+    assert common.model_dtype("cpu") == torch.float16
+    common.setup(1, "cpu")
+    assert common.model_dtype("cpu") == torch.float32
+
+
 def _documented_commands() -> list[tuple[str, list[str]]]:
     """Every ``python -m benchmarks.X ...`` of benchmarks/RESULTS.md and the Makefile, as (X, argv)."""
     root = Path(__file__).resolve().parents[1]
@@ -315,7 +383,7 @@ def _documented_commands() -> list[tuple[str, list[str]]]:
 def test_documented_commands_still_parse(monkeypatch):
     """Each command RESULTS.md and the Makefile give gets through its benchmark's command line
     and `common.start`; the first expensive call stops it before any work or file."""
-    class Stop(Exception):
+    class Stop(BaseException):  # not an Exception: run_all goes on past a benchmark's Exception
         pass
 
     def stop(*args, **kwargs):
