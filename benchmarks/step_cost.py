@@ -17,6 +17,7 @@ Writes ``benchmarks/results/step_cost.json`` and prints a markdown table.
 """
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from typing import Callable
 
@@ -105,7 +106,7 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
 
     import functools
 
-    from oar_lite.attribution import SCORERS, CreditConfig, gradient_scores, perturbation_scores, register_scorer
+    from oar_lite.attribution import SCORERS, gradient_scores, perturbation_scores, register_scorer
 
     # Not the scorers themselves, so token_weights takes its per-row path.
     for name, scorer in (("oar-g-per-row", gradient_scores), ("oar-p-per-row", perturbation_scores)):
@@ -113,8 +114,10 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
             register_scorer(name, functools.partial(scorer))
     model, tok = common.load(model_name, device)
     task = make_task(model_name, tok)
-    configs = {m: TrainConfig(credit=CreditConfig(m, batch_size=64), seed=0, progress=False, eval_size=0, **settings)
-               for m in methods}
+    # The trainer's default credit settings (OAR-P's limits per pass), only the method changed.
+    default_credit = TrainConfig().credit
+    configs = {m: TrainConfig(credit=dataclasses.replace(default_credit, method=m), seed=0, progress=False,
+                              eval_size=0, **settings) for m in methods}
     if settings.get("lora"):
         model = add_lora(model, configs[methods[0]])
     start = _trainable(model)
@@ -149,6 +152,7 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
     clock = "cpu" if common.CLOCK["clock"] == "cpu" else "time"
     totals = {m: [sum(r[f"{clock}_{p}"] for p in PHASES) for r in records[m]] for m in methods}
     result = {"model": model_name, "settings": settings, "steps": steps[warmup:], "scored_rounds": search,
+              "credit": {k: v for k, v in dataclasses.asdict(default_credit).items() if k != "method"},
               "parameters": sum(p.numel() for p in model.parameters()),
               "trainable_parameters": sum(p.numel() for p in params.values()), "methods": {}}
     for m in methods:
