@@ -104,6 +104,9 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
     """
     from oar_lite.train import TrainConfig, _rng_state, _set_rng_state, add_lora, train_step
 
+    if scored_rounds and "uniform" not in methods:
+        raise ValueError("scored_rounds finds its steps with plain GRPO: methods must include 'uniform'")
+
     import functools
 
     from oar_lite.attribution import SCORERS, gradient_scores, perturbation_scores, register_scorer

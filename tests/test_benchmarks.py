@@ -179,6 +179,9 @@ def test_step_cost_scored_rounds_cap_raises_and_restores_the_weights(tmp_path, m
     for n, p in loaded["model"].named_parameters():
         assert torch.equal(p, loaded["weights"][n]), n
     assert torch.equal(torch.get_rng_state(), loaded["rng"])  # each step reseeded torch; undone
+    with pytest.raises(ValueError, match="must include 'uniform'"):
+        step_cost.measure_model("toy", methods=["oar-g"], warmup=0, repeats=1, device=torch.device("cpu"),
+                                settings=step_cost.SETTINGS["toy"], scored_rounds=True)
     with pytest.raises(ValueError, match="only applies with --scored-rounds"):
         step_cost.main(["--model", "toy", "--max-candidates", "3", "--out", str(tmp_path / "s.json")])
 
