@@ -133,10 +133,12 @@ def spread(xs: list[float]) -> dict:
 
 
 def interleaved(fns: dict[str, Callable[[int], object]], *, warmup: int, repeats: int,
-                device: torch.device | None = None, progress: bool = True) -> dict[str, list]:
+                device: torch.device | None = None, progress: bool = True,
+                after_round: Callable[[int, dict[str, tuple]], None] | None = None) -> dict[str, list]:
     """Run every ``fns[name](round)`` once per round (rounds ``< 0`` are the ``warmup``
     rounds, discarded), in an order rotated each round; returns name -> the ``repeats``
-    kept ``(seconds, result)`` pairs, in round order."""
+    kept ``(seconds, result)`` pairs, in round order. ``after_round(round, {name: (seconds,
+    result)})`` is called after every round, warm-up included (to log or save as it goes)."""
     if warmup < 0 or repeats < 1:
         raise ValueError(f"expected warmup >= 0 and repeats >= 1, got {warmup}, {repeats}")
     from tqdm.auto import tqdm
@@ -147,12 +149,15 @@ def interleaved(fns: dict[str, Callable[[int], object]], *, warmup: int, repeats
     bar = tqdm(total=len(rounds) * len(names), desc="interleaved", disable=not progress, leave=False)
     for r in rounds:
         shift = r % len(names)
+        this_round = {}
         for name in names[shift:] + names[:shift]:
             bar.set_postfix_str(f"round {r} {name}")
-            seconds, out = timed(lambda: fns[name](r), device)
+            this_round[name] = timed(lambda: fns[name](r), device)
             if r >= 0:
-                kept[name].append((seconds, out))
+                kept[name].append(this_round[name])
             bar.update(1)
+        if after_round is not None:
+            after_round(r, {name: this_round[name] for name in names})
     bar.close()
     return kept
 

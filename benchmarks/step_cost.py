@@ -94,13 +94,16 @@ def scoring_steps(scored_rows: Callable[[int], float], need: int, *, max_candida
 
 
 def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device, settings: dict,
-                  progress: bool = True, scored_rounds: bool = False, max_candidates: int | None = None) -> dict:
+                  progress: bool = True, scored_rounds: bool = False, max_candidates: int | None = None,
+                  on_round: Callable[[list[dict]], None] | None = None) -> dict:
     """Interleaved rounds of `train_step` per method on one model; per-phase times and ratios.
 
     Round ``r`` runs step ``FIRST_STEP + r``; with ``scored_rounds``, the rounds run instead
     the first steps on which plain GRPO scores a row (`scoring_steps`, at most
     ``max_candidates`` tried, default ``CANDIDATES_PER_ROUND`` per round), found by untimed
-    GRPO steps that leave the weights and the random state as they were.
+    GRPO steps that leave the weights and the random state as they were. Each round prints
+    one line and is passed, with the rounds before it, to ``on_round`` (``result["rounds"]``'s
+    entries), so a run stopped early still leaves what it measured.
     """
     from oar_lite.train import TrainConfig, _rng_state, _set_rng_state, add_lora, train_step
 
@@ -140,22 +143,45 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
     steps = [FIRST_STEP + r for r in range(-warmup, repeats)]
     if scored_rounds:
         rng = _rng_state()
+        def scored_rows(step):
+            rows = run_step("uniform", step)["scored_rows"] * settings["prompts_per_step"] * settings["group_size"]
+            print(f"[{model_name}] candidate step {step}: GRPO scores {rows:.0f} rows", flush=True)
+            return rows
+
         try:
-            steps, drawn = scoring_steps(lambda step: run_step("uniform", step)["scored_rows"], warmup + repeats,
+            steps, drawn = scoring_steps(scored_rows, warmup + repeats,
                                          max_candidates=max_candidates or CANDIDATES_PER_ROUND * (warmup + repeats))
         finally:
             reset_weights()
             _set_rng_state(rng)
         search = {"steps": steps, "candidates": drawn, "first": FIRST_STEP}
 
-    runs = common.interleaved({m: (lambda r, m=m: run_step(m, steps[r + warmup])) for m in methods},
-                              warmup=warmup, repeats=repeats, device=device, progress=progress)
-    records = {m: [rec for _, rec in runs[m]] for m in methods}
     # train_step records both clocks per phase: CPU seconds (cpu_*) or wall-clock (time_*), as `setup` chose.
     clock = "cpu" if common.CLOCK["clock"] == "cpu" else "time"
+    rounds_log: list[dict] = []
+
+    def after_round(r, results):
+        step_seconds = {m: sum(rec[f"{clock}_{p}"] for p in PHASES) for m, (_, rec) in results.items()}
+        rows = results[methods[0]][1]["scored_rows"] * settings["prompts_per_step"] * settings["group_size"]
+        rounds_log.append({"round": r, "step": steps[r + warmup], "warmup": r < 0, "scored_rows": rows,
+                           "step_seconds": step_seconds,
+                           "attribute_seconds": {m: rec[f"{clock}_attribute"] for m, (_, rec) in results.items()}})
+        base = step_seconds.get("uniform")
+        ratios = ", ".join(f"{m} {t:.2f} s" + (f" ({t / base:.2f}x)" if base and m != "uniform" else "")
+                           for m, t in step_seconds.items())
+        print(f"[{model_name}] round {r}{' (warm-up)' if r < 0 else ''}, step {steps[r + warmup]}, "
+              f"{rows:.0f} rows scored: {ratios}", flush=True)
+        if on_round is not None:
+            on_round(rounds_log)
+
+    runs = common.interleaved({m: (lambda r, m=m: run_step(m, steps[r + warmup])) for m in methods},
+                              warmup=warmup, repeats=repeats, device=device, progress=progress,
+                              after_round=after_round)
+    records = {m: [rec for _, rec in runs[m]] for m in methods}
     totals = {m: [sum(r[f"{clock}_{p}"] for p in PHASES) for r in records[m]] for m in methods}
     result = {"model": model_name, "settings": settings, "steps": steps[warmup:], "scored_rounds": search,
               "credit": {k: v for k, v in dataclasses.asdict(default_credit).items() if k != "method"},
+              "rounds": rounds_log,
               "parameters": sum(p.numel() for p in model.parameters()),
               "trainable_parameters": sum(p.numel() for p in params.values()), "methods": {}}
     for m in methods:
@@ -245,9 +271,15 @@ def main(argv=None) -> dict:
         overrides = {"prompts_per_step": args.prompts, "group_size": args.group_size,
                      "max_new_tokens": args.max_new_tokens, "lora": False if args.full else None}
         settings = {**SETTINGS[name], **{k: v for k, v in overrides.items() if v is not None}}
+        def save_partial(rounds, name=name):  # the rounds so far, in case the run is stopped
+            report["partial"] = {"model": name, "rounds": rounds}
+            common.write_json(report, args.out)
+
         res = measure_model(name, methods=args.methods, warmup=args.warmup, repeats=args.repeats,
                             device=device, settings=settings, progress=not args.no_progress,
-                            scored_rounds=args.scored_rounds, max_candidates=args.max_candidates)
+                            scored_rounds=args.scored_rounds, max_candidates=args.max_candidates,
+                            on_round=save_partial)
+        report.pop("partial", None)
         res["loadavg"] = common.loadavg()
         report["models"].append(res)
         print(f"[{name}] load average now {res['loadavg']}", flush=True)

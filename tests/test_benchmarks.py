@@ -123,11 +123,40 @@ def test_step_cost_scored_rounds_run_only_steps_that_score_rows(tmp_path):
     assert res["same_rollouts"]
     assert res["methods"]["oar-g"]["scored_rows_per_round"] == res["methods"]["uniform"]["scored_rows_per_round"]
     assert f"{len(search['steps'])} of the {search['candidates']} candidate steps" in report["markdown"]
+    # Every round, warm-up included, is logged as it ends, with the step it ran and each method's time.
+    assert [(r["round"], r["step"]) for r in res["rounds"]] == list(zip([-1, 0, 1], search["steps"]))
+    for r in res["rounds"]:
+        assert r["scored_rows"] > 0 and set(r["step_seconds"]) == {"uniform", "oar-g"}
+    kept = [r["step_seconds"]["oar-g"] / r["step_seconds"]["uniform"] for r in res["rounds"][1:]]
+    assert kept == res["methods"]["oar-g"]["ratio_vs_grpo"]["values"]
+    assert "partial" not in json.loads((tmp_path / "s.json").read_text())  # dropped once the model finished
     # Without the option the rounds run consecutive steps, as before.
     plain = step_cost.main(["--model", "toy", "--prompts", "1", "--group-size", "2", "--max-new-tokens", "20",
                             "--methods", "uniform", "--warmup", "1", "--repeats", "2", "--threads", "1",
                             "--no-progress", "--out", str(tmp_path / "p.json")])["models"][0]
     assert plain["steps"] == [1000, 1001] and plain["scored_rounds"] is None
+
+
+@toy_model
+def test_step_cost_saves_the_rounds_so_far(tmp_path, monkeypatch):
+    """A run stopped in round 1 (a time limit on a lent GPU) leaves round 0 in its JSON."""
+    real_interleaved = common.interleaved
+
+    def stop_after_round_0(fns, *, after_round, **kwargs):
+        def after(r, results):
+            after_round(r, results)
+            if r == 0:
+                raise KeyboardInterrupt
+        return real_interleaved(fns, after_round=after, **kwargs)
+
+    monkeypatch.setattr(common, "interleaved", stop_after_round_0)
+    with pytest.raises(KeyboardInterrupt):
+        step_cost.main(["--model", "toy", "--prompts", "1", "--group-size", "2", "--max-new-tokens", "20",
+                        "--methods", "uniform", "oar-g", "--warmup", "0", "--repeats", "3", "--threads", "1",
+                        "--no-progress", "--out", str(tmp_path / "s.json")])
+    partial = json.loads((tmp_path / "s.json").read_text())["partial"]
+    assert partial["model"] == "toy" and [r["step"] for r in partial["rounds"]] == [1000]
+    assert set(partial["rounds"][0]["step_seconds"]) == {"uniform", "oar-g"}
 
 
 def test_scoring_steps_keeps_the_first_that_score_and_stops_at_the_cap():
