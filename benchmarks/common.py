@@ -316,9 +316,13 @@ def rounds(report: dict) -> str:
 
 
 def write_json(report: dict, path: Path) -> Path:
+    """Write ``report`` to ``path`` through a temporary file renamed into place, so a run
+    killed while writing (a time limit) leaves the previous complete file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     report.setdefault("machine", {})["loadavg_end"] = loadavg()
-    path.write_text(json.dumps(report, indent=1, default=str) + "\n")
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(report, indent=1, default=str) + "\n")
+    os.replace(tmp, path)
     return path
 
 
