@@ -40,6 +40,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 CLOCK = {"clock": "wall"}
 """Which clock `timed` reads: ``"cpu"`` (process CPU seconds) or ``"wall"``; set by `setup`."""
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPE: dict[str, torch.dtype | None] = {"dtype": None}
+"""The weights' dtype `load` gives (``--dtype``); None: the device's default
+(`oar_lite.models.default_dtype`: bfloat16 on a CUDA GPU, float32 on a CPU). Set by `setup`."""
 
 
 # ----------------------------------------------------------------------------- the machine
@@ -65,17 +69,21 @@ def machine(device: str | torch.device = "cpu") -> dict:
     device = torch.device(device)
     return {"cpu": _cpu_name(), "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "torch": torch.__version__, "platform": platform.platform(terse=True), "device": str(device),
-            "loadavg_start": loadavg(), "clock": CLOCK["clock"],
+            "dtype": str(model_dtype(device)).removeprefix("torch."), "loadavg_start": loadavg(), "clock": CLOCK["clock"],
             **({"gpu": torch.cuda.get_device_name(device)} if device.type == "cuda" else {})}
 
 
-def setup(threads: int, device: str, clock: str | None = None) -> torch.device:
+def setup(threads: int, device: str, clock: str | None = None, dtype: str | None = None) -> torch.device:
     """Pin torch's threads, check the device, choose the clock (default: CPU seconds on a
-    CPU, wall-clock on a GPU), and return the device."""
+    CPU, wall-clock on a GPU) and the weights' dtype (a name in `DTYPES`; default: the
+    device's), and return the device."""
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
     if clock not in (None, "cpu", "wall"):
         raise ValueError(f"clock must be 'cpu' or 'wall', got {clock!r}")
+    if dtype is not None and dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPES)} or None (the device's default), got {dtype!r}")
+    DTYPE["dtype"] = None if dtype is None else DTYPES[dtype]
     torch.set_num_threads(threads)
     device = torch.device(device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -84,12 +92,20 @@ def setup(threads: int, device: str, clock: str | None = None) -> torch.device:
     return device
 
 
+def model_dtype(device: str | torch.device) -> torch.dtype:
+    """The dtype `load` gives models on ``device``: ``--dtype``, else the device's default."""
+    from oar_lite.models import default_dtype
+
+    return DTYPE["dtype"] or default_dtype(device)
+
+
 def machine_line(info: dict) -> str:
     """One line for RESULTS.md: CPU or GPU, torch threads, torch, clock, load before -> after."""
     where = info.get("gpu") or f"{info['cpu']} ({info['cpu_count']} cores)"
     load = f"load average {info.get('loadavg_start')} -> {info.get('loadavg_end')}"
     clock = "CPU seconds" if info.get("clock") == "cpu" else "wall-clock seconds"
-    return f"{where}, {info['torch_threads']} torch thread(s), torch {info['torch']}, {clock}, {load}"
+    dtype = f", {info['dtype']} weights" if info.get("dtype") else ""
+    return f"{where}, {info['torch_threads']} torch thread(s), torch {info['torch']}{dtype}, {clock}, {load}"
 
 
 # ----------------------------------------------------------------------------- timing
@@ -195,10 +211,9 @@ def peak_memory(fn: Callable[[], object], device: torch.device) -> tuple[float, 
 # ----------------------------------------------------------------------------- models, sequences
 
 def load(model_name: str, device: torch.device, dtype: torch.dtype | None = None):
-    """``(model, tokenizer)`` by name: ``"toy"`` (the shipped toy model) or ``"smollm2"``."""
-    from oar_lite.models import default_dtype
-
-    dtype = dtype or default_dtype(device)
+    """``(model, tokenizer)`` by name: ``"toy"`` (the shipped toy model) or ``"smollm2"``, in
+    ``dtype`` (default `model_dtype`: ``--dtype`` or the device's default) on ``device``."""
+    dtype = dtype or model_dtype(device)
     if model_name == "toy":
         from oar_lite import toy
 
@@ -260,7 +275,7 @@ def parser(doc: str, out: str | Path, *, timing: bool = True, warmup: int = 1, r
     """The flags benchmarks share, described by the first line of ``doc``: --threads,
     ``out_flag`` (the JSON report; default ``DEFAULT_OUT / out``, or ``out`` itself when it
     is an absolute path) and --no-progress; with ``timing``, also --warmup, --repeats,
-    --device and --clock."""
+    --device, --clock and --dtype."""
     ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--threads", type=int, default=threads)
     ap.add_argument(out_flag, dest="out", type=Path, default=DEFAULT_OUT / out, help="the JSON report")
@@ -271,6 +286,8 @@ def parser(doc: str, out: str | Path, *, timing: bool = True, warmup: int = 1, r
         ap.add_argument("--device", default="cpu")
         ap.add_argument("--clock", choices=["cpu", "wall"], default=None,
                         help="CPU seconds (default on a CPU) or wall-clock seconds (default on a GPU)")
+        ap.add_argument("--dtype", choices=sorted(DTYPES), default=None,
+                        help="the models' weights (default: bfloat16 on a CUDA GPU that supports it, else float32)")
     return ap
 
 
@@ -280,9 +297,10 @@ def command(module: str, argv: list[str] | None) -> str:
 
 
 def start(args: argparse.Namespace, module: str, argv: list[str] | None, **fields) -> tuple[torch.device, dict]:
-    """Threads, device and clock from the `parser` flags (`setup`); returns the device and
+    """Threads, device, clock and dtype from the `parser` flags (`setup`); returns the device and
     the report's header: command, machine, warm-up and kept rounds (timing only), ``fields``."""
-    device = setup(args.threads, getattr(args, "device", "cpu"), getattr(args, "clock", None))
+    device = setup(args.threads, getattr(args, "device", "cpu"), getattr(args, "clock", None),
+                   getattr(args, "dtype", None))
     rounds_ = {k: getattr(args, k) for k in ("warmup", "repeats") if hasattr(args, k)}
     return device, {"command": command(module, argv), "machine": machine(device), **rounds_, **fields}
 

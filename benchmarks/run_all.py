@@ -3,10 +3,12 @@ scaling with length, and the learning summary of a comparison::
 
     python -m benchmarks.run_all                   # the full set
     python -m benchmarks.run_all --quick           # small sizes: checks that everything runs
-    python -m benchmarks.run_all --device cuda     # the GPU column
+    python -m benchmarks.run_all --device cuda     # the GPU column (bfloat16; --dtype float32 for CPU's)
 
 Each benchmark writes its JSON to ``--out``; ``summary.md`` there collects every table with
-its command, machine and load, for benchmarks/RESULTS.md. The learning summary is
+its command, machine and load, for benchmarks/RESULTS.md, rewritten after each benchmark; a
+benchmark that fails leaves its traceback there, the others still run, and the command
+fails at the end. The learning summary is
 ``compare.md``'s table (`oar_lite.report`) of the records in ``--compare-folder``, finished
 or not; it is skipped when no comparison ran (``python -m oar_lite compare``), never trained.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+import traceback
 from pathlib import Path
 
 from benchmarks import common
@@ -24,6 +27,20 @@ QUICK = {
     "oar_p_implementations": ["--model", "toy", "--sequences", "1", "--warmup", "0", "--repeats", "1"],
     "scaling": ["--lengths", "64", "128", "--warmup", "0", "--repeats", "1"],
 }
+HALF_PRECISION_TOLERANCE = 5e-2
+"""oar_p_implementations' score agreement check in bfloat16/float16 (relative to
+max(1, max |score|)): its default, 1e-4, holds in float32 only; in bfloat16 (8 bits of
+mantissa) the implementations' different passes round differently. A wrong position
+ablated still differs by about the score itself."""
+
+
+def dtype_name(device: str, dtype: str | None) -> str:
+    """The dtype the benchmarks load models in: ``dtype``, else the device's default."""
+    if dtype is not None:
+        return dtype
+    from oar_lite.models import default_dtype
+
+    return str(default_dtype(device)).removeprefix("torch.")
 
 
 def learning(folder: Path, out: Path) -> dict | None:
@@ -51,6 +68,10 @@ def main(argv=None) -> None:
                     choices=["step_cost", "oar_p_implementations", "scaling", "learning"])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", choices=sorted(common.DTYPES), default=None,
+                    help="the models' weights (default: bfloat16 on a CUDA GPU that supports it, else float32)")
+    ap.add_argument("--scored-rounds", action="store_true",
+                    help="step_cost times only steps on which plain GRPO scores a row (its --scored-rounds)")
     ap.add_argument("--compare-folder", type=Path, default=Path("results/default"),
                     help="output folder of `python -m oar_lite compare` for the learning summary")
     ap.add_argument("--out", type=Path, default=common.DEFAULT_OUT)
@@ -62,29 +83,53 @@ def main(argv=None) -> None:
     suffix = "_quick" if args.quick else ""
     if args.device != "cpu":
         suffix += "_" + args.device.replace(":", "")
-    sections = []
+    if args.dtype is not None:
+        suffix += "_" + args.dtype
+    shared = ["--threads", str(args.threads), "--device", args.device] + (["--dtype", args.dtype] if args.dtype else [])
+    path = args.out / f"summary{suffix}.md"
+    sections, failed = [], []
+
+    def write_summary():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(sections))
+
     for name in args.only:
         start = time.perf_counter()
-        if name == "learning":
-            report = learning(args.compare_folder, args.out / f"learning{suffix}.json")
-            if report is None:
-                print(f"learning: no comparison in {args.compare_folder}; run `python -m oar_lite compare` first")
-                continue
+        # One benchmark failing (a GPU run is often the only one) must not lose the others:
+        # its traceback goes into the summary, which is rewritten after every benchmark.
+        try:
+            if name == "learning":
+                report = learning(args.compare_folder, args.out / f"learning{suffix}.json")
+                if report is None:
+                    print(f"learning: no comparison in {args.compare_folder}; run `python -m oar_lite compare` first")
+                    continue
+            else:
+                extra = ["--out", str(args.out / f"{name}{suffix}.json")]
+                if name == "scaling":
+                    extra += ["--plot", str(args.out / f"scaling{suffix}.png") if suffix else
+                              str(Path(__file__).resolve().parent / "scaling.png")]
+                if name == "step_cost" and args.scored_rounds:
+                    extra += ["--scored-rounds"]
+                if name == "oar_p_implementations" and dtype_name(args.device, args.dtype) != "float32":
+                    extra += ["--tolerance", str(HALF_PRECISION_TOLERANCE)]
+                report = modules[name].main((QUICK[name] if args.quick else []) + extra + shared)
+        except Exception:  # noqa: BLE001 - reported in the summary and raised again at the end
+            failed.append(name)
+            error = traceback.format_exc()
+            print(error, flush=True)
+            sections.append(f"## {name}\n\nFAILED after {time.perf_counter() - start:.0f} s:\n\n```\n"
+                            f"{error[-4000:]}```\n")
         else:
-            extra = ["--out", str(args.out / f"{name}{suffix}.json")]
-            if name == "scaling":
-                extra += ["--plot", str(args.out / f"scaling{suffix}.png") if suffix else
-                          str(Path(__file__).resolve().parent / "scaling.png")]
-            report = modules[name].main((QUICK[name] if args.quick else []) + extra + [
-                "--threads", str(args.threads), "--device", args.device])
-        machine = report.get("machine")
-        where = f"Machine: {common.machine_line(machine)}.\n\n" if machine else ""
-        command = f"Command: `{report.get('command', '')}` ({time.perf_counter() - start:.0f} s).\n\n"
-        sections.append(f"## {name}\n\n{command}{where}{report['markdown']}")
-    path = args.out / f"summary{suffix}.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(sections))
+            machine = report.get("machine")
+            where = f"Machine: {common.machine_line(machine)}.\n\n" if machine else ""
+            command = f"Command: `{report.get('command', '')}` ({time.perf_counter() - start:.0f} s).\n\n"
+            sections.append(f"## {name}\n\n{command}{where}{report['markdown']}")
+        write_summary()
+    write_summary()
     print(f"wrote {path}")
+    if failed:
+        raise RuntimeError(f"benchmark(s) {', '.join(failed)} failed (tracebacks above and in {path}); "
+                           "the others' results are in the summary")
 
 
 if __name__ == "__main__":

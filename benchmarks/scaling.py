@@ -1,25 +1,16 @@
 """Scaling with completion length: OAR-P and OAR-G time, peak memory and tokens processed.
 
-Synthetic sequences (`benchmarks.common.synthetic_sequence`): a fixed random prompt of
-32 tokens, then a completion of exactly L tokens: random reasoning tokens, the marker
-" The answer is" and the answer " 42." (so R = L - 5 for SmolLM2's tokenizer). Random
-tokens are fine here: the cost of attribution depends on the lengths, not the text.
-
-OAR-P runs in its default mode for OAR-P (``last``, chunked by `plan_chunks` at the device's
-token budget, prefix reuse), OAR-G in its
-default (``answer_mean``, one forward and one backward pass). The two alternate at each
-length (interleaved rounds). Expected shapes: OAR-G grows like one training forward +
-backward, about linearly in L at these lengths; OAR-P runs about R * T / 2 tokens, so
-roughly quadratically (and attention adds another factor of T per token).
+Synthetic sequences (`benchmarks.common.synthetic_sequence`): a 32-token random prompt,
+then exactly L completion tokens (random reasoning, the marker, the answer): the cost of
+attribution depends on the lengths, not the text. OAR-P runs in mode ``last`` at the
+device's token budget with prefix reuse, OAR-G in ``answer_mean`` (one forward, one
+backward), interleaved at each length. Expected: OAR-G about linear in L; OAR-P about
+R * T / 2 tokens, so roughly quadratic.
 
 Run (offline, from the repository root)::
 
     .venv/bin/python -m benchmarks.scaling                                   # SmolLM2, 64..1024
     .venv/bin/python -m benchmarks.scaling --lengths 1024 --oar-p-first-chunk  # peak of one chunk at L=1024
-
-``--oar-p-first-chunk`` runs OAR-P on the positions of its first (widest) chunk only: the
-clean pass plus one pass of the largest size the planner chooses, hence the peak memory
-of a full run, without its hours of CPU time at L = 1024.
     .venv/bin/python -m benchmarks.scaling --device cuda --repeats 5 --long-repeats 3
 
 Writes ``benchmarks/results/scaling.json`` and the plot ``benchmarks/scaling.png``.

@@ -1,30 +1,24 @@
 """Step cost: one GRPO step with uniform credit (plain GRPO), OAR-G and OAR-P, by phase.
 
-Each method runs `oar_lite.train.train_step` (the training loop's own step, not a copy)
-from the same weights with a fresh optimizer, on the same prompts and sampling seed, so
-generation and reward do the same work and only the attribution differs. Rounds are
-interleaved (every method once per round, order rotated) and the ratio to GRPO is taken
-within each round; each round uses different prompts (step ``1000 + round``).
-
-What the attribute phase costs depends on how many rows it scores: `train_step` skips
-rows whose advantage is 0 (groups with equal rewards), exactly as in training. The table
-shows that share, the reasoning length, and the seconds per scored row.
-
-Times are CPU seconds of the process on a CPU (`benchmarks.common`), one torch thread.
+Each method runs `oar_lite.train.train_step` from the same weights with a fresh optimizer
+on the same prompts and sampling seed, so only the attribution differs; rounds are
+interleaved and ratios to GRPO taken within a round (`benchmarks.common`). Round r runs
+step ``FIRST_STEP + r``; ``--scored-rounds`` keeps only steps on which GRPO scores a row
+(rows of equal-reward groups are skipped, as in training). Targets: `TARGETS`.
 
 Run (offline, from the repository root)::
 
     .venv/bin/python -m benchmarks.step_cost --model toy smollm2 --repeats 5
     .venv/bin/python -m benchmarks.step_cost --model toy --methods uniform oar-g oar-g-per-row oar-p
+    .venv/bin/python -m benchmarks.step_cost --model smollm2 --methods uniform oar-g --scored-rounds
     .venv/bin/python -m benchmarks.step_cost --model smollm2 --device cuda
 
-Targets (issue 17): OAR-G at most 1.10x the GRPO step on SmolLM2 + LoRA and 1.3x on the
-toy task; OAR-P at most 2x on the toy task.
 Writes ``benchmarks/results/step_cost.json`` and prints a markdown table.
 """
 from __future__ import annotations
 
 import statistics
+from typing import Callable
 
 import torch
 
@@ -34,7 +28,9 @@ from oar_lite.train import PHASES
 
 METHODS = ("uniform", "oar-g", "oar-p")
 EXTRA_METHODS = ("oar-g-per-row", "oar-p-per-row")  # scored one row at a time (the paths before), for comparison
-TARGETS = {"oar-g": 1.10, "oar-p": 2.0}  # issue 17: OAR-G <= 1.10x on SmolLM2 and <= 1.3x on the toy, OAR-P <= 2x on the toy
+TARGETS = {"toy": {"oar-g": 1.3, "oar-p": 2.0}, "smollm2": {"oar-g": 1.10}}
+"""Issue 17, per model: the most a method's step may cost, as a multiple of GRPO's step
+(paired median over >= 5 interleaved rounds; SmolLM2 with LoRA)."""
 
 # Per model: a step like the ones the project trains with. The toy settings are
 # `oar_lite.compare`'s (8 prompts x 8 completions, full fine-tuning); SmolLM2 trains a
@@ -67,10 +63,45 @@ def _trainable(model) -> dict[str, torch.Tensor]:
     return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
 
 
+FIRST_STEP = 1000
+"""Round ``r`` runs step ``FIRST_STEP + r`` (its prompts and sampling seed); warm-up rounds are ``r < 0``."""
+CANDIDATES_PER_ROUND = 20
+"""`--scored-rounds` gives up after this many candidate steps per round needed (``--max-candidates``)."""
+
+
+def scoring_steps(scored_rows: Callable[[int], float], need: int, *, max_candidates: int,
+                  first: int = FIRST_STEP) -> tuple[list[int], int]:
+    """The first ``need`` steps from ``first`` on whose rollouts plain GRPO scores at least
+    one row (``scored_rows(step) > 0``: some group had unequal rewards), and how many
+    candidate steps were drawn to find them.
+
+    Raises:
+        ValueError: fewer than ``need`` of the ``max_candidates`` candidates score a row.
+    """
+    if need < 1 or max_candidates < need:
+        raise ValueError(f"expected need >= 1 and max_candidates >= need, got need={need}, "
+                         f"max_candidates={max_candidates}")
+    found: list[int] = []
+    for drawn, step in enumerate(range(first, first + max_candidates), start=1):
+        if scored_rows(step) > 0:
+            found.append(step)
+            if len(found) == need:
+                return found, drawn
+    raise ValueError(f"only {len(found)} of {max_candidates} candidate steps ({first}-{first + max_candidates - 1}) "
+                     f"scored any row under plain GRPO; {need} needed (warm-up + repeats). Raise --max-candidates, "
+                     f"or use bigger groups (--group-size) or more prompts per step (--prompts)")
+
+
 def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device, settings: dict,
-                  progress: bool = True) -> dict:
-    """Interleaved rounds of `train_step` per method on one model; per-phase times and ratios."""
-    from oar_lite.train import TrainConfig, add_lora, train_step
+                  progress: bool = True, scored_rounds: bool = False, max_candidates: int | None = None) -> dict:
+    """Interleaved rounds of `train_step` per method on one model; per-phase times and ratios.
+
+    Round ``r`` runs step ``FIRST_STEP + r``; with ``scored_rounds``, the rounds run instead
+    the first steps on which plain GRPO scores a row (`scoring_steps`, at most
+    ``max_candidates`` tried, default ``CANDIDATES_PER_ROUND`` per round), found by untimed
+    GRPO steps that leave the weights and the random state as they were.
+    """
+    from oar_lite.train import TrainConfig, _rng_state, _set_rng_state, add_lora, train_step
 
     import functools
 
@@ -89,22 +120,35 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
     start = _trainable(model)
     params = {n: p for n, p in model.named_parameters() if p.requires_grad}
 
-    def step_fn(method):
-        def run(round_):
-            with torch.no_grad():  # the same weights before every step
-                for n, p in params.items():
-                    p.copy_(start[n])
-            optimizer = torch.optim.AdamW(list(params.values()), lr=configs[method].learning_rate)
-            return train_step(model, tok, task, configs[method], optimizer, step=1000 + round_)
-        return run
+    def reset_weights():
+        with torch.no_grad():
+            for n, p in params.items():
+                p.copy_(start[n])
 
-    runs = common.interleaved({m: step_fn(m) for m in methods}, warmup=warmup, repeats=repeats,
-                              device=device, progress=progress)
+    def run_step(method, step):
+        reset_weights()  # the same weights before every step
+        optimizer = torch.optim.AdamW(list(params.values()), lr=configs[method].learning_rate)
+        return train_step(model, tok, task, configs[method], optimizer, step=step)
+
+    search = None
+    steps = [FIRST_STEP + r for r in range(-warmup, repeats)]
+    if scored_rounds:
+        rng = _rng_state()
+        try:
+            steps, drawn = scoring_steps(lambda step: run_step("uniform", step)["scored_rows"], warmup + repeats,
+                                         max_candidates=max_candidates or CANDIDATES_PER_ROUND * (warmup + repeats))
+        finally:
+            reset_weights()
+            _set_rng_state(rng)
+        search = {"steps": steps, "candidates": drawn, "first": FIRST_STEP}
+
+    runs = common.interleaved({m: (lambda r, m=m: run_step(m, steps[r + warmup])) for m in methods},
+                              warmup=warmup, repeats=repeats, device=device, progress=progress)
     records = {m: [rec for _, rec in runs[m]] for m in methods}
     # train_step records both clocks per phase: CPU seconds (cpu_*) or wall-clock (time_*), as `setup` chose.
     clock = "cpu" if common.CLOCK["clock"] == "cpu" else "time"
     totals = {m: [sum(r[f"{clock}_{p}"] for p in PHASES) for r in records[m]] for m in methods}
-    result = {"model": model_name, "settings": settings,
+    result = {"model": model_name, "settings": settings, "steps": steps[warmup:], "scored_rounds": search,
               "parameters": sum(p.numel() for p in model.parameters()),
               "trainable_parameters": sum(p.numel() for p in params.values()), "methods": {}}
     for m in methods:
@@ -120,15 +164,33 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
             "ratio_vs_grpo": common.spread([t / b for t, b in zip(totals[m], totals["uniform"])])
             if "uniform" in methods else None,
             "scored_rows": statistics.mean(scored),
+            "scored_rows_per_round": scored,
             "completion_length": statistics.mean(r["completion_length"] for r in recs),
             "attribute_s_per_scored_row": statistics.median(a / s for a, s in zip(attribute, scored) if s)
             if any(scored) else None,
             "reward_mean": statistics.mean(r["reward_mean"] for r in recs),
         }
-    # Sanity: the rounds are paired, so every method must have sampled the same completions.
-    lengths = {m: [r["completion_length"] for r in records[m]] for m in methods}
-    result["same_rollouts"] = all(lengths[m] == lengths[methods[0]] for m in methods)
+    # Sanity: the rounds are paired, so every method must have sampled the same completions
+    # (same lengths and rewards) and scored the same rows.
+    seen = {m: [(r["completion_length"], r["reward_mean"], r["scored_rows"]) for r in records[m]] for m in methods}
+    result["same_rollouts"] = all(seen[m] == seen[methods[0]] for m in methods)
     return result
+
+
+def _steps_line(res: dict) -> str:
+    """Which steps the kept rounds ran, and for `--scored-rounds` the share of candidates that scored a row."""
+    search = res.get("scored_rounds")
+    if not search:
+        return f"steps {', '.join(map(str, res['steps']))}"
+    drawn, found = search["candidates"], len(search["steps"])
+    return (f"only steps where GRPO scores a row: {found} of the {drawn} candidate steps "
+            f"{search['first']}-{search['first'] + drawn - 1} did (warm-up included); kept rounds on steps "
+            f"{', '.join(map(str, res['steps']))}")
+
+
+def _targets(model_name: str) -> str:
+    targets = TARGETS.get(model_name, {})
+    return "; targets (issue 17): " + ", ".join(f"{m} <= {t:.2f}x" for m, t in targets.items()) if targets else ""
 
 
 def render(report: dict) -> str:
@@ -144,7 +206,9 @@ def render(report: dict) -> str:
         lines += [f"**{res['model']}** ({res['parameters'] / 1e6:.1f}M parameters, {kind}, "
                   f"{res['trainable_parameters'] / 1e6:.2f}M trained): {s['prompts_per_step']} prompts x "
                   f"{s['group_size']} completions = {B} rows, up to {s['max_new_tokens']} new tokens; "
-                  f"{common.rounds(report)}; same rollouts across methods: {res['same_rollouts']}.", "",
+                  f"{common.rounds(report)}; {_steps_line(res)}; same rollouts across methods: {res['same_rollouts']}"
+                  f"{_targets(res['model'])}.",
+                  "",
                   *tables.markdown_table(["method", "step (s)", "vs GRPO (paired)", *PHASES, "attribute / GRPO step",
                                           "rows scored", "s per scored row", "completion tokens"], rows), ""]
     return "\n".join(lines)
@@ -158,16 +222,25 @@ def main(argv=None) -> dict:
     ap.add_argument("--group-size", type=int, default=None)
     ap.add_argument("--max-new-tokens", type=int, default=None)
     ap.add_argument("--full", action="store_true", help="full fine-tuning of SmolLM2 instead of LoRA")
+    ap.add_argument("--scored-rounds", action="store_true",
+                    help=f"run the rounds only on steps (from {FIRST_STEP} on) where plain GRPO scores at least one "
+                         "row, found by untimed GRPO steps first; default: steps in a row, scored or not")
+    ap.add_argument("--max-candidates", type=int, default=None,
+                    help=f"with --scored-rounds, how many steps to try at most (default {CANDIDATES_PER_ROUND} "
+                         "per round needed)")
     args = ap.parse_args(argv)
     if "uniform" not in args.methods:
         raise ValueError("--methods must include 'uniform' (plain GRPO, the baseline of the ratios)")
+    if args.max_candidates is not None and not args.scored_rounds:
+        raise ValueError("--max-candidates only applies with --scored-rounds")
     device, report = common.start(args, "step_cost", argv, models=[])
     for name in args.model:
         overrides = {"prompts_per_step": args.prompts, "group_size": args.group_size,
                      "max_new_tokens": args.max_new_tokens, "lora": False if args.full else None}
         settings = {**SETTINGS[name], **{k: v for k, v in overrides.items() if v is not None}}
         res = measure_model(name, methods=args.methods, warmup=args.warmup, repeats=args.repeats,
-                            device=device, settings=settings, progress=not args.no_progress)
+                            device=device, settings=settings, progress=not args.no_progress,
+                            scored_rounds=args.scored_rounds, max_candidates=args.max_candidates)
         res["loadavg"] = common.loadavg()
         report["models"].append(res)
         print(f"[{name}] load average now {res['loadavg']}", flush=True)

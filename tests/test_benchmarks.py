@@ -97,7 +97,87 @@ def test_step_cost_runs(tmp_path):
     assert set(res["methods"]) == {"uniform", "oar-g", "oar-p"}
     assert res["methods"]["uniform"]["ratio_vs_grpo"]["median"] == 1.0
     assert "| oar-p |" in report["markdown"]
+    assert "targets (issue 17): oar-g <= 1.30x, oar-p <= 2.00x" in report["markdown"]  # step_cost.TARGETS["toy"]
     assert json.loads((tmp_path / "s.json").read_text())["models"][0]["model"] == "toy"
+
+
+@toy_model
+def test_step_cost_scored_rounds_run_only_steps_that_score_rows(tmp_path):
+    """--scored-rounds keeps only steps on which GRPO scores a row: every kept round of every
+    method scored rows, on the same rollouts, and the report says which steps and how many
+    candidates it drew."""
+    report = step_cost.main(["--model", "toy", "--prompts", "2", "--group-size", "4", "--max-new-tokens", "40",
+                             "--methods", "uniform", "oar-g", "--warmup", "1", "--repeats", "2", "--scored-rounds",
+                             "--threads", "1", "--no-progress", "--out", str(tmp_path / "s.json")])
+    res = report["models"][0]
+    search = res["scored_rounds"]
+    assert len(search["steps"]) == 3 and search["candidates"] >= 3  # warm-up + repeats
+    assert search["steps"] == sorted(set(search["steps"])) and search["steps"][0] >= step_cost.FIRST_STEP
+    assert res["steps"] == search["steps"][1:]  # the warm-up round took the first
+    for method in ("uniform", "oar-g"):
+        assert len(res["methods"][method]["scored_rows_per_round"]) == 2
+        assert all(n > 0 for n in res["methods"][method]["scored_rows_per_round"])
+    assert res["same_rollouts"]
+    assert res["methods"]["oar-g"]["scored_rows_per_round"] == res["methods"]["uniform"]["scored_rows_per_round"]
+    assert f"{len(search['steps'])} of the {search['candidates']} candidate steps" in report["markdown"]
+    # Without the option the rounds run consecutive steps, as before.
+    plain = step_cost.main(["--model", "toy", "--prompts", "1", "--group-size", "2", "--max-new-tokens", "20",
+                            "--methods", "uniform", "--warmup", "1", "--repeats", "2", "--threads", "1",
+                            "--no-progress", "--out", str(tmp_path / "p.json")])["models"][0]
+    assert plain["steps"] == [1000, 1001] and plain["scored_rounds"] is None
+
+
+def test_scoring_steps_keeps_the_first_that_score_and_stops_at_the_cap():
+    drawn = []
+
+    def scored_rows(step):
+        drawn.append(step)
+        return float(step % 3 == 0)  # every third step scores a row
+
+    steps, candidates = step_cost.scoring_steps(scored_rows, 2, max_candidates=10, first=1000)
+    assert steps == [1002, 1005] and candidates == 6 and drawn == list(range(1000, 1006))
+    drawn.clear()
+    with pytest.raises(ValueError, match=r"only 1 of 4 candidate steps \(1000-1003\).*2 needed"):
+        step_cost.scoring_steps(scored_rows, 2, max_candidates=4, first=1000)
+    assert drawn == [1000, 1001, 1002, 1003]  # no step past the cap
+    with pytest.raises(ValueError, match="max_candidates >= need"):
+        step_cost.scoring_steps(scored_rows, 3, max_candidates=2)
+
+
+@toy_model
+def test_step_cost_scored_rounds_cap_raises_and_restores_the_weights(tmp_path, monkeypatch):
+    """When too few candidate steps score a row, the search stops at --max-candidates with a
+    clear error, leaving the weights and torch's random state as it found them. Here the
+    steps really run (and update the weights when they score rows) but report no scored
+    row, so the search sees none."""
+    import oar_lite.train
+
+    loaded, real_scored = {}, []
+    real_load, real_step = common.load, oar_lite.train.train_step
+
+    def load(name, device, dtype=None):
+        loaded["model"], tok = real_load(name, device, dtype)
+        loaded["weights"] = {n: p.detach().clone() for n, p in loaded["model"].named_parameters()}
+        loaded["rng"] = torch.get_rng_state()
+        return loaded["model"], tok
+
+    def train_step(*args, **kwargs):
+        record = real_step(*args, **kwargs)
+        real_scored.append(record["scored_rows"])
+        return {**record, "scored_rows": 0.0}
+
+    monkeypatch.setattr(common, "load", load)
+    monkeypatch.setattr(oar_lite.train, "train_step", train_step)
+    with pytest.raises(ValueError, match=r"only 0 of 3 candidate steps \(1000-1002\).*Raise --max-candidates"):
+        step_cost.main(["--model", "toy", "--prompts", "2", "--group-size", "4", "--max-new-tokens", "40",
+                        "--methods", "uniform", "--warmup", "0", "--repeats", "1", "--scored-rounds",
+                        "--max-candidates", "3", "--threads", "1", "--no-progress", "--out", str(tmp_path / "s.json")])
+    assert len(real_scored) == 3 and max(real_scored) > 0  # some step did update the weights
+    for n, p in loaded["model"].named_parameters():
+        assert torch.equal(p, loaded["weights"][n]), n
+    assert torch.equal(torch.get_rng_state(), loaded["rng"])  # each step reseeded torch; undone
+    with pytest.raises(ValueError, match="only applies with --scored-rounds"):
+        step_cost.main(["--model", "toy", "--max-candidates", "3", "--out", str(tmp_path / "s.json")])
 
 
 @toy_model
@@ -224,6 +304,74 @@ def test_run_all_skips_learning_without_a_comparison(tmp_path, capsys):
     assert (tmp_path / "summary.md").exists()
 
 
+@toy_model
+def test_run_all_in_bfloat16_the_gpu_default(tmp_path, monkeypatch):
+    """--device cuda loads the models in bfloat16 (`oar_lite.models.default_dtype`); on a CPU
+    --dtype bfloat16 runs the same dtype through the benchmarks: the training step (its
+    methods, same rollouts) and the three OAR-P implementations, whose scores agree at
+    bfloat16's tolerance (the default 1e-4 holds in float32 only)."""
+    monkeypatch.setitem(common.DTYPE, "dtype", None)
+    loaded = []
+    real_load = common.load
+
+    def load(name, device, dtype=None):
+        model, tok = real_load(name, device, dtype)
+        loaded.append(next(model.parameters()).dtype)
+        return model, tok
+
+    monkeypatch.setattr(common, "load", load)
+    run_all.main(["--quick", "--only", "step_cost", "oar_p_implementations", "--dtype", "bfloat16",
+                  "--threads", "1", "--out", str(tmp_path)])
+    assert loaded == [torch.bfloat16, torch.bfloat16]
+    step = json.loads((tmp_path / "step_cost_quick_bfloat16.json").read_text())
+    assert step["machine"]["dtype"] == "bfloat16" and step["models"][0]["same_rollouts"]
+    oar_p = json.loads((tmp_path / "oar_p_implementations_quick_bfloat16.json").read_text())
+    assert "--tolerance 0.05" in oar_p["command"]
+    diffs = oar_p["models"][0]["sequences"][0]["max_abs_diff"]
+    timed = [diffs[k] for k in ("batched", "fixed64", "naive", "captum")]
+    assert 0 < max(timed) < run_all.HALF_PRECISION_TOLERANCE  # rounding, not equality, in bfloat16
+    summary = (tmp_path / "summary_quick_bfloat16.md").read_text()
+    assert "bfloat16 weights" in summary and "FAILED" not in summary
+
+
+def test_run_all_keeps_the_others_when_one_benchmark_fails(tmp_path, monkeypatch):
+    argvs = {}
+
+    def fake(name, fail=False):
+        def main(argv):
+            argvs[name] = argv
+            if fail:
+                raise RuntimeError(f"{name} broke")
+            return {"command": f"python -m benchmarks.{name}", "markdown": f"table of {name}"}
+        return main
+
+    monkeypatch.setattr(step_cost, "main", fake("step_cost"))
+    monkeypatch.setattr(scaling, "main", fake("scaling", fail=True))
+    monkeypatch.setattr(oar_p_implementations, "main", fake("oar_p_implementations"))
+    with pytest.raises(RuntimeError, match="scaling failed"):
+        run_all.main(["--only", "step_cost", "scaling", "oar_p_implementations", "--scored-rounds",
+                      "--out", str(tmp_path)])
+    summary = (tmp_path / "summary.md").read_text()
+    assert "table of step_cost" in summary and "table of oar_p_implementations" in summary
+    assert "## scaling\n\nFAILED" in summary and "RuntimeError: scaling broke" in summary
+    assert "--scored-rounds" in argvs["step_cost"] and "--scored-rounds" not in argvs["scaling"]
+    assert "--tolerance" not in argvs["oar_p_implementations"] and "--dtype" not in argvs["oar_p_implementations"]
+    run_all.main(["--only", "oar_p_implementations", "--dtype", "float16", "--out", str(tmp_path)])
+    argv = argvs["oar_p_implementations"]
+    assert argv[argv.index("--dtype") + 1] == "float16" and argv[argv.index("--tolerance") + 1] == "0.05"
+    assert argv[argv.index("--out") + 1].endswith("oar_p_implementations_float16.json")
+
+
+def test_setup_rejects_an_unknown_dtype(monkeypatch):
+    monkeypatch.setitem(common.DTYPE, "dtype", None)
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        common.setup(1, "cpu", dtype="float8")
+    common.setup(1, "cpu", dtype="float16")
+    assert common.model_dtype("cpu") == torch.float16
+    common.setup(1, "cpu")
+    assert common.model_dtype("cpu") == torch.float32
+
+
 def _documented_commands() -> list[tuple[str, list[str]]]:
     """Every ``python -m benchmarks.X ...`` of benchmarks/RESULTS.md and the Makefile, as (X, argv)."""
     root = Path(__file__).resolve().parents[1]
@@ -236,7 +384,7 @@ def _documented_commands() -> list[tuple[str, list[str]]]:
 def test_documented_commands_still_parse(monkeypatch):
     """Each command RESULTS.md and the Makefile give gets through its benchmark's command line
     and `common.start`; the first expensive call stops it before any work or file."""
-    class Stop(Exception):
+    class Stop(BaseException):  # not an Exception: run_all goes on past a benchmark's Exception
         pass
 
     def stop(*args, **kwargs):
