@@ -43,7 +43,7 @@ if [ "$which" != toy ]; then
         --methods uniform oar-g oar-p --max-new-tokens 128 --scored-rounds --warmup 1 --repeats 5 \
         --no-progress --out "$out/step_cost_smollm2.json"
     part "OAR-P vs Captum, SmolLM2" 75 "$py" -m benchmarks.oar_p_implementations --model smollm2 --device "$dev" \
-        --sequences 2 --max-reasoning 80 --rows-together --per-sequence 0 --warmup 1 --repeats 3 \
+        --dtype float32 --sequences 2 --max-reasoning 80 --rows-together --per-sequence 0 --warmup 1 --repeats 3 \
         --no-progress --no-captum-default-check --out "$out/oar_p_implementations.json"
     part "scaling, SmolLM2" 75 "$py" -m benchmarks.scaling --device "$dev" --lengths 128 256 512 1024 \
         --oar-p-path batched --warmup 1 --repeats 2 --long-repeats 2 --no-progress \
