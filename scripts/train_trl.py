@@ -188,6 +188,7 @@ def main(argv=None):
     resume = {"last": True, None: None}.get(known.resume, known.resume)
     trainer.train(resume_from_checkpoint=resume)
     trainer.save_model(config.output_dir)
+    trainer.save_state()  # trainer_state.json in output_dir: the run's log history, also without checkpoints
     if trainer.accelerator.is_main_process:
         logged = [h for h in trainer.state.log_history if "reward" in h]
         keep = ("step", "reward", "oar/weight_std", "oar/frac_suppressed", "oar/frac_no_answer",
