@@ -18,6 +18,7 @@ import contextlib
 import copy
 import dataclasses
 import inspect
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
@@ -213,7 +214,7 @@ def perturbation_scores(
     The R copies run in chunks of consecutive positions (`plan_chunks`), each continuing
     from the clean KV cache of the prefix before it (``reuse_prefix``), so they run at most
     ``1 + max_waste`` times the ideal token count; only the logits P_final reads are
-    computed (`_last_mlp_at_end`). `perturbation_scores_naive` is the reference.
+    computed (`_last_layer_at_end`). `perturbation_scores_naive` is the reference.
 
     Args:
         model: a causal LM (``transformers``-style, accepting ``logits_to_keep``).
@@ -249,7 +250,7 @@ def perturbation_scores(
                          max_rows=batch_size, reuse_prefix=reuse_prefix)
     answer_ids = input_ids[answer]
     scores = []
-    with torch.no_grad(), eval_mode(model), _last_mlp_at_end(model, keep):
+    with torch.no_grad(), eval_mode(model), _last_layer_at_end(model, keep):
         out = model(input_ids=input_ids[None, :end], use_cache=reuse_prefix, logits_to_keep=keep)
         clean = _outcome(out.logits[:, -keep:], answer_ids, mode)
         clean_cache = _output_cache(out) if reuse_prefix else None
@@ -356,13 +357,83 @@ def _select_cache(cache, rows: torch.Tensor, length: int):
     return cache
 
 
+class _PrefixKV:
+    """Stands in for the KV cache (or its absence, ``cache=None``) in one attention call:
+    ``update`` puts the given keys and values ``[b, h, n, d]`` before the call's own, then
+    passes both on to ``cache``."""
+
+    def __init__(self, cache, keys: torch.Tensor, values: torch.Tensor):
+        self.cache, self.keys, self.values = cache, keys, values
+
+    def update(self, keys, values, *args, **kwargs):
+        keys, values = torch.cat([self.keys, keys], dim=-2), torch.cat([self.values, values], dim=-2)
+        return (keys, values) if self.cache is None else self.cache.update(keys, values, *args, **kwargs)
+
+
+_QUERIES_AT_END = ("llama", "qwen2")
+"""Model types whose attention computes keys as ``k_proj`` + rotary (``rotate_half``) and
+values as ``v_proj``, as `_last_attention_at_end` recomputes them."""
+
+
+def _last_attention_at_end(model, block, keep: int) -> list:
+    """Hooks on ``block.self_attn`` (the last decoder layer's) that compute its queries,
+    attention and output projection only at the last ``keep`` positions: the keys and
+    values of the other positions are computed here and put before the call's own
+    (`_PrefixKV`), and the attention output is zero-padded back to full length.
+    ``[]`` (nothing changed) for other model types, attention implementations or
+    sliding-window layers."""
+    attn, config = getattr(block, "self_attn", None), model.config
+    rotate_half = getattr(sys.modules.get(type(attn).__module__), "rotate_half", None)
+    if (getattr(config, "model_type", None) not in _QUERIES_AT_END or rotate_half is None
+            or getattr(config, "_attn_implementation", None) not in ("sdpa", "eager")
+            or getattr(attn, "sliding_window", None) is not None
+            or not all(hasattr(attn, name) for name in ("k_proj", "v_proj", "head_dim", "layer_idx"))):
+        return []
+    cut = []  # per call: the positions cut away (0: left as it was)
+
+    def before(module, args, kwargs):
+        x, (cos, sin) = kwargs.get("hidden_states"), kwargs.get("position_embeddings") or (None, None)
+        name = next((n for n in ("cache", "past_key_values") if n in kwargs), None)
+        rest = x.shape[1] - keep if x is not None and x.dim() == 3 else 0
+        if args or rest <= 0 or cos is None or name is None:
+            cut.append(0)
+            return None
+        cut.append(rest)
+        shape = (x.shape[0], rest, -1, module.head_dim)
+        keys = module.k_proj(x[:, :rest]).view(shape).transpose(1, 2)
+        values = module.v_proj(x[:, :rest]).view(shape).transpose(1, 2)
+        c, s = cos[:, :rest].unsqueeze(1), sin[:, :rest].unsqueeze(1)
+        keys = keys * c + rotate_half(keys) * s  # the model's apply_rotary_pos_emb, keys only
+        cache, mask = kwargs[name], kwargs.get("attention_mask")
+        past = cache.get_seq_length(module.layer_idx) if cache is not None else 0
+        if mask is not None:
+            mask = mask[..., -keep:, :]
+        elif keep > 1:  # no mask means causal: query i of the last keep sees keys up to its own position
+            total = past + rest + keep
+            mask = (torch.arange(total, device=x.device) <= torch.arange(total - keep, total, device=x.device)[:, None])
+            if config._attn_implementation == "eager":  # eager adds the mask
+                mask = torch.zeros(mask.shape, dtype=x.dtype, device=x.device).masked_fill(~mask, torch.finfo(x.dtype).min)
+            mask = mask[None, None]
+        return (), {**kwargs, "hidden_states": x[:, rest:], "position_embeddings": (cos[:, rest:], sin[:, rest:]),
+                    "attention_mask": mask, name: _PrefixKV(cache, keys, values)}
+
+    def after(module, args, kwargs, out):
+        rest = cut.pop()
+        return (F.pad(out[0], (0, 0, rest, 0)), *out[1:]) if rest else None
+
+    return [attn.register_forward_pre_hook(before, with_kwargs=True),
+            attn.register_forward_hook(after, with_kwargs=True)]
+
+
 @contextlib.contextmanager
-def _last_mlp_at_end(model, keep: int):
-    """Within the block, the last decoder layer's MLP runs only at the last ``keep`` positions
-    of each forward pass, the ones ``logits_to_keep`` reads (zeros elsewhere). Exact for those
-    logits: the layer's output elsewhere only feeds per-position norms and logits not computed,
-    and the KV cache holds keys and values computed from the layer's input. Models without a
-    ``ModuleList`` of ``config.num_hidden_layers`` blocks with an ``mlp`` run unchanged."""
+def _last_layer_at_end(model, keep: int):
+    """Within the block, the last decoder layer's MLP, and for the model types of
+    `_QUERIES_AT_END` its attention queries, run only at the last ``keep`` positions of each
+    forward pass, the ones ``logits_to_keep`` reads (zeros elsewhere). Exact for those
+    logits: the layer's output elsewhere only feeds per-position norms and logits not
+    computed, and the keys and values (cached or attended to) are still computed at every
+    position. Models without a ``ModuleList`` of ``config.num_hidden_layers`` blocks with
+    an ``mlp`` run unchanged."""
     n_layers = getattr(getattr(model, "config", None), "num_hidden_layers", None)
     blocks = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList) and n_layers and len(m) == n_layers]
     mlp = getattr(blocks[-1][-1], "mlp", None) if blocks else None
@@ -377,7 +448,8 @@ def _last_mlp_at_end(model, keep: int):
         return (x[:, -keep:].contiguous(), *args[1:]) if lengths[-1] else None
 
     handles = [mlp.register_forward_pre_hook(before),
-               mlp.register_forward_hook(lambda module, args, out: F.pad(out, (0, 0, lengths.pop(), 0)))]
+               mlp.register_forward_hook(lambda module, args, out: F.pad(out, (0, 0, lengths.pop(), 0))),
+               *_last_attention_at_end(model, blocks[-1][-1], keep)]
     try:
         yield
     finally:
@@ -489,7 +561,7 @@ def perturbation_scores_batch(
             groups[-1].append(i)
         else:
             groups.append([i])
-    with torch.no_grad(), eval_mode(model), _last_mlp_at_end(model, max(keep for _, keep in spans)):
+    with torch.no_grad(), eval_mode(model), _last_layer_at_end(model, max(keep for _, keep in spans)):
         for group in groups:
             n, E, K = len(group), spans[group[0]][0], max(spans[i][1] for i in group)
             frame = torch.full((n, E), pad_token_id, dtype=input_ids.dtype, device=device)
