@@ -115,9 +115,11 @@ def _output_cache(out):
     return out.past_key_values if cache is None else cache
 
 
-def _final_logits(model, *, input_ids=None, inputs_embeds=None, keep: int, cache=None) -> torch.Tensor:
-    """``[b, keep, V]``: the last ``keep`` logits, the LM head applied to those positions only."""
-    kwargs = {_cache_kwarg(model): cache, "use_cache": True} if cache is not None else {"use_cache": False}
+def _final_logits(model, *, input_ids=None, inputs_embeds=None, keep: int, cache=None,
+                  cache_kwarg: str | None = None) -> torch.Tensor:
+    """``[b, keep, V]``: the last ``keep`` logits, the LM head applied to those positions only
+    (``cache_kwarg``: `_cache_kwarg` of the model, looked up if None)."""
+    kwargs = {cache_kwarg or _cache_kwarg(model): cache, "use_cache": True} if cache is not None else {"use_cache": False}
     out = model(input_ids=input_ids, inputs_embeds=inputs_embeds, logits_to_keep=keep, **kwargs)
     return out.logits[:, -keep:]
 
@@ -249,7 +251,7 @@ def perturbation_scores(
     chunks = plan_chunks(reasoning.start, reasoning.stop, end, token_budget=token_budget, max_waste=max_waste,
                          max_rows=batch_size, reuse_prefix=reuse_prefix)
     answer_ids = input_ids[answer]
-    scores = []
+    scores, cache_kwarg = [], _cache_kwarg(model)
     with torch.no_grad(), eval_mode(model), _last_layer_at_end(model, keep):
         out = model(input_ids=input_ids[None, :end], use_cache=reuse_prefix, logits_to_keep=keep)
         clean = _outcome(out.logits[:, -keep:], answer_ids, mode)
@@ -258,11 +260,10 @@ def perturbation_scores(
         for first, stop in chunks:
             b = stop - first
             start = first if reuse_prefix else 0
-            cache = _select_cache(clean_cache, torch.zeros(b, dtype=torch.long, device=input_ids.device), start) \
-                if start > 0 else None
+            cache = _select_cache(clean_cache, b, start) if start > 0 else None
             variants = input_ids[start:end].repeat(b, 1)
             variants[torch.arange(b), torch.arange(first - start, stop - start)] = pad_token_id
-            logits = _final_logits(model, input_ids=variants, keep=keep, cache=cache)
+            logits = _final_logits(model, input_ids=variants, keep=keep, cache=cache, cache_kwarg=cache_kwarg)
             scores.append(_divergence(clean, _outcome(logits, answer_ids, mode), mode))
             tokens, passes, widest = tokens + b * (end - start), passes + 1, max(widest, b * (end - start))
     if stats is not None:
@@ -339,9 +340,10 @@ def _outcome_rows(logits: torch.Tensor, answer_ids: torch.Tensor, keep: torch.Te
     return (logp * weight).sum(1) / weight.sum(1)
 
 
-def _select_cache(cache, rows: torch.Tensor, length: int):
-    """A new KV cache with the rows ``rows`` (repeats allowed) of ``cache``, cut to its first
-    ``length`` columns; ``cache`` itself is left as it is."""
+def _select_cache(cache, rows: torch.Tensor | int, length: int):
+    """A new KV cache with the rows ``rows`` (repeats allowed; an int b: row 0 b times, as a
+    view that the pass's own update copies once) of ``cache``, cut to its first ``length``
+    columns; ``cache`` itself is left as it is."""
     layers = getattr(cache, "layers", None)
     if layers and all(getattr(layer, "keys", None) is not None and not getattr(layer, "is_sliding", False)
                       for layer in layers):
@@ -349,11 +351,12 @@ def _select_cache(cache, rows: torch.Tensor, length: int):
         selected = copy.copy(cache)
         selected.layers = [copy.copy(layer) for layer in layers]
         for part in selected.layers:
-            part.keys, part.values = (t[:, :, :length].index_select(0, rows) for t in (part.keys, part.values))
+            part.keys, part.values = (t[:1, :, :length].expand(rows, -1, -1, -1) if isinstance(rows, int)
+                                      else t[:, :, :length].index_select(0, rows) for t in (part.keys, part.values))
         return selected
     cache = copy.deepcopy(cache)  # older transformers (no per-layer tensors), sliding-window layers
     cache.crop(length - cache.get_seq_length())  # a negative argument removes tokens in every transformers version
-    cache.batch_select_indices(rows)
+    cache.batch_select_indices(torch.zeros(rows, dtype=torch.long) if isinstance(rows, int) else rows)
     return cache
 
 

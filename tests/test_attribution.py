@@ -200,6 +200,14 @@ def test_select_cache_fallback_equals_fast_path(llama, sequence):
         torch.testing.assert_close(f.keys, s.keys, rtol=0, atol=0)
         torch.testing.assert_close(f.values, s.values, rtol=0, atol=0)
         torch.testing.assert_close(f.keys, c.keys[rows, :, :length], rtol=0, atol=0)
+    # An int b selects row 0 b times (a view, copied by the pass's own update), on both paths.
+    slow_repeated = _select_cache(cache, 2, length)
+    for layer in cache.layers:
+        layer.is_sliding = False
+    for repeated in (_select_cache(cache, 2, length), slow_repeated):
+        for r, c in zip(repeated.layers, cache.layers):
+            torch.testing.assert_close(r.keys, c.keys[[0, 0], :, :length], rtol=0, atol=0)
+            torch.testing.assert_close(r.values, c.values[[0, 0], :, :length], rtol=0, atol=0)
 
 
 def test_perturbation_leaves_model_mode(sequence):
