@@ -210,34 +210,34 @@ def perturbation_scores(
     reuse_prefix: bool = True,
     stats: dict | None = None,
 ) -> torch.Tensor:
-    """OAR-P (spec section 4): how much P_final changes when each reasoning token in turn is
-    replaced by ``pad_token_id`` (attention kept on it).
+    """OAR-P (spec section 4) of one sequence: how much P_final (section 3) changes when each
+    reasoning token in turn is replaced by ``pad_token_id`` (attention kept on it).
 
-    The R copies run in chunks of consecutive positions (`plan_chunks`), each continuing
-    from the clean KV cache of the prefix before it (``reuse_prefix``), so they run at most
-    ``1 + max_waste`` times the ideal token count; only the logits P_final reads are
-    computed (`_last_layer_at_end`). `perturbation_scores_naive` is the reference.
+    The R perturbed copies run in chunks of consecutive positions (`plan_chunks`), each
+    continuing from the clean prefix's KV cache, at most ``1 + max_waste`` times the ideal
+    token count; the last layer runs only where P_final reads (`_last_layer_at_end`).
+    `perturbation_scores_naive` is the reference, `perturbation_scores_batch` the padded-batch form.
 
     Args:
         model: a causal LM (``transformers``-style, accepting ``logits_to_keep``).
         input_ids: ``[T]`` one sequence, prompt + completion, no padding.
         reasoning, answer: half-open spans into ``input_ids``; reasoning ends at or
             before the answer starts.
-        mode: ``"last" | "answer_mean" | "answer_joint"``.
+        mode: one of `MODES`.
         pad_token_id: the replacement token.
-        batch_size: at most this many perturbed copies per forward pass (None: no cap
-            beyond the token budget).
-        token_budget: at most this many tokens per forward pass (copies x their length),
-            which bounds the memory above the model; None: `default_token_budget` of the
-            model's device.
-        max_waste: extra token work allowed beyond the ideal, as a fraction of it (0: one
-            copy per pass); fewer, larger passes for more.
-        reuse_prefix: reuse the unperturbed prefix's KV cache (exact up to float error).
-        stats: if a dict, receives ``forward_tokens`` (tokens run through the model,
-            cached prefixes excluded), ``forward_passes`` and ``max_pass_tokens``.
+        batch_size: at most this many copies per pass (None: the token budget decides).
+        token_budget: at most this many tokens per pass, which bounds the memory; None:
+            `default_token_budget` of the model's device.
+        max_waste: extra token work allowed, as a fraction of the ideal (0: one copy per pass).
+        reuse_prefix: continue from the clean prefix's KV cache (False: every copy from 0).
+        stats: if a dict, receives ``forward_tokens`` (cached prefixes excluded),
+            ``forward_passes`` and ``max_pass_tokens``.
 
     Returns:
         ``[R]`` float32 scores, >= 0.
+
+    Raises:
+        ValueError: bad spans, mode, ``batch_size`` or a missing ``pad_token_id``.
     """
     _check_sequence(input_ids, reasoning, answer)
     _check_mode(mode)
@@ -507,21 +507,18 @@ def perturbation_scores_batch(
     reuse_prefix: bool = True,
     stats: dict | None = None,
 ) -> list[torch.Tensor]:
-    """OAR-P for every row of a padded batch: the scores `perturbation_scores` gives each
-    row alone, with the perturbed copies of several rows in each forward pass.
+    """OAR-P (spec section 4) for every row of a padded batch, the perturbed copies of
+    several rows sharing forward passes: the scores `perturbation_scores` gives each row.
 
-    The rows are right-aligned on the last token their P_final reads (left-padded, masked,
-    own position ids), so a copy of any row at frame column c runs columns c..end. Groups
-    of rows, longest first, whose clean pass fits ``token_budget`` each run one clean pass
-    that keeps its KV cache; `_plan_passes` packs the group's copies, sorted by column,
-    into passes continuing from that cache cut at the pass's first column, within
-    ``max_waste`` of the ideal token count. A pass holds at most ``token_budget`` tokens,
-    cached columns included (one row longer than the budget still runs, a copy per pass).
+    Rows are right-aligned on the last token P_final reads (own position ids), so a copy at
+    frame column c runs columns c..end. Each group of rows whose clean pass fits
+    ``token_budget`` runs that pass once and keeps its KV cache; `_plan_passes` packs the
+    group's copies, sorted by column, into passes continuing from that cache, within
+    ``max_waste`` of the ideal token count and ``token_budget`` tokens held per pass.
 
     Equal to the per-row scores up to rounding (padding and batch shapes change the order
-    of sums): tested at ``rtol=1e-6`` in float64 and ``1e-6`` absolute in float32, as a
-    score is a difference of log-probabilities of size about log(V). Parameters, their
-    ``.grad`` and the modules' train/eval mode are left as they were.
+    of sums; tested at ``rtol=1e-6`` in float64, ``1e-6`` absolute in float32). Parameters,
+    their ``.grad`` and the modules' train/eval mode are left as they were.
 
     Args:
         model: a causal LM accepting ``attention_mask``, ``position_ids``, a KV cache and
@@ -529,16 +526,17 @@ def perturbation_scores_batch(
         input_ids, attention_mask: ``[B, T]``, padded (left, right or both); one
             contiguous run of 1s per row.
         reasoning, answer: per row, half-open spans into the *padded* row.
-        mode, pad_token_id, max_waste, reuse_prefix: as `perturbation_scores`.
-        batch_size: at most this many perturbed copies per pass (None: the budget decides).
+        mode, pad_token_id, batch_size, max_waste, reuse_prefix: as `perturbation_scores`.
         token_budget: at most this many tokens held per pass (copies x frame length,
             cached columns included); None: `default_token_budget` of the model's device.
-        stats: if a dict, receives ``forward_tokens`` (tokens run, cached columns
-            excluded, padding included), ``forward_passes``, ``max_pass_tokens`` (run)
-            and ``max_pass_held_tokens`` (cached + run).
+        stats: if a dict, receives ``forward_tokens`` (run, padding included),
+            ``forward_passes``, ``max_pass_tokens`` (run) and ``max_pass_held_tokens``.
 
     Returns:
         B float32 tensors ``[R_i]``, >= 0.
+
+    Raises:
+        ValueError: bad shapes, spans or settings.
     """
     _check_mode(mode)
     if pad_token_id is None:
