@@ -18,6 +18,7 @@ import contextlib
 import copy
 import dataclasses
 import inspect
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
@@ -114,9 +115,11 @@ def _output_cache(out):
     return out.past_key_values if cache is None else cache
 
 
-def _final_logits(model, *, input_ids=None, inputs_embeds=None, keep: int, cache=None) -> torch.Tensor:
-    """``[b, keep, V]``: the last ``keep`` logits, the LM head applied to those positions only."""
-    kwargs = {_cache_kwarg(model): cache, "use_cache": True} if cache is not None else {"use_cache": False}
+def _final_logits(model, *, input_ids=None, inputs_embeds=None, keep: int, cache=None,
+                  cache_kwarg: str | None = None) -> torch.Tensor:
+    """``[b, keep, V]``: the last ``keep`` logits, the LM head applied to those positions only
+    (``cache_kwarg``: `_cache_kwarg` of the model, looked up if None)."""
+    kwargs = {cache_kwarg or _cache_kwarg(model): cache, "use_cache": True} if cache is not None else {"use_cache": False}
     out = model(input_ids=input_ids, inputs_embeds=inputs_embeds, logits_to_keep=keep, **kwargs)
     return out.logits[:, -keep:]
 
@@ -207,34 +210,34 @@ def perturbation_scores(
     reuse_prefix: bool = True,
     stats: dict | None = None,
 ) -> torch.Tensor:
-    """OAR-P (spec section 4): how much P_final changes when each reasoning token in turn is
-    replaced by ``pad_token_id`` (attention kept on it).
+    """OAR-P (spec section 4) of one sequence: how much P_final (section 3) changes when each
+    reasoning token in turn is replaced by ``pad_token_id`` (attention kept on it).
 
-    The R copies run in chunks of consecutive positions (`plan_chunks`), each continuing
-    from the clean KV cache of the prefix before it (``reuse_prefix``), so they run at most
-    ``1 + max_waste`` times the ideal token count; only the logits P_final reads are
-    computed (`_last_mlp_at_end`). `perturbation_scores_naive` is the reference.
+    The R perturbed copies run in chunks of consecutive positions (`plan_chunks`), each
+    continuing from the clean prefix's KV cache, at most ``1 + max_waste`` times the ideal
+    token count; the last layer runs only where P_final reads (`_last_layer_at_end`).
+    `perturbation_scores_naive` is the reference, `perturbation_scores_batch` the padded-batch form.
 
     Args:
         model: a causal LM (``transformers``-style, accepting ``logits_to_keep``).
         input_ids: ``[T]`` one sequence, prompt + completion, no padding.
         reasoning, answer: half-open spans into ``input_ids``; reasoning ends at or
             before the answer starts.
-        mode: ``"last" | "answer_mean" | "answer_joint"``.
+        mode: one of `MODES`.
         pad_token_id: the replacement token.
-        batch_size: at most this many perturbed copies per forward pass (None: no cap
-            beyond the token budget).
-        token_budget: at most this many tokens per forward pass (copies x their length),
-            which bounds the memory above the model; None: `default_token_budget` of the
-            model's device.
-        max_waste: extra token work allowed beyond the ideal, as a fraction of it (0: one
-            copy per pass); fewer, larger passes for more.
-        reuse_prefix: reuse the unperturbed prefix's KV cache (exact up to float error).
-        stats: if a dict, receives ``forward_tokens`` (tokens run through the model,
-            cached prefixes excluded), ``forward_passes`` and ``max_pass_tokens``.
+        batch_size: at most this many copies per pass (None: the token budget decides).
+        token_budget: at most this many tokens per pass, which bounds the memory; None:
+            `default_token_budget` of the model's device.
+        max_waste: extra token work allowed, as a fraction of the ideal (0: one copy per pass).
+        reuse_prefix: continue from the clean prefix's KV cache (False: every copy from 0).
+        stats: if a dict, receives ``forward_tokens`` (cached prefixes excluded),
+            ``forward_passes`` and ``max_pass_tokens``.
 
     Returns:
         ``[R]`` float32 scores, >= 0.
+
+    Raises:
+        ValueError: bad spans, mode, ``batch_size`` or a missing ``pad_token_id``.
     """
     _check_sequence(input_ids, reasoning, answer)
     _check_mode(mode)
@@ -248,8 +251,8 @@ def perturbation_scores(
     chunks = plan_chunks(reasoning.start, reasoning.stop, end, token_budget=token_budget, max_waste=max_waste,
                          max_rows=batch_size, reuse_prefix=reuse_prefix)
     answer_ids = input_ids[answer]
-    scores = []
-    with torch.no_grad(), eval_mode(model), _last_mlp_at_end(model, keep):
+    scores, cache_kwarg = [], _cache_kwarg(model)
+    with torch.no_grad(), eval_mode(model), _last_layer_at_end(model, keep):
         out = model(input_ids=input_ids[None, :end], use_cache=reuse_prefix, logits_to_keep=keep)
         clean = _outcome(out.logits[:, -keep:], answer_ids, mode)
         clean_cache = _output_cache(out) if reuse_prefix else None
@@ -257,11 +260,10 @@ def perturbation_scores(
         for first, stop in chunks:
             b = stop - first
             start = first if reuse_prefix else 0
-            cache = _select_cache(clean_cache, torch.zeros(b, dtype=torch.long, device=input_ids.device), start) \
-                if start > 0 else None
+            cache = _select_cache(clean_cache, b, start) if start > 0 else None
             variants = input_ids[start:end].repeat(b, 1)
             variants[torch.arange(b), torch.arange(first - start, stop - start)] = pad_token_id
-            logits = _final_logits(model, input_ids=variants, keep=keep, cache=cache)
+            logits = _final_logits(model, input_ids=variants, keep=keep, cache=cache, cache_kwarg=cache_kwarg)
             scores.append(_divergence(clean, _outcome(logits, answer_ids, mode), mode))
             tokens, passes, widest = tokens + b * (end - start), passes + 1, max(widest, b * (end - start))
     if stats is not None:
@@ -338,9 +340,10 @@ def _outcome_rows(logits: torch.Tensor, answer_ids: torch.Tensor, keep: torch.Te
     return (logp * weight).sum(1) / weight.sum(1)
 
 
-def _select_cache(cache, rows: torch.Tensor, length: int):
-    """A new KV cache with the rows ``rows`` (repeats allowed) of ``cache``, cut to its first
-    ``length`` columns; ``cache`` itself is left as it is."""
+def _select_cache(cache, rows: torch.Tensor | int, length: int):
+    """A new KV cache with the rows ``rows`` (repeats allowed; an int b: row 0 b times, as a
+    view that the pass's own update copies once) of ``cache``, cut to its first ``length``
+    columns; ``cache`` itself is left as it is."""
     layers = getattr(cache, "layers", None)
     if layers and all(getattr(layer, "keys", None) is not None and not getattr(layer, "is_sliding", False)
                       for layer in layers):
@@ -348,21 +351,92 @@ def _select_cache(cache, rows: torch.Tensor, length: int):
         selected = copy.copy(cache)
         selected.layers = [copy.copy(layer) for layer in layers]
         for part in selected.layers:
-            part.keys, part.values = (t[:, :, :length].index_select(0, rows) for t in (part.keys, part.values))
+            part.keys, part.values = (t[:1, :, :length].expand(rows, -1, -1, -1) if isinstance(rows, int)
+                                      else t[:, :, :length].index_select(0, rows) for t in (part.keys, part.values))
         return selected
     cache = copy.deepcopy(cache)  # older transformers (no per-layer tensors), sliding-window layers
     cache.crop(length - cache.get_seq_length())  # a negative argument removes tokens in every transformers version
-    cache.batch_select_indices(rows)
+    cache.batch_select_indices(torch.zeros(rows, dtype=torch.long) if isinstance(rows, int) else rows)
     return cache
 
 
+class _PrefixKV:
+    """Stands in for the KV cache (or its absence, ``cache=None``) in one attention call:
+    ``update`` puts the given keys and values ``[b, h, n, d]`` before the call's own, then
+    passes both on to ``cache``."""
+
+    def __init__(self, cache, keys: torch.Tensor, values: torch.Tensor):
+        self.cache, self.keys, self.values = cache, keys, values
+
+    def update(self, keys, values, *args, **kwargs):
+        keys, values = torch.cat([self.keys, keys], dim=-2), torch.cat([self.values, values], dim=-2)
+        return (keys, values) if self.cache is None else self.cache.update(keys, values, *args, **kwargs)
+
+
+_QUERIES_AT_END = ("llama", "qwen2")
+"""Model types whose attention computes keys as ``k_proj`` + rotary (``rotate_half``) and
+values as ``v_proj``, as `_last_attention_at_end` recomputes them."""
+
+
+def _last_attention_at_end(model, block, keep: int) -> list:
+    """Hooks on ``block.self_attn`` (the last decoder layer's) that compute its queries,
+    attention and output projection only at the last ``keep`` positions: the keys and
+    values of the other positions are computed here and put before the call's own
+    (`_PrefixKV`), and the attention output is zero-padded back to full length.
+    ``[]`` (nothing changed) for other model types, attention implementations or
+    sliding-window layers."""
+    attn, config = getattr(block, "self_attn", None), model.config
+    rotate_half = getattr(sys.modules.get(type(attn).__module__), "rotate_half", None)
+    if (getattr(config, "model_type", None) not in _QUERIES_AT_END or rotate_half is None
+            or getattr(config, "_attn_implementation", None) not in ("sdpa", "eager")
+            or getattr(attn, "sliding_window", None) is not None
+            or not all(hasattr(attn, name) for name in ("k_proj", "v_proj", "head_dim", "layer_idx"))):
+        return []
+    cut = []  # per call: the positions cut away (0: left as it was)
+
+    def before(module, args, kwargs):
+        x, (cos, sin) = kwargs.get("hidden_states"), kwargs.get("position_embeddings") or (None, None)
+        name = next((n for n in ("cache", "past_key_values") if n in kwargs), None)
+        rest = x.shape[1] - keep if x is not None and x.dim() == 3 else 0
+        if args or rest <= 0 or cos is None or name is None:
+            cut.append(0)
+            return None
+        cut.append(rest)
+        shape = (x.shape[0], rest, -1, module.head_dim)
+        keys = module.k_proj(x[:, :rest]).view(shape).transpose(1, 2)
+        values = module.v_proj(x[:, :rest]).view(shape).transpose(1, 2)
+        c, s = cos[:, :rest].unsqueeze(1), sin[:, :rest].unsqueeze(1)
+        keys = keys * c + rotate_half(keys) * s  # the model's apply_rotary_pos_emb, keys only
+        cache, mask = kwargs[name], kwargs.get("attention_mask")
+        past = cache.get_seq_length(module.layer_idx) if cache is not None else 0
+        if mask is not None:
+            mask = mask[..., -keep:, :]
+        elif keep > 1:  # no mask means causal: query i of the last keep sees keys up to its own position
+            total = past + rest + keep
+            mask = (torch.arange(total, device=x.device) <= torch.arange(total - keep, total, device=x.device)[:, None])
+            if config._attn_implementation == "eager":  # eager adds the mask
+                mask = torch.zeros(mask.shape, dtype=x.dtype, device=x.device).masked_fill(~mask, torch.finfo(x.dtype).min)
+            mask = mask[None, None]
+        return (), {**kwargs, "hidden_states": x[:, rest:], "position_embeddings": (cos[:, rest:], sin[:, rest:]),
+                    "attention_mask": mask, name: _PrefixKV(cache, keys, values)}
+
+    def after(module, args, kwargs, out):
+        rest = cut.pop()
+        return (F.pad(out[0], (0, 0, rest, 0)), *out[1:]) if rest else None
+
+    return [attn.register_forward_pre_hook(before, with_kwargs=True),
+            attn.register_forward_hook(after, with_kwargs=True)]
+
+
 @contextlib.contextmanager
-def _last_mlp_at_end(model, keep: int):
-    """Within the block, the last decoder layer's MLP runs only at the last ``keep`` positions
-    of each forward pass, the ones ``logits_to_keep`` reads (zeros elsewhere). Exact for those
-    logits: the layer's output elsewhere only feeds per-position norms and logits not computed,
-    and the KV cache holds keys and values computed from the layer's input. Models without a
-    ``ModuleList`` of ``config.num_hidden_layers`` blocks with an ``mlp`` run unchanged."""
+def _last_layer_at_end(model, keep: int):
+    """Within the block, the last decoder layer's MLP, and for the model types of
+    `_QUERIES_AT_END` its attention queries, run only at the last ``keep`` positions of each
+    forward pass, the ones ``logits_to_keep`` reads (zeros elsewhere). Exact for those
+    logits: the layer's output elsewhere only feeds per-position norms and logits not
+    computed, and the keys and values (cached or attended to) are still computed at every
+    position. Models without a ``ModuleList`` of ``config.num_hidden_layers`` blocks with
+    an ``mlp`` run unchanged."""
     n_layers = getattr(getattr(model, "config", None), "num_hidden_layers", None)
     blocks = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList) and n_layers and len(m) == n_layers]
     mlp = getattr(blocks[-1][-1], "mlp", None) if blocks else None
@@ -377,7 +451,8 @@ def _last_mlp_at_end(model, keep: int):
         return (x[:, -keep:].contiguous(), *args[1:]) if lengths[-1] else None
 
     handles = [mlp.register_forward_pre_hook(before),
-               mlp.register_forward_hook(lambda module, args, out: F.pad(out, (0, 0, lengths.pop(), 0)))]
+               mlp.register_forward_hook(lambda module, args, out: F.pad(out, (0, 0, lengths.pop(), 0))),
+               *_last_attention_at_end(model, blocks[-1][-1], keep)]
     try:
         yield
     finally:
@@ -432,21 +507,18 @@ def perturbation_scores_batch(
     reuse_prefix: bool = True,
     stats: dict | None = None,
 ) -> list[torch.Tensor]:
-    """OAR-P for every row of a padded batch: the scores `perturbation_scores` gives each
-    row alone, with the perturbed copies of several rows in each forward pass.
+    """OAR-P (spec section 4) for every row of a padded batch, the perturbed copies of
+    several rows sharing forward passes: the scores `perturbation_scores` gives each row.
 
-    The rows are right-aligned on the last token their P_final reads (left-padded, masked,
-    own position ids), so a copy of any row at frame column c runs columns c..end. Groups
-    of rows, longest first, whose clean pass fits ``token_budget`` each run one clean pass
-    that keeps its KV cache; `_plan_passes` packs the group's copies, sorted by column,
-    into passes continuing from that cache cut at the pass's first column, within
-    ``max_waste`` of the ideal token count. A pass holds at most ``token_budget`` tokens,
-    cached columns included (one row longer than the budget still runs, a copy per pass).
+    Rows are right-aligned on the last token P_final reads (own position ids), so a copy at
+    frame column c runs columns c..end. Each group of rows whose clean pass fits
+    ``token_budget`` runs that pass once and keeps its KV cache; `_plan_passes` packs the
+    group's copies, sorted by column, into passes continuing from that cache, within
+    ``max_waste`` of the ideal token count and ``token_budget`` tokens held per pass.
 
     Equal to the per-row scores up to rounding (padding and batch shapes change the order
-    of sums): tested at ``rtol=1e-6`` in float64 and ``1e-6`` absolute in float32, as a
-    score is a difference of log-probabilities of size about log(V). Parameters, their
-    ``.grad`` and the modules' train/eval mode are left as they were.
+    of sums; tested at ``rtol=1e-6`` in float64, ``1e-6`` absolute in float32). Parameters,
+    their ``.grad`` and the modules' train/eval mode are left as they were.
 
     Args:
         model: a causal LM accepting ``attention_mask``, ``position_ids``, a KV cache and
@@ -454,16 +526,17 @@ def perturbation_scores_batch(
         input_ids, attention_mask: ``[B, T]``, padded (left, right or both); one
             contiguous run of 1s per row.
         reasoning, answer: per row, half-open spans into the *padded* row.
-        mode, pad_token_id, max_waste, reuse_prefix: as `perturbation_scores`.
-        batch_size: at most this many perturbed copies per pass (None: the budget decides).
+        mode, pad_token_id, batch_size, max_waste, reuse_prefix: as `perturbation_scores`.
         token_budget: at most this many tokens held per pass (copies x frame length,
             cached columns included); None: `default_token_budget` of the model's device.
-        stats: if a dict, receives ``forward_tokens`` (tokens run, cached columns
-            excluded, padding included), ``forward_passes``, ``max_pass_tokens`` (run)
-            and ``max_pass_held_tokens`` (cached + run).
+        stats: if a dict, receives ``forward_tokens`` (run, padding included),
+            ``forward_passes``, ``max_pass_tokens`` (run) and ``max_pass_held_tokens``.
 
     Returns:
         B float32 tensors ``[R_i]``, >= 0.
+
+    Raises:
+        ValueError: bad shapes, spans or settings.
     """
     _check_mode(mode)
     if pad_token_id is None:
@@ -489,7 +562,7 @@ def perturbation_scores_batch(
             groups[-1].append(i)
         else:
             groups.append([i])
-    with torch.no_grad(), eval_mode(model), _last_mlp_at_end(model, max(keep for _, keep in spans)):
+    with torch.no_grad(), eval_mode(model), _last_layer_at_end(model, max(keep for _, keep in spans)):
         for group in groups:
             n, E, K = len(group), spans[group[0]][0], max(spans[i][1] for i in group)
             frame = torch.full((n, E), pad_token_id, dtype=input_ids.dtype, device=device)

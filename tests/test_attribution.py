@@ -8,6 +8,16 @@ import oar_lite as ol
 from oar_lite.attribution import MODES
 
 
+def tiny_qwen2(seed: int = 0, dtype=torch.float64):
+    """A 2-layer Qwen2 (biases on q, k, v): the other model type whose last attention runs its
+    queries only where P_final reads."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    torch.manual_seed(seed)
+    cfg = Qwen2Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128, pad_token_id=PAD)
+    return Qwen2ForCausalLM(cfg).to(dtype).eval()
+
+
 # ------------------------------------------------------------------ OAR-P
 
 @pytest.mark.parametrize("mode", MODES)
@@ -124,6 +134,42 @@ def test_perturbation_runs_last_mlp_only_where_logits_are_read(make, sequence):
     assert not mlp._forward_hooks and not mlp._forward_pre_hooks
 
 
+@pytest.mark.parametrize("make,attention", [(tiny_llama, "sdpa"), (tiny_llama, "eager"), (tiny_qwen2, "sdpa"),
+                                            (tiny_gpt2, "sdpa")])
+def test_last_attention_runs_queries_only_where_logits_are_read(make, attention, sequence):
+    """On Llama-type models the last layer's attention computes queries, attention and output
+    projection only at the positions P_final reads (keys and values everywhere), exactly:
+    both OAR-P paths, with and without prefix reuse, equal the naive loop. GPT-2 keeps its
+    attention as it is (the fallback) and stays exact too."""
+    model = make()
+    model.config._attn_implementation = attention
+    ids, reasoning, answer = sequence
+    is_gpt2 = make is tiny_gpt2
+    out_proj = model.transformer.h[-1].attn.c_proj if is_gpt2 else model.model.layers[-1].self_attn.o_proj
+    lengths = []
+    hook = out_proj.register_forward_hook(lambda module, args, out: lengths.append(args[0].shape[1]))
+    try:
+        for mode in MODES:
+            naive = ol.perturbation_scores_naive(model, ids, reasoning, answer, mode=mode, pad_token_id=PAD)
+            keep = 1 if mode == "last" else answer.stop - answer.start
+            lengths.clear()
+            for reuse_prefix in (True, False):
+                fast = ol.perturbation_scores(model, ids, reasoning, answer, mode=mode, pad_token_id=PAD,
+                                              reuse_prefix=reuse_prefix)
+                torch.testing.assert_close(fast, naive, rtol=1e-6, atol=1e-9)
+                batched = ol.perturbation_scores_batch(model, ids[None], torch.ones_like(ids)[None], [reasoning],
+                                                       [answer], mode=mode, pad_token_id=PAD, reuse_prefix=reuse_prefix)
+                torch.testing.assert_close(batched[0], naive, rtol=1e-6, atol=1e-9)
+            assert lengths and (max(lengths) > keep if is_gpt2 else set(lengths) == {keep}), (mode, lengths)
+        lengths.clear()
+        model(ids[None])  # outside OAR-P the attention runs everywhere again
+        assert lengths == [len(ids)]
+    finally:
+        hook.remove()
+    attn = model.transformer.h[-1].attn if is_gpt2 else model.model.layers[-1].self_attn
+    assert not attn._forward_hooks and not attn._forward_pre_hooks
+
+
 def test_prefix_reuse_processes_fewer_tokens(llama, sequence):
     ids, reasoning, answer = sequence
     with_reuse, without = {}, {}
@@ -154,6 +200,14 @@ def test_select_cache_fallback_equals_fast_path(llama, sequence):
         torch.testing.assert_close(f.keys, s.keys, rtol=0, atol=0)
         torch.testing.assert_close(f.values, s.values, rtol=0, atol=0)
         torch.testing.assert_close(f.keys, c.keys[rows, :, :length], rtol=0, atol=0)
+    # An int b selects row 0 b times (a view, copied by the pass's own update), on both paths.
+    slow_repeated = _select_cache(cache, 2, length)
+    for layer in cache.layers:
+        layer.is_sliding = False
+    for repeated in (_select_cache(cache, 2, length), slow_repeated):
+        for r, c in zip(repeated.layers, cache.layers):
+            torch.testing.assert_close(r.keys, c.keys[[0, 0], :, :length], rtol=0, atol=0)
+            torch.testing.assert_close(r.values, c.values[[0, 0], :, :length], rtol=0, atol=0)
 
 
 def test_perturbation_leaves_model_mode(sequence):
@@ -375,7 +429,7 @@ def _left_aligned_to_end(ids, attn, reasoning, answer):
 @pytest.mark.parametrize("padding", ["left", "right", "both"])
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("make,dtype", [(tiny_llama, torch.float64), (tiny_gpt2, torch.float64),
-                                        (tiny_llama, torch.float32)])
+                                        (tiny_qwen2, torch.float64), (tiny_llama, torch.float32)])
 def test_perturbation_scores_batch_equals_per_row(padding, mode, make, dtype):
     model = make(dtype=dtype)
     left = {"left": [2, 0, 5], "right": [0, 0, 0], "both": [2, 0, 5]}[padding]
