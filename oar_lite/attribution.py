@@ -428,6 +428,20 @@ def _last_attention_at_end(model, block, keep: int) -> list:
             attn.register_forward_hook(after, with_kwargs=True)]
 
 
+def _decoder_layers(model) -> torch.nn.ModuleList | None:
+    """The decoder's layers, found by name where transformers puts them (``layers`` on
+    Llama-family models, ``h`` on GPT-2) in the base model (under a peft wrapper too), and
+    only if there are ``config.num_hidden_layers`` of them; else None."""
+    core = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft's PeftModel
+    decoder = getattr(core, "base_model", core)
+    n_layers = getattr(getattr(core, "config", None), "num_hidden_layers", None)
+    for name in ("layers", "h"):
+        layers = getattr(decoder, name, None)
+        if isinstance(layers, torch.nn.ModuleList) and n_layers and len(layers) == n_layers:
+            return layers
+    return None
+
+
 @contextlib.contextmanager
 def _last_layer_at_end(model, keep: int):
     """Within the block, the last decoder layer's MLP, and for the model types of
@@ -435,11 +449,10 @@ def _last_layer_at_end(model, keep: int):
     forward pass, the ones ``logits_to_keep`` reads (zeros elsewhere). Exact for those
     logits: the layer's output elsewhere only feeds per-position norms and logits not
     computed, and the keys and values (cached or attended to) are still computed at every
-    position. Models without a ``ModuleList`` of ``config.num_hidden_layers`` blocks with
-    an ``mlp`` run unchanged."""
-    n_layers = getattr(getattr(model, "config", None), "num_hidden_layers", None)
-    blocks = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList) and n_layers and len(m) == n_layers]
-    mlp = getattr(blocks[-1][-1], "mlp", None) if blocks else None
+    position. Models whose decoder layers `_decoder_layers` does not find, or whose last
+    layer has no ``mlp``, run unchanged."""
+    layers = _decoder_layers(model)
+    mlp = getattr(layers[-1], "mlp", None) if layers is not None else None
     if mlp is None:
         yield
         return
@@ -452,7 +465,7 @@ def _last_layer_at_end(model, keep: int):
 
     handles = [mlp.register_forward_pre_hook(before),
                mlp.register_forward_hook(lambda module, args, out: F.pad(out, (0, 0, lengths.pop(), 0))),
-               *_last_attention_at_end(model, blocks[-1][-1], keep)]
+               *_last_attention_at_end(model, layers[-1], keep)]
     try:
         yield
     finally:

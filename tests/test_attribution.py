@@ -170,6 +170,35 @@ def test_last_attention_runs_queries_only_where_logits_are_read(make, attention,
     assert not attn._forward_hooks and not attn._forward_pre_hooks
 
 
+def test_last_layer_cut_finds_the_decoder_layers_by_name(sequence):
+    """The last-layer cut hooks the decoder's own last layer: not another list of as many
+    blocks with an ``mlp`` registered after it (which would leave the real last layer whole
+    and zero a decoy's output), and also under a peft LoRA wrapper; OAR-P stays exact."""
+    from peft import LoraConfig, get_peft_model
+
+    from oar_lite.attribution import _decoder_layers
+
+    ids, reasoning, answer = sequence
+    model = tiny_llama()
+    model.decoy = torch.nn.ModuleList([tiny_llama().model.layers[0] for _ in model.model.layers])  # never called
+    assert _decoder_layers(model) is model.model.layers
+    assert _decoder_layers(tiny_gpt2()) is not None
+    lengths = []
+    hook = model.model.layers[-1].mlp.register_forward_hook(lambda module, args, out: lengths.append(args[0].shape[1]))
+    naive = ol.perturbation_scores_naive(model, ids, reasoning, answer, mode="last", pad_token_id=PAD)
+    lengths.clear()
+    torch.testing.assert_close(ol.perturbation_scores(model, ids, reasoning, answer, mode="last", pad_token_id=PAD),
+                               naive, rtol=1e-6, atol=1e-9)
+    hook.remove()
+    assert lengths and set(lengths) == {1}
+    wrapped = get_peft_model(tiny_llama(), LoraConfig(r=2, target_modules=["q_proj", "v_proj"]))
+    assert _decoder_layers(wrapped) is wrapped.get_base_model().model.layers
+    base = ol.perturbation_scores_naive(wrapped, ids, reasoning, answer, mode="last", pad_token_id=PAD)
+    torch.testing.assert_close(ol.perturbation_scores(wrapped, ids, reasoning, answer, mode="last", pad_token_id=PAD),
+                               base, rtol=1e-6, atol=1e-9)
+    assert _decoder_layers(torch.nn.Linear(2, 2)) is None
+
+
 def test_prefix_reuse_processes_fewer_tokens(llama, sequence):
     ids, reasoning, answer = sequence
     with_reuse, without = {}, {}
