@@ -84,6 +84,7 @@ OAR_NUMERIC_RANGES: dict[str, dict] = {
     "oar_floor": CREDIT_RANGES["floor"],
     "oar_noise_std": CREDIT_RANGES["noise_std"],
     "oar_batch_size": {**CREDIT_RANGES["batch_size"], "optional": False},
+    "oar_token_budget": CREDIT_RANGES["token_budget"],
 }
 
 # TRL's numeric fields that the loss depends on, checked before TRL's checks (which let NaN and
@@ -126,6 +127,11 @@ class OARConfig(GRPOConfig):
     oar_preserve_mass: bool = field(default=True, metadata={"help": "Rescale weights to sum to the reasoning length."})
     oar_noise_std: float = field(default=1e-3, metadata={"help": "OAR-G embedding noise sigma (>= 0)."})
     oar_batch_size: int = field(default=64, metadata={"help": "OAR-P: at most this many perturbed copies per forward pass (>= 1)."})
+    oar_token_budget: int | None = field(
+        default=None,
+        metadata={"help": "OAR-P: at most this many tokens per forward pass (>= 1), which bounds its memory. "
+                          "Default: the device's (oar_lite.attribution.default_token_budget)."},
+    )
     oar_answer_formats: list[str] = field(
         default_factory=lambda: list(FORMATS),
         metadata={"help": f"Answer formats to look for, in order of preference; a subset of {list(FORMATS)}."},

@@ -244,12 +244,19 @@ def test_plain_grpo_config_is_refused():
     ("oar_floor", 2.0, "oar_floor"),
     ("oar_noise_std", -1e-3, "oar_noise_std"),
     ("oar_batch_size", 0, "oar_batch_size"),
+    ("oar_token_budget", 0, "oar_token_budget"),
     ("oar_answer_formats", ["latex"], "oar_answer_formats"),
     ("oar_answer_formats", "boxed", "oar_answer_formats"),
 ])
 def test_config_validation(field, value, message):
     with pytest.raises(ValueError, match=message):
         config(**{field: value})
+
+
+def test_token_budget_reaches_the_credit_config():
+    assert config(oar_method="oar-p").oar_credit.token_budget is None  # the device's budget
+    credit = config(oar_method="oar-p", oar_token_budget=2048, oar_batch_size=8).oar_credit
+    assert (credit.token_budget, credit.batch_size) == (2048, 8)
 
 
 def test_config_defaults_and_modes():
