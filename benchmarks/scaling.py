@@ -114,7 +114,7 @@ def profile(model, tokenizer, model_name: str, length: int, *, batch_size: int |
 
     ids, reasoning, answer = sequence(model_name, tokenizer, length, device=device)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    sort = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"  # torch >= 2.4 names
     calls = {"oar-p": lambda: perturbation_scores(model, ids, reasoning, answer, mode="last",
                                                   pad_token_id=tokenizer.pad_token_id, batch_size=batch_size),
              "oar-g": lambda: gradient_scores(model, ids, reasoning, answer, mode="answer_mean")}
