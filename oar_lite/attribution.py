@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import functools
 import inspect
 import sys
 from dataclasses import dataclass
@@ -103,10 +104,20 @@ def _divergence(clean: torch.Tensor, changed: torch.Tensor, mode: str) -> torch.
     return (clean.exp() * (clean - changed)).sum(-1)
 
 
-def _cache_kwarg(model) -> str:
-    """The forward argument that takes a KV cache: ``cache`` (newer transformers) or ``past_key_values``."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+@functools.lru_cache(maxsize=None)
+def _cache_kwarg(model_class: type) -> str:
+    """The forward argument of ``model_class`` that takes a KV cache: ``cache`` (newer
+    transformers) or ``past_key_values``; looked up once per class, not per pass."""
+    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
+
+
+def _cache_kwargs(model, cache) -> dict:
+    """Forward keywords that continue from ``cache`` (and keep the new keys and values), or,
+    for ``cache=None``, that keep no cache."""
+    if cache is None:
+        return {"use_cache": False}
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft's PeftModel
+    return {_cache_kwarg(type(base)): cache, "use_cache": True}
 
 
 def _output_cache(out):
@@ -115,12 +126,9 @@ def _output_cache(out):
     return out.past_key_values if cache is None else cache
 
 
-def _final_logits(model, *, input_ids=None, inputs_embeds=None, keep: int, cache=None,
-                  cache_kwarg: str | None = None) -> torch.Tensor:
-    """``[b, keep, V]``: the last ``keep`` logits, the LM head applied to those positions only
-    (``cache_kwarg``: `_cache_kwarg` of the model, looked up if None)."""
-    kwargs = {cache_kwarg or _cache_kwarg(model): cache, "use_cache": True} if cache is not None else {"use_cache": False}
-    out = model(input_ids=input_ids, inputs_embeds=inputs_embeds, logits_to_keep=keep, **kwargs)
+def _final_logits(model, *, input_ids=None, inputs_embeds=None, keep: int, cache=None) -> torch.Tensor:
+    """``[b, keep, V]``: the last ``keep`` logits, the LM head applied to those positions only."""
+    out = model(input_ids=input_ids, inputs_embeds=inputs_embeds, logits_to_keep=keep, **_cache_kwargs(model, cache))
     return out.logits[:, -keep:]
 
 
@@ -251,7 +259,7 @@ def perturbation_scores(
     chunks = plan_chunks(reasoning.start, reasoning.stop, end, token_budget=token_budget, max_waste=max_waste,
                          max_rows=batch_size, reuse_prefix=reuse_prefix)
     answer_ids = input_ids[answer]
-    scores, cache_kwarg = [], _cache_kwarg(model)
+    scores = []
     with torch.no_grad(), eval_mode(model), _last_layer_at_end(model, keep):
         out = model(input_ids=input_ids[None, :end], use_cache=reuse_prefix, logits_to_keep=keep)
         clean = _outcome(out.logits[:, -keep:], answer_ids, mode)
@@ -263,7 +271,7 @@ def perturbation_scores(
             cache = _select_cache(clean_cache, b, start) if start > 0 else None
             variants = input_ids[start:end].repeat(b, 1)
             variants[torch.arange(b), torch.arange(first - start, stop - start)] = pad_token_id
-            logits = _final_logits(model, input_ids=variants, keep=keep, cache=cache, cache_kwarg=cache_kwarg)
+            logits = _final_logits(model, input_ids=variants, keep=keep, cache=cache)
             scores.append(_divergence(clean, _outcome(logits, answer_ids, mode), mode))
             tokens, passes, widest = tokens + b * (end - start), passes + 1, max(widest, b * (end - start))
     if stats is not None:
@@ -566,7 +574,7 @@ def perturbation_scores_batch(
     spans = [_outcome_span(a, mode) for _, _, a in rows]  # (end, keep) per row, relative to its first token
     scores = [torch.zeros(r.stop - r.start, dtype=torch.float64) for _, r, _ in rows]
     tokens = passes = widest = widest_held = 0
-    device, cache_kwarg = input_ids.device, _cache_kwarg(model)
+    device = input_ids.device
     # Groups of rows, longest first, whose clean pass fits the budget.
     order = sorted(range(len(rows)), key=lambda i: -spans[i][0])
     groups: list[list[int]] = []
@@ -606,10 +614,9 @@ def perturbation_scores_batch(
                 b, s = hi - lo, copies[lo][0] if reuse_prefix else 0
                 variants = frame[who, s:].clone()
                 variants[torch.arange(b, device=device), cols - s] = pad_token_id
-                kwargs = {cache_kwarg: _select_cache(clean_cache, who, s), "use_cache": True} if s > 0 \
-                    else {"use_cache": False}
+                cache = _select_cache(clean_cache, who, s) if s > 0 else None
                 logits = model(input_ids=variants, attention_mask=frame_mask[who], position_ids=positions[who, s:],
-                               logits_to_keep=K, **kwargs).logits[:, -K:]
+                               logits_to_keep=K, **_cache_kwargs(model, cache)).logits[:, -K:]
                 changed = _divergence(clean[who], _outcome_rows(logits, answer_ids[who], keep_mask[who], mode), mode)
                 for (_, j, k), value in zip(copies[lo:hi], changed.tolist()):
                     scores[group[j]][k] = value
@@ -732,9 +739,8 @@ def gradient_scores_batch(
         return [_outcome(logits[i : i + 1, cols], input_ids[i, answer[i]], mode) for i, cols in enumerate(rows_cols)]
 
     def forward(cache, **inputs):
-        kwargs = {_cache_kwarg(model): cache, "use_cache": True} if cache is not None else {"use_cache": False}
         return model(attention_mask=attn, position_ids=position_ids[:, prefix:], logits_to_keep=keep_idx,
-                     **inputs, **kwargs).logits
+                     **inputs, **_cache_kwargs(model, cache)).logits
 
     with eval_mode(model):
         with torch.no_grad():
