@@ -92,11 +92,12 @@ def setup(threads: int, device: str, clock: str | None = None, dtype: str | None
     return device
 
 
-def model_dtype(device: str | torch.device) -> torch.dtype:
-    """The dtype `load` gives models on ``device``: ``--dtype``, else the device's default."""
+def model_dtype(device: str | torch.device, dtype: str | None = None) -> torch.dtype:
+    """The dtype `load` gives models on ``device``: ``dtype`` (a name in `DTYPES`) if given,
+    else ``--dtype``, else the device's default."""
     from oar_lite.models import default_dtype
 
-    return DTYPE["dtype"] or default_dtype(device)
+    return DTYPES[dtype] if dtype else DTYPE["dtype"] or default_dtype(device)
 
 
 def machine_line(info: dict) -> str:

@@ -20,6 +20,8 @@ import time
 import traceback
 from pathlib import Path
 
+import torch
+
 from benchmarks import common
 
 QUICK = {
@@ -32,15 +34,6 @@ HALF_PRECISION_TOLERANCE = 5e-2
 max(1, max |score|)): its default, 1e-4, holds in float32 only; in bfloat16 (8 bits of
 mantissa) the implementations' different passes round differently. A wrong position
 ablated still differs by about the score itself."""
-
-
-def dtype_name(device: str, dtype: str | None) -> str:
-    """The dtype the benchmarks load models in: ``dtype``, else the device's default."""
-    if dtype is not None:
-        return dtype
-    from oar_lite.models import default_dtype
-
-    return str(default_dtype(device)).removeprefix("torch.")
 
 
 def learning(folder: Path, out: Path) -> dict | None:
@@ -110,7 +103,7 @@ def main(argv=None) -> None:
                               str(Path(__file__).resolve().parent / "scaling.png")]
                 if name == "step_cost" and args.scored_rounds:
                     extra += ["--scored-rounds"]
-                if name == "oar_p_implementations" and dtype_name(args.device, args.dtype) != "float32":
+                if name == "oar_p_implementations" and common.model_dtype(args.device, args.dtype) != torch.float32:
                     extra += ["--tolerance", str(HALF_PRECISION_TOLERANCE)]
                 report = modules[name].main((QUICK[name] if args.quick else []) + extra + shared)
         except Exception:  # noqa: BLE001 - reported in the summary and raised again at the end
