@@ -139,12 +139,15 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
         optimizer = torch.optim.AdamW(list(params.values()), lr=configs[method].learning_rate)
         return train_step(model, tok, task, configs[method], optimizer, step=step)
 
+    def rows_scored(record):  # train_step logs the share of rows scored; the count is clearer here
+        return record["scored_rows"] * settings["prompts_per_step"] * settings["group_size"]
+
     search = None
     steps = [FIRST_STEP + r for r in range(-warmup, repeats)]
     if scored_rounds:
         rng = _rng_state()
         def scored_rows(step):
-            rows = run_step("uniform", step)["scored_rows"] * settings["prompts_per_step"] * settings["group_size"]
+            rows = rows_scored(run_step("uniform", step))
             print(f"[{model_name}] candidate step {step}: GRPO scores {rows:.0f} rows", flush=True)
             return rows
 
@@ -162,7 +165,7 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
 
     def after_round(r, results):
         step_seconds = {m: sum(rec[f"{clock}_{p}"] for p in PHASES) for m, (_, rec) in results.items()}
-        rows = results[methods[0]][1]["scored_rows"] * settings["prompts_per_step"] * settings["group_size"]
+        rows = rows_scored(results[methods[0]][1])
         rounds_log.append({"round": r, "step": steps[r + warmup], "warmup": r < 0, "scored_rows": rows,
                            "step_seconds": step_seconds,
                            "attribute_seconds": {m: rec[f"{clock}_attribute"] for m, (_, rec) in results.items()}})
@@ -186,7 +189,7 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
               "trainable_parameters": sum(p.numel() for p in params.values()), "methods": {}}
     for m in methods:
         recs = records[m]
-        scored = [r["scored_rows"] * settings["prompts_per_step"] * settings["group_size"] for r in recs]
+        scored = [rows_scored(r) for r in recs]
         attribute = [r[f"{clock}_attribute"] for r in recs]
         result["methods"][m] = {
             "step": common.spread(totals[m]),
