@@ -321,9 +321,10 @@ def write_json(report: dict, path: Path) -> Path:
     killed while writing (a time limit) leaves the previous complete file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     report.setdefault("machine", {})["loadavg_end"] = loadavg()
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(report, indent=1, default=str) + "\n")
-    os.replace(tmp, path)
+    from oar_lite.train import atomic_path
+
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(report, indent=1, default=str) + "\n")
     return path
 
 

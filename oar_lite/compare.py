@@ -26,7 +26,7 @@ from .attribution import CREDIT_FIELDS, CreditConfig
 from .checks import check_number
 # Re-exported from `oar_lite.report`, which holds them: notebook 05 and scripts call compare.X.
 from .report import render_markdown, save_figure, summarize, verdict  # noqa: F401
-from .train import CHECKPOINT, METRICS, Task, TrainConfig, config_changes, read_jsonl, train, write_jsonl
+from .train import CHECKPOINT, METRICS, Task, TrainConfig, atomic_path, config_changes, read_jsonl, train, write_jsonl
 
 COMPARED_TRAINING_METHODS = ("uniform", "oar-g", "oar-p")  # the training methods `compare` runs by default
 
@@ -322,9 +322,8 @@ def _run_settings(config: TrainConfig, model: str | None, digits) -> dict:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=1))
 
 
 def _check_reuse(run_dir: Path, config: TrainConfig, settings: dict) -> None:

@@ -13,6 +13,7 @@ A run appends one record per step to ``out_dir/metrics.jsonl`` and writes
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import hashlib
@@ -22,7 +23,7 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -519,9 +520,8 @@ def save_checkpoint(path, model, optimizer, config: TrainConfig, step: int, reco
     state = {"step": step, "config": dataclasses.asdict(config), "records": records,
              "task": task.fingerprint() if task is not None else None,
              "model": _trainable_state(model), "optimizer": optimizer.state_dict(), "rng": _rng_state()}
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
 
 
 def load_checkpoint(path, model, optimizer, config: TrainConfig, *, task: Task | None = None) -> tuple[int, list[dict]]:
@@ -568,14 +568,24 @@ def _jsonable(x):
     return json.loads(json.dumps(x))
 
 
-def write_jsonl(path, records: list[dict]) -> None:
-    """Write ``records`` to ``path`` (one JSON object per line), replacing it atomically."""
+@contextlib.contextmanager
+def atomic_path(path) -> Iterator[Path]:
+    """A temporary sibling of ``path`` to write, renamed over ``path`` when the block ends
+    without error (removed if it raised), so a crash or a kill leaves the previous file
+    whole, never half of the new one."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as f:
-        for r in records:
-            f.write(json.dumps(r) + "\n")
-    os.replace(tmp, path)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_jsonl(path, records: list[dict]) -> None:
+    """Write ``records`` to ``path`` (one JSON object per line), replacing it atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
 def read_jsonl(path) -> list[dict]:
