@@ -349,23 +349,83 @@ def _outcome_rows(logits: torch.Tensor, answer_ids: torch.Tensor, keep: torch.Te
 
 
 def _select_cache(cache, rows: torch.Tensor | int, length: int):
-    """A new KV cache with the rows ``rows`` (repeats allowed; an int b: row 0 b times, as a
-    view that the pass's own update copies once) of ``cache``, cut to its first ``length``
-    columns; ``cache`` itself is left as it is."""
-    layers = getattr(cache, "layers", None)
-    if layers and all(getattr(layer, "keys", None) is not None and not getattr(layer, "is_sliding", False)
-                      for layer in layers):
-        # One copy of the selected columns (the constructor would copy them again); the pass appends to new tensors.
-        selected = copy.copy(cache)
-        selected.layers = [copy.copy(layer) for layer in layers]
+    """A new KV cache with the rows ``rows`` (repeats allowed; an int b: row 0 b times) of
+    ``cache``, cut to its first ``length`` columns; ``cache`` itself is left as it is.
+
+    The rows are selected by each layer's update in the pass (`_gathered_update`), which
+    writes them and the pass's own keys and values into one new tensor: one copy, where a
+    gather and then the layer's concatenation would copy the selected columns twice."""
+    selected = _per_layer_copy(cache, lambda t: t[:, :, :length])
+    if selected is not None:
         for part in selected.layers:
-            part.keys, part.values = (t[:1, :, :length].expand(rows, -1, -1, -1) if isinstance(rows, int)
-                                      else t[:, :, :length].index_select(0, rows) for t in (part.keys, part.values))
+            part.update = functools.partial(_gathered_update, part, rows)
         return selected
     cache = copy.deepcopy(cache)  # older transformers (no per-layer tensors), sliding-window layers
     cache.crop(length - cache.get_seq_length())  # a negative argument removes tokens in every transformers version
     cache.batch_select_indices(torch.zeros(rows, dtype=torch.long) if isinstance(rows, int) else rows)
     return cache
+
+
+def _per_layer_copy(cache, transform):
+    """A copy of ``cache`` whose layers hold ``transform(t)`` of their keys and values (``cache``
+    is left as it is); None if its layers hold no per-layer tensors (older transformers) or
+    slide (sliding-window layers)."""
+    layers = getattr(cache, "layers", None)
+    if not layers or not all(getattr(layer, "keys", None) is not None and not getattr(layer, "is_sliding", False)
+                             for layer in layers):
+        return None
+    copied = copy.copy(cache)
+    copied.layers = [copy.copy(layer) for layer in layers]
+    for part in copied.layers:
+        part.keys, part.values = transform(part.keys), transform(part.values)
+    return copied
+
+
+def _frame_cache(cache, shifts: list[int], length: int, rows: list[int]):
+    """A KV cache of frame columns ``0..length-1`` of the rows ``rows`` of ``cache``, each row
+    shifted: frame column f of row ``rows[j]`` is ``cache``'s column ``f + shifts[j]`` (columns
+    before a row's first token hold other columns' values, which the frame's mask hides).
+    None where `_per_layer_copy` cannot read ``cache``.
+
+    Raises:
+        ValueError: ``cache`` does not reach a column the frame needs.
+    """
+    have, need = cache.get_seq_length(), length + max(shifts)
+    if need > have:
+        raise ValueError(f"sampled_cache holds {have} columns, but row {rows[shifts.index(max(shifts))]} needs "
+                         f"{need}: it must be the cache of a forward over these rows (at least their first T - 1 "
+                         f"columns)")
+    columns = (torch.arange(length)[None] + torch.tensor(shifts)[:, None]).clamp(min=0)  # [len(rows), length]
+    who = torch.tensor(rows)
+
+    def framed(t):  # [N, h, have, d] -> [len(rows), h, length, d]
+        index = columns.to(t.device)[:, None, :, None].expand(len(rows), t.shape[1], length, t.shape[-1])
+        return t.index_select(0, who.to(t.device)).gather(2, index)
+    return _per_layer_copy(cache, framed)
+
+
+def _cache_rows(cache, rows: list[int]):
+    """A KV cache of the rows ``rows`` of ``cache``; None where `_per_layer_copy` cannot read it."""
+    who = torch.tensor(rows)
+    return _per_layer_copy(cache, lambda t: t.index_select(0, who.to(t.device)))
+
+
+def _gathered_update(layer, rows: torch.Tensor | int, keys: torch.Tensor, values: torch.Tensor, *args, **kwargs):
+    """`_select_cache`'s layer update: ``layer``'s cached columns ``[n, h, s, d]`` at batch
+    rows ``rows`` (an int b: row 0 b times), then ``keys`` / ``values`` ``[b, h, q, d]``,
+    each written once into a new ``[b, h, s + q, d]``, which the layer then holds."""
+    joined = []
+    for cached, new in ((layer.keys, keys), (layer.values, values)):
+        s = cached.shape[-2]
+        out = new.new_empty((new.shape[0], new.shape[1], s + new.shape[2], new.shape[3]))
+        if isinstance(rows, int):
+            out[:, :, :s] = cached[:1]
+        else:
+            torch.index_select(cached, 0, rows, out=out[:, :, :s])
+        out[:, :, s:] = new
+        joined.append(out)
+    layer.keys, layer.values = joined
+    return layer.keys, layer.values
 
 
 class _PrefixKV:
@@ -382,15 +442,16 @@ class _PrefixKV:
 
 
 _QUERIES_AT_END = ("llama", "qwen2")
-"""Model types whose attention computes keys as ``k_proj`` + rotary (``rotate_half``) and
-values as ``v_proj``, as `_last_attention_at_end` recomputes them."""
+"""Model types whose decoder layer is input norm, attention (keys ``k_proj`` + rotary by
+``rotate_half``, values ``v_proj``), residual, norm, MLP, residual, as `_layer_at_end`
+recomputes its keys and values."""
 
 
-def _last_attention_at_end(model, block, keep: int) -> list:
-    """Hooks on ``block.self_attn`` (the last decoder layer's) that compute its queries,
-    attention and output projection only at the last ``keep`` positions: the keys and
-    values of the other positions are computed here and put before the call's own
-    (`_PrefixKV`), and the attention output is zero-padded back to full length.
+def _layer_at_end(model, block, keep: int) -> list:
+    """A hook on ``block`` (the last decoder layer) that runs the whole layer only at the
+    last ``keep`` positions: the keys and values of the other positions are computed here
+    (``input_layernorm``, ``k_proj`` / ``v_proj``, rotary) and put before the layer's own
+    (`_PrefixKV`), so the layer returns ``[b, keep, d]`` and the final norm runs there too.
     ``[]`` (nothing changed) for other model types, attention implementations or
     sliding-window layers."""
     attn, config = getattr(block, "self_attn", None), model.config
@@ -398,25 +459,25 @@ def _last_attention_at_end(model, block, keep: int) -> list:
     if (getattr(config, "model_type", None) not in _QUERIES_AT_END or rotate_half is None
             or getattr(config, "_attn_implementation", None) not in ("sdpa", "eager")
             or getattr(attn, "sliding_window", None) is not None
-            or not all(hasattr(attn, name) for name in ("k_proj", "v_proj", "head_dim", "layer_idx"))):
+            or not all(hasattr(attn, name) for name in ("k_proj", "v_proj", "head_dim", "layer_idx"))
+            or not all(hasattr(block, name) for name in ("input_layernorm", "mlp"))):
         return []
-    cut = []  # per call: the positions cut away (0: left as it was)
 
     def before(module, args, kwargs):
-        x, (cos, sin) = kwargs.get("hidden_states"), kwargs.get("position_embeddings") or (None, None)
+        x = args[0] if args else kwargs.get("hidden_states")
+        cos, sin = kwargs.get("position_embeddings") or (None, None)
         name = next((n for n in ("cache", "past_key_values") if n in kwargs), None)
         rest = x.shape[1] - keep if x is not None and x.dim() == 3 else 0
-        if args or rest <= 0 or cos is None or name is None:
-            cut.append(0)
+        if len(args) > 1 or rest <= 0 or cos is None or name is None:
             return None
-        cut.append(rest)
-        shape = (x.shape[0], rest, -1, module.head_dim)
-        keys = module.k_proj(x[:, :rest]).view(shape).transpose(1, 2)
-        values = module.v_proj(x[:, :rest]).view(shape).transpose(1, 2)
+        shape = (x.shape[0], rest, -1, attn.head_dim)
+        normed = module.input_layernorm(x[:, :rest])
+        keys = attn.k_proj(normed).view(shape).transpose(1, 2)
+        values = attn.v_proj(normed).view(shape).transpose(1, 2)
         c, s = cos[:, :rest].unsqueeze(1), sin[:, :rest].unsqueeze(1)
         keys = keys * c + rotate_half(keys) * s  # the model's apply_rotary_pos_emb, keys only
         cache, mask = kwargs[name], kwargs.get("attention_mask")
-        past = cache.get_seq_length(module.layer_idx) if cache is not None else 0
+        past = cache.get_seq_length(attn.layer_idx) if cache is not None else 0
         if mask is not None:
             mask = mask[..., -keep:, :]
         elif keep > 1:  # no mask means causal: query i of the last keep sees keys up to its own position
@@ -425,15 +486,13 @@ def _last_attention_at_end(model, block, keep: int) -> list:
             if config._attn_implementation == "eager":  # eager adds the mask
                 mask = torch.zeros(mask.shape, dtype=x.dtype, device=x.device).masked_fill(~mask, torch.finfo(x.dtype).min)
             mask = mask[None, None]
-        return (), {**kwargs, "hidden_states": x[:, rest:], "position_embeddings": (cos[:, rest:], sin[:, rest:]),
-                    "attention_mask": mask, name: _PrefixKV(cache, keys, values)}
+        short = {"hidden_states": x[:, rest:], "position_embeddings": (cos[:, rest:], sin[:, rest:]),
+                 "attention_mask": mask, name: _PrefixKV(cache, keys, values)}
+        if torch.is_tensor(kwargs.get("position_ids")):
+            short["position_ids"] = kwargs["position_ids"][..., rest:]
+        return (), {**kwargs, **short}
 
-    def after(module, args, kwargs, out):
-        rest = cut.pop()
-        return (F.pad(out[0], (0, 0, rest, 0)), *out[1:]) if rest else None
-
-    return [attn.register_forward_pre_hook(before, with_kwargs=True),
-            attn.register_forward_hook(after, with_kwargs=True)]
+    return [block.register_forward_pre_hook(before, with_kwargs=True)]
 
 
 def _decoder_layers(model) -> torch.nn.ModuleList | None:
@@ -452,17 +511,23 @@ def _decoder_layers(model) -> torch.nn.ModuleList | None:
 
 @contextlib.contextmanager
 def _last_layer_at_end(model, keep: int):
-    """Within the block, the last decoder layer's MLP, and for the model types of
-    `_QUERIES_AT_END` its attention queries, run only at the last ``keep`` positions of each
-    forward pass, the ones ``logits_to_keep`` reads (zeros elsewhere). Exact for those
-    logits: the layer's output elsewhere only feeds per-position norms and logits not
-    computed, and the keys and values (cached or attended to) are still computed at every
-    position. Models whose decoder layers `_decoder_layers` does not find, or whose last
-    layer has no ``mlp``, run unchanged."""
+    """Within the block, the last decoder layer runs only at the last ``keep`` positions of
+    each forward pass, the ones ``logits_to_keep`` reads: for the model types of
+    `_QUERIES_AT_END` the whole layer and the final norm (`_layer_at_end`: its output is
+    ``[b, keep, d]``), for others its MLP (zeros elsewhere). Exact for those logits: the
+    layer's output elsewhere only feeds per-position norms and logits not computed, and the
+    keys and values (cached or attended to) are still computed at every position. Models
+    whose decoder layers `_decoder_layers` does not find, or whose last layer has no
+    ``mlp``, run unchanged."""
     layers = _decoder_layers(model)
     mlp = getattr(layers[-1], "mlp", None) if layers is not None else None
-    if mlp is None:
-        yield
+    whole = _layer_at_end(model, layers[-1], keep) if mlp is not None else []
+    if mlp is None or whole:
+        try:
+            yield
+        finally:
+            for handle in whole:
+                handle.remove()
         return
     lengths = []  # per call: the positions cut away (0: left as it was)
 
@@ -472,8 +537,7 @@ def _last_layer_at_end(model, keep: int):
         return (x[:, -keep:].contiguous(), *args[1:]) if lengths[-1] else None
 
     handles = [mlp.register_forward_pre_hook(before),
-               mlp.register_forward_hook(lambda module, args, out: F.pad(out, (0, 0, lengths.pop(), 0))),
-               *_last_attention_at_end(model, layers[-1], keep)]
+               mlp.register_forward_hook(lambda module, args, out: F.pad(out, (0, 0, lengths.pop(), 0)))]
     try:
         yield
     finally:
@@ -526,6 +590,7 @@ def perturbation_scores_batch(
     token_budget: int | None = None,
     max_waste: float = DEFAULT_MAX_WASTE,
     reuse_prefix: bool = True,
+    sampled_cache=None,
     stats: dict | None = None,
 ) -> list[torch.Tensor]:
     """OAR-P (spec section 4) for every row of a padded batch, the perturbed copies of
@@ -550,6 +615,12 @@ def perturbation_scores_batch(
         mode, pad_token_id, batch_size, max_waste, reuse_prefix: as `perturbation_scores`.
         token_budget: at most this many tokens held per pass (copies x frame length,
             cached columns included); None: `default_token_budget` of the model's device.
+        sampled_cache: a KV cache (transformers' per-layer ``DynamicCache``) of the model's
+            forward over these very rows and columns, covering at least their first
+            ``T - 1`` columns: the sampling's (`oar_lite.rollout.sample_completions`
+            ``keep_cache``). The clean pass then runs only the positions P_final reads,
+            continuing from it (equal up to rounding: the sampling computed it token by
+            token). None, or a cache without per-layer tensors: a full clean pass.
         stats: if a dict, receives ``forward_tokens`` (run, padding included),
             ``forward_passes``, ``max_pass_tokens`` (run) and ``max_pass_held_tokens``.
 
@@ -600,11 +671,17 @@ def perturbation_scores_batch(
                 keep_mask[j, K - keep:] = True
                 copies += [(off + t, j, t - r.start) for t in range(r.start, r.stop)]
             positions = (frame_mask.cumsum(-1) - 1).clamp(min=0)
-            out = model(input_ids=frame, attention_mask=frame_mask, position_ids=positions, use_cache=reuse_prefix,
-                        logits_to_keep=K)
+            # The clean pass: from the sampling's cache, only the last K columns are run.
+            cached = _frame_cache(sampled_cache, [rows[i][0].start - (E - spans[i][0]) for i in group], E - K,
+                                  group) if sampled_cache is not None else None
+            first = E - K if cached is not None else 0
+            out = model(input_ids=frame[:, first:], attention_mask=frame_mask, position_ids=positions[:, first:],
+                        logits_to_keep=K, **(_cache_kwargs(model, cached) if cached is not None else
+                                             {"use_cache": reuse_prefix}))
             clean = _outcome_rows(out.logits[:, -K:], answer_ids, keep_mask, mode)
             clean_cache = _output_cache(out) if reuse_prefix else None
-            tokens, passes, widest, widest_held = tokens + n * E, passes + 1, max(widest, n * E), max(widest_held, n * E)
+            run = n * (E - first)
+            tokens, passes, widest, widest_held = tokens + run, passes + 1, max(widest, run), max(widest_held, n * E)
             copies.sort()
             per_pass = max(1, min(token_budget // E, batch_size or token_budget))
             for lo, hi in _plan_passes([c for c, _, _ in copies], E, per_pass=per_pass, max_waste=max_waste,
@@ -892,8 +969,17 @@ def token_scores(method: str, model, input_ids: torch.Tensor, reasoning: slice, 
 _BATCHED = {
     gradient_scores: (gradient_scores_batch, ("noise_std", "generator")),
     perturbation_scores: (perturbation_scores_batch,
-                          ("pad_token_id", "batch_size", "token_budget", "max_waste", "reuse_prefix", "stats")),
+                          ("pad_token_id", "batch_size", "token_budget", "max_waste", "reuse_prefix", "sampled_cache",
+                           "stats")),
 }
+
+
+def uses_sampled_cache(method: str) -> bool:
+    """Whether ``method``'s batched scorer continues from the sampling's KV cache
+    (``token_weights(..., sampled_cache=rollouts.cache)``; OAR-P): worth keeping it
+    (`oar_lite.rollout.sample_completions`'s ``keep_cache``)."""
+    name, _ = parse_method(method)
+    return "sampled_cache" in _BATCHED.get(SCORERS[name], (None, ()))[1]
 
 
 def _score_rows(method: str, model, input_ids: torch.Tensor, spans: dict[int, tuple[slice, slice, slice]],
@@ -912,6 +998,8 @@ def _score_rows(method: str, model, input_ids: torch.Tensor, spans: dict[int, tu
         attention = torch.zeros_like(input_ids[rows])
         for i, r in enumerate(rows):
             attention[i, spans[r][0]] = 1
+        if options.get("sampled_cache") is not None and rows != list(range(input_ids.shape[0])):
+            options = {**options, "sampled_cache": _cache_rows(options["sampled_cache"], rows)}
         scores = batch_scorer(
             model, input_ids[rows], attention, [spans[r][1] for r in rows], [spans[r][2] for r in rows],
             mode=mode or inspect.signature(SCORERS[name]).parameters["mode"].default,

@@ -27,6 +27,10 @@ class Rollouts:
         completion_ids: the ``B`` completions as id lists (no padding, EOS kept).
         prompts: the ``B`` prompts (each repeated G times).
         segments: per row, `Segments` in completion-token indices or ``None``.
+        cache: with ``keep_cache``, the sampling's KV cache: keys and values of the first
+            ``T - 1`` columns of ``input_ids`` (the last sampled token was never fed back),
+            which OAR-P's clean pass continues from (`oar_lite.attribution.token_weights`'s
+            ``sampled_cache``); else None.
     """
 
     input_ids: torch.Tensor
@@ -38,6 +42,7 @@ class Rollouts:
     completion_ids: list[list[int]]
     prompts: list[str]
     segments: list[Segments | None] = field(default_factory=list)
+    cache: object | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -74,6 +79,7 @@ def sample_completions(
     formats: Sequence[str] = FORMATS,
     add_special_tokens: bool = True,
     seed: int | None = None,
+    keep_cache: bool = False,
 ) -> Rollouts:
     """`Rollouts` of ``group_size`` completions per prompt (greedy when ``temperature == 0``).
 
@@ -85,6 +91,8 @@ def sample_completions(
         formats: answer formats for segmentation (`oar_lite.segment.FORMATS`).
         add_special_tokens: passed to the tokenizer (False for chat-templated text).
         seed: if given, ``torch.manual_seed(seed)`` first.
+        keep_cache: keep the sampling's KV cache in ``Rollouts.cache`` (memory: a forward's
+            cache of the whole batch), for OAR-P to reuse.
 
     Raises:
         ValueError: bad prompts, a setting out of range, or no pad token.
@@ -118,10 +126,15 @@ def sample_completions(
                 max_new_tokens=max_new_tokens,
                 pad_token_id=tokenizer.pad_token_id,
                 eos_token_id=tokenizer.eos_token_id,
+                return_dict_in_generate=keep_cache,
                 **sampling,
             )
     finally:
         model.train(was_training)
+    cache = None
+    if keep_cache:
+        cache = getattr(out, "cache", None)  # older transformers: past_key_values
+        out, cache = out.sequences, getattr(out, "past_key_values", None) if cache is None else cache
     P = enc["input_ids"].shape[1]
     completion = out[:, P:]
     is_eos = completion == tokenizer.eos_token_id
@@ -138,4 +151,5 @@ def sample_completions(
                 for ids in completion_ids]
     return Rollouts(input_ids=out, attention_mask=attention_mask, completion_mask=completion_mask, prompt_length=P,
                     group_size=group_size, completions=texts, completion_ids=completion_ids,
-                    prompts=[p for p in prompts for _ in range(group_size)], segments=segments)
+                    prompts=[p for p in prompts for _ in range(group_size)], segments=segments,
+                    cache=cache)

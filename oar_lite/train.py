@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .attribution import CREDIT_FIELDS, CreditConfig, token_weights
+from .attribution import CREDIT_FIELDS, CreditConfig, token_weights, uses_sampled_cache
 from .checks import check_number
 from .grpo import LOSS_TYPES, SCALES, group_advantages, policy_loss, sequence_logprobs, token_advantages
 from .reward import math_reward, math_rewards
@@ -257,7 +257,8 @@ def train_step(model, tokenizer, task: Task, config: TrainConfig, optimizer, ste
     rollouts = sample_completions(
         model, tokenizer, [p["prompt"] for p in problems], group_size=config.group_size,
         max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
-        formats=task.formats, add_special_tokens=task.add_special_tokens, seed=step_seed(config.seed, step))
+        formats=task.formats, add_special_tokens=task.add_special_tokens, seed=step_seed(config.seed, step),
+        keep_cache=uses_sampled_cache(config.credit.method))  # OAR-P's clean pass continues from it
     rows = [p for p in problems for _ in range(config.group_size)]
     timer.lap("generate")
 
@@ -275,7 +276,8 @@ def train_step(model, tokenizer, task: Task, config: TrainConfig, optimizer, ste
     scored = advantages != 0
     answer_mask = answer_mask & scored.to(answer_mask.device)[:, None]
     weights = token_weights(model, rollouts.input_ids, rollouts.attention_mask, reasoning_mask, answer_mask,
-                            credit=config.credit, pad_token_id=tokenizer.pad_token_id)
+                            credit=config.credit, pad_token_id=tokenizer.pad_token_id, sampled_cache=rollouts.cache)
+    rollouts.cache = None  # not needed by the update
     P = rollouts.prompt_length
     advantages = advantages.to(weights.device)
     token_adv = token_advantages(advantages, weights[:, P:])  # [B, C]

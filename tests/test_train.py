@@ -253,6 +253,34 @@ def test_micro_batches_add_up_to_the_full_batch(world):
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
 
 
+def test_oar_p_step_continues_from_the_sampling_cache(world, monkeypatch):
+    """An OAR-P step hands the sampling's KV cache to OAR-P's clean pass, with weights equal
+    to a full clean pass's (up to rounding); OAR-G gets no cache."""
+    import oar_lite.train as train_module
+
+    model, tokenizer, task = world
+    task_no_eval = Task(train_problems=task.train_problems)
+    token_weights = train_module.token_weights
+    caches, reshaped = [], []
+
+    def checking(*args, **kwargs):
+        caches.append(kwargs.get("sampled_cache"))
+        weights = token_weights(*args, **kwargs)
+        if caches[-1] is not None:
+            torch.testing.assert_close(weights, token_weights(*args, **{**kwargs, "sampled_cache": None}),
+                                       rtol=1e-5, atol=1e-6)
+            reshaped.append(bool((weights != 1).any()))
+        return weights
+
+    monkeypatch.setattr(train_module, "token_weights", checking)
+    train(copy.deepcopy(model), tokenizer, task_no_eval, config(credit=CreditConfig("oar-p"), steps=1, eval_every=0))
+    assert len(caches) == 1 and caches[0] is not None, "OAR-P was not given the sampling's cache"
+    assert reshaped == [True]  # rows were scored, so the comparison compared something
+    caches.clear()
+    train(copy.deepcopy(model), tokenizer, task_no_eval, config(credit=CreditConfig("oar-g"), steps=1, eval_every=0))
+    assert caches == [None]
+
+
 def test_bad_settings_raise():
     with pytest.raises(ValueError, match="unknown method"):
         TrainConfig(credit=CreditConfig("oar-x"))
