@@ -349,16 +349,15 @@ def _outcome_rows(logits: torch.Tensor, answer_ids: torch.Tensor, keep: torch.Te
 
 
 def _select_cache(cache, rows: torch.Tensor | int, length: int):
-    """A new KV cache with the rows ``rows`` (repeats allowed; an int b: row 0 b times) of
-    ``cache``, cut to its first ``length`` columns; ``cache`` itself is left as it is.
-
-    The rows are selected by each layer's update in the pass (`_gathered_update`), which
-    writes them and the pass's own keys and values into one new tensor: one copy, where a
-    gather and then the layer's concatenation would copy the selected columns twice."""
-    selected = _per_layer_copy(cache, lambda t: t[:, :, :length])
+    """A new KV cache with the rows ``rows`` (repeats allowed; an int b: row 0 b times, as a
+    view that the pass's own update copies once) of ``cache``, cut to its first ``length``
+    columns; ``cache`` itself is left as it is."""
+    # One copy of the selected columns; the pass appends to new tensors. (Gathering the rows
+    # straight into the tensor the pass's update returns, an index_select into a strided
+    # slice, measured 2.5x slower than this gather plus the cache's concatenation.)
+    selected = _per_layer_copy(cache, lambda t: t[:1, :, :length].expand(rows, -1, -1, -1) if isinstance(rows, int)
+                               else t[:, :, :length].index_select(0, rows))
     if selected is not None:
-        for part in selected.layers:
-            part.update = functools.partial(_gathered_update, part, rows)
         return selected
     cache = copy.deepcopy(cache)  # older transformers (no per-layer tensors), sliding-window layers
     cache.crop(length - cache.get_seq_length())  # a negative argument removes tokens in every transformers version
@@ -408,24 +407,6 @@ def _cache_rows(cache, rows: list[int]):
     """A KV cache of the rows ``rows`` of ``cache``; None where `_per_layer_copy` cannot read it."""
     who = torch.tensor(rows)
     return _per_layer_copy(cache, lambda t: t.index_select(0, who.to(t.device)))
-
-
-def _gathered_update(layer, rows: torch.Tensor | int, keys: torch.Tensor, values: torch.Tensor, *args, **kwargs):
-    """`_select_cache`'s layer update: ``layer``'s cached columns ``[n, h, s, d]`` at batch
-    rows ``rows`` (an int b: row 0 b times), then ``keys`` / ``values`` ``[b, h, q, d]``,
-    each written once into a new ``[b, h, s + q, d]``, which the layer then holds."""
-    joined = []
-    for cached, new in ((layer.keys, keys), (layer.values, values)):
-        s = cached.shape[-2]
-        out = new.new_empty((new.shape[0], new.shape[1], s + new.shape[2], new.shape[3]))
-        if isinstance(rows, int):
-            out[:, :, :s] = cached[:1]
-        else:
-            torch.index_select(cached, 0, rows, out=out[:, :, :s])
-        out[:, :, s:] = new
-        joined.append(out)
-    layer.keys, layer.values = joined
-    return layer.keys, layer.values
 
 
 class _PrefixKV:
