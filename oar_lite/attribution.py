@@ -753,6 +753,7 @@ def gradient_scores_batch(
     noise_std: float = 1e-3,
     generator: torch.Generator | None = None,
     reuse_prefix: bool = True,
+    sampled_cache=None,
 ) -> list[torch.Tensor]:
     """OAR-G for every row of a padded batch: the scores `gradient_scores` gives each row
     alone, from one clean forward pass and one forward + backward pass.
@@ -773,9 +774,17 @@ def gradient_scores_batch(
         reuse_prefix: run the columns before every row's reasoning (the prompts) once per
             distinct prefix, without grad, and continue both passes from their KV cache
             (the gradient never needs the prompt's embeddings).
+        sampled_cache: a KV cache of the model's forward over these very rows and columns
+            (the sampling's, `oar_lite.rollout.sample_completions` ``keep_cache``), at least
+            up to the last column P_final reads: the prompt columns are taken from it, and
+            the clean pass runs only from the first column P_final reads (equal up to
+            rounding). None, or a cache without per-layer tensors: computed here.
 
     Returns:
         B float32 tensors ``[R_i]``, >= 0.
+
+    Raises:
+        ValueError: bad settings, or a ``sampled_cache`` too short for these rows.
     """
     _check_mode(mode)
     if noise_std < 0:
@@ -800,10 +809,24 @@ def gradient_scores_batch(
         return model(attention_mask=attn, position_ids=position_ids[:, prefix:], logits_to_keep=keep_idx,
                      **inputs, **_cache_kwargs(model, cache)).logits
 
+    first_read = wanted[0]
+    if sampled_cache is not None and sampled_cache.get_seq_length() < first_read:
+        raise ValueError(f"sampled_cache holds {sampled_cache.get_seq_length()} columns, but the clean pass needs the "
+                         f"first {first_read} (up to the first column P_final reads): it must be the cache of a "
+                         f"forward over these rows (at least their first T - 1 columns)")
+    sampled_prefix = _per_layer_copy(sampled_cache, lambda t: t[:, :, :prefix]) if prefix > 0 else None
+    sampled_head = _per_layer_copy(sampled_cache, lambda t: t[:, :, :first_read])
     with eval_mode(model):
         with torch.no_grad():
             cache = None
-            if prefix > 0:
+            if sampled_head is not None:  # the clean pass: only the columns from the first one read
+                logits = model(input_ids=ids[:, first_read:], attention_mask=attn,
+                               position_ids=position_ids[:, first_read:], logits_to_keep=keep_idx + prefix - first_read,
+                               **_cache_kwargs(model, sampled_head)).logits
+                clean = outcomes(logits)
+            if sampled_prefix is not None:
+                cache = sampled_prefix
+            elif prefix > 0:
                 # One pass per distinct prefix (rows of a group share their prompt), then one cache row per row.
                 heads, row_of = torch.unique(torch.cat([ids[:, :prefix], attn[:, :prefix]], dim=1), dim=0,
                                              return_inverse=True)
@@ -812,7 +835,8 @@ def gradient_scores_batch(
                             logits_to_keep=1)
                 cache = _output_cache(out)
                 cache.batch_select_indices(row_of.to(ids.device))
-            clean = outcomes(forward(copy.deepcopy(cache), input_ids=ids[:, prefix:]))  # the pass appends to its cache
+            if sampled_head is None:
+                clean = outcomes(forward(copy.deepcopy(cache), input_ids=ids[:, prefix:]))  # the pass appends to its cache
             embeds = model.get_input_embeddings()(ids[:, prefix:]).detach()
             noisy = embeds.clone()
             noise_device = generator.device if generator is not None else embeds.device
@@ -948,7 +972,7 @@ def token_scores(method: str, model, input_ids: torch.Tensor, reasoning: slice, 
 
 # Scorers with a batched form: one row's scorer -> (the batched scorer, the options it takes).
 _BATCHED = {
-    gradient_scores: (gradient_scores_batch, ("noise_std", "generator")),
+    gradient_scores: (gradient_scores_batch, ("noise_std", "generator", "sampled_cache")),
     perturbation_scores: (perturbation_scores_batch,
                           ("pad_token_id", "batch_size", "token_budget", "max_waste", "reuse_prefix", "sampled_cache",
                            "stats")),
