@@ -981,8 +981,8 @@ _BATCHED = {
 
 def uses_sampled_cache(method: str) -> bool:
     """Whether ``method``'s batched scorer continues from the sampling's KV cache
-    (``token_weights(..., sampled_cache=rollouts.cache)``; OAR-P): worth keeping it
-    (`oar_lite.rollout.sample_completions`'s ``keep_cache``)."""
+    (``token_weights(..., sampled_cache=rollouts.cache)``; OAR-P and OAR-G): worth keeping
+    it (`oar_lite.rollout.sample_completions`'s ``keep_cache``)."""
     name, _ = parse_method(method)
     return "sampled_cache" in _BATCHED.get(SCORERS[name], (None, ()))[1]
 

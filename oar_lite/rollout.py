@@ -8,6 +8,7 @@ from typing import Sequence
 
 import torch
 
+from .attribution import _output_cache
 from .checks import check_number
 from .segment import FORMATS, Segments, segment_completion_ids, segments_to_masks
 
@@ -29,7 +30,7 @@ class Rollouts:
         segments: per row, `Segments` in completion-token indices or ``None``.
         cache: with ``keep_cache``, the sampling's KV cache: keys and values of the first
             ``T - 1`` columns of ``input_ids`` (the last sampled token was never fed back),
-            which OAR-P's clean pass continues from (`oar_lite.attribution.token_weights`'s
+            which OAR-P and OAR-G continue from (`oar_lite.attribution.token_weights`'s
             ``sampled_cache``); else None.
     """
 
@@ -92,7 +93,7 @@ def sample_completions(
         add_special_tokens: passed to the tokenizer (False for chat-templated text).
         seed: if given, ``torch.manual_seed(seed)`` first.
         keep_cache: keep the sampling's KV cache in ``Rollouts.cache`` (memory: a forward's
-            cache of the whole batch), for OAR-P to reuse.
+            cache of the whole batch), for OAR-P and OAR-G to reuse.
 
     Raises:
         ValueError: bad prompts, a setting out of range, or no pad token.
@@ -131,10 +132,7 @@ def sample_completions(
             )
     finally:
         model.train(was_training)
-    cache = None
-    if keep_cache:
-        cache = getattr(out, "cache", None)  # older transformers: past_key_values
-        out, cache = out.sequences, getattr(out, "past_key_values", None) if cache is None else cache
+    out, cache = (out.sequences, _output_cache(out)) if keep_cache else (out, None)
     P = enc["input_ids"].shape[1]
     completion = out[:, P:]
     is_eos = completion == tokenizer.eos_token_id
