@@ -380,6 +380,14 @@ def _per_layer_copy(cache, transform):
     return copied
 
 
+def _check_sampled_cache(cache, need: int) -> None:
+    """Raises ValueError unless the sampling's ``cache`` holds at least ``need`` columns."""
+    if cache.get_seq_length() < need:
+        raise ValueError(f"sampled_cache holds {cache.get_seq_length()} columns, but the clean pass needs its first "
+                         f"{need}: it must be the cache of a forward over these rows (at least their first T - 1 "
+                         f"columns)")
+
+
 def _frame_cache(cache, shifts: list[int], length: int, rows: list[int]):
     """A KV cache of frame columns ``0..length-1`` of the rows ``rows`` of ``cache``, each row
     shifted: frame column f of row ``rows[j]`` is ``cache``'s column ``f + shifts[j]`` (columns
@@ -389,11 +397,7 @@ def _frame_cache(cache, shifts: list[int], length: int, rows: list[int]):
     Raises:
         ValueError: ``cache`` does not reach a column the frame needs.
     """
-    have, need = cache.get_seq_length(), length + max(shifts)
-    if need > have:
-        raise ValueError(f"sampled_cache holds {have} columns, but row {rows[shifts.index(max(shifts))]} needs "
-                         f"{need}: it must be the cache of a forward over these rows (at least their first T - 1 "
-                         f"columns)")
+    _check_sampled_cache(cache, length + max(shifts))
     columns = (torch.arange(length)[None] + torch.tensor(shifts)[:, None]).clamp(min=0)  # [len(rows), length]
     who = torch.tensor(rows)
 
@@ -441,7 +445,7 @@ def _layer_at_end(model, block, keep: int) -> list:
             or getattr(config, "_attn_implementation", None) not in ("sdpa", "eager")
             or getattr(attn, "sliding_window", None) is not None
             or not all(hasattr(attn, name) for name in ("k_proj", "v_proj", "head_dim", "layer_idx"))
-            or not all(hasattr(block, name) for name in ("input_layernorm", "mlp"))):
+            or not hasattr(block, "input_layernorm")):
         return []
 
     def before(module, args, kwargs):
@@ -502,23 +506,17 @@ def _last_layer_at_end(model, keep: int):
     ``mlp``, run unchanged."""
     layers = _decoder_layers(model)
     mlp = getattr(layers[-1], "mlp", None) if layers is not None else None
-    whole = _layer_at_end(model, layers[-1], keep) if mlp is not None else []
-    if mlp is None or whole:
-        try:
-            yield
-        finally:
-            for handle in whole:
-                handle.remove()
-        return
-    lengths = []  # per call: the positions cut away (0: left as it was)
+    handles = _layer_at_end(model, layers[-1], keep) if mlp is not None else []
+    if mlp is not None and not handles:  # other model types: the MLP alone, zero-padded back to full length
+        lengths = []  # per call: the positions cut away (0: left as it was)
 
-    def before(module, args):
-        x = args[0]
-        lengths.append(x.shape[1] - keep if x.dim() == 3 and x.shape[1] > keep else 0)
-        return (x[:, -keep:].contiguous(), *args[1:]) if lengths[-1] else None
+        def before(module, args):
+            x = args[0]
+            lengths.append(x.shape[1] - keep if x.dim() == 3 and x.shape[1] > keep else 0)
+            return (x[:, -keep:].contiguous(), *args[1:]) if lengths[-1] else None
 
-    handles = [mlp.register_forward_pre_hook(before),
-               mlp.register_forward_hook(lambda module, args, out: F.pad(out, (0, 0, lengths.pop(), 0)))]
+        handles = [mlp.register_forward_pre_hook(before),
+                   mlp.register_forward_hook(lambda module, args, out: F.pad(out, (0, 0, lengths.pop(), 0)))]
     try:
         yield
     finally:
@@ -810,10 +808,8 @@ def gradient_scores_batch(
                      **inputs, **_cache_kwargs(model, cache)).logits
 
     first_read = wanted[0]
-    if sampled_cache is not None and sampled_cache.get_seq_length() < first_read:
-        raise ValueError(f"sampled_cache holds {sampled_cache.get_seq_length()} columns, but the clean pass needs the "
-                         f"first {first_read} (up to the first column P_final reads): it must be the cache of a "
-                         f"forward over these rows (at least their first T - 1 columns)")
+    if sampled_cache is not None:
+        _check_sampled_cache(sampled_cache, first_read)
     sampled_prefix = _per_layer_copy(sampled_cache, lambda t: t[:, :, :prefix]) if prefix > 0 else None
     sampled_head = _per_layer_copy(sampled_cache, lambda t: t[:, :, :first_read])
     with eval_mode(model):

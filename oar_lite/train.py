@@ -258,7 +258,7 @@ def train_step(model, tokenizer, task: Task, config: TrainConfig, optimizer, ste
         model, tokenizer, [p["prompt"] for p in problems], group_size=config.group_size,
         max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
         formats=task.formats, add_special_tokens=task.add_special_tokens, seed=step_seed(config.seed, step),
-        keep_cache=uses_sampled_cache(config.credit.method))  # OAR-P's clean pass continues from it
+        keep_cache=uses_sampled_cache(config.credit.method))  # OAR-P and OAR-G continue from it
     rows = [p for p in problems for _ in range(config.group_size)]
     timer.lap("generate")
 

@@ -216,7 +216,7 @@ def test_prefix_reuse_processes_fewer_tokens(llama, sequence):
 
 
 def test_select_cache_fallback_equals_fast_path(llama, sequence):
-    """`_select_cache` gathers per-layer tensors straight into each layer's update (one copy);
+    """`_select_cache` copies the selected rows of per-layer tensors (`_per_layer_copy`);
     caches it cannot read that way (older transformers, sliding-window layers) take the
     deepcopy + crop + batch_select path. A pass's keys and values (the selected rows and
     columns, then the pass's own) must be the same on both, and the source cache left as it was."""

@@ -253,7 +253,7 @@ def test_micro_batches_add_up_to_the_full_batch(world):
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
 
 
-def test_oar_p_step_continues_from_the_sampling_cache(world, monkeypatch):
+def test_oar_steps_continue_from_the_sampling_cache(world, monkeypatch):
     """OAR-P and OAR-G steps hand the sampling's KV cache to the attribution, with weights
     equal to those computed without it (up to rounding); plain GRPO keeps no cache."""
     import oar_lite.train as train_module
