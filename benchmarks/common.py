@@ -163,6 +163,23 @@ def interleaved(fns: dict[str, Callable[[int], object]], *, warmup: int, repeats
     return kept
 
 
+def timed_then_memory(fns: dict[str, Callable[[], object]], *, warmup: int, repeats: int, device: torch.device,
+                      progress: bool = True, memory_repeats: int = 1) -> dict[str, dict]:
+    """Per name: ``{"seconds": [repeats], "peak_mib": [memory_repeats] or None, "result": the
+    last timed call's}``. The calls are timed plainly in `interleaved` rounds, then each runs
+    ``memory_repeats`` more times under `peak_memory`, untimed: measuring the peak (garbage
+    collection, returning freed memory to the OS) would otherwise make every timed call
+    fault its memory back in, a cost that grows with the call's allocations, not its work."""
+    runs = interleaved({k: (lambda r, f=f: f()) for k, f in fns.items()}, warmup=warmup, repeats=repeats,
+                       device=device, progress=progress)
+    out = {}
+    for name, fn in fns.items():
+        peaks = [peak_memory(fn, device)[1] for _ in range(memory_repeats)]
+        out[name] = {"seconds": [seconds for seconds, _ in runs[name]],
+                     "peak_mib": None if None in peaks else peaks, "result": runs[name][-1][1]}
+    return out
+
+
 def paired_ratios(times: dict[str, list[float]], base: str) -> dict[str, dict]:
     """Per method, the ratio of its time to ``base``'s in the same round, summarised."""
     return {name: spread([t / b for t, b in zip(ts, times[base])]) for name, ts in times.items()}

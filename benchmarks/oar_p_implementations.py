@@ -155,7 +155,7 @@ def token_counts(input_ids, reasoning: slice, answer: slice, batched_tokens: int
 
 def measure_sequence(model, tokenizer, ids, reasoning, answer, *, implementations, warmup, repeats, batch_size,
                      device, tolerance: float, progress: bool, check_captum_default: bool = False,
-                     extra_batch_sizes=(), token_budget: int | None = None) -> dict:
+                     extra_batch_sizes=(), extra_max_waste=(), token_budget: int | None = None) -> dict:
     from oar_lite.attribution import perturbation_scores, perturbation_scores_naive
 
     pad = tokenizer.pad_token_id
@@ -163,6 +163,7 @@ def measure_sequence(model, tokenizer, ids, reasoning, answer, *, implementation
     stats: dict = {}
     fixed_stats: dict = {}
     extra_stats: dict = {b: {} for b in extra_batch_sizes}
+    waste_stats: dict = {w: {} for w in extra_max_waste}
     calls = {
         "batched": lambda: perturbation_scores(model, ids, reasoning, answer, mode="answer_joint", pad_token_id=pad,
                                                batch_size=batch_size, token_budget=token_budget, stats=stats),
@@ -180,11 +181,15 @@ def measure_sequence(model, tokenizer, ids, reasoning, answer, *, implementation
         calls[f"batched_bs{b}"] = (lambda b=b: perturbation_scores(
             model, ids, reasoning, answer, mode="answer_joint", pad_token_id=pad, batch_size=b, stats=extra_stats[b]))
         implementations.append(f"batched_bs{b}")
-    runs = common.interleaved({k: (lambda r, f=calls[k]: common.peak_memory(f, device)) for k in implementations},
-                              warmup=warmup, repeats=repeats, device=device, progress=progress)
-    times = {k: [inner[0] for _, inner in runs[k]] for k in implementations}
-    memory = {k: [inner[1] for _, inner in runs[k]] for k in implementations}
-    scores = {k: runs[k][-1][1][2].float().cpu() for k in implementations}
+    for w in extra_max_waste:  # the default with other waste bounds: fewer, larger passes against more tokens
+        calls[f"batched_w{w:g}"] = (lambda w=w: perturbation_scores(
+            model, ids, reasoning, answer, mode="answer_joint", pad_token_id=pad, batch_size=batch_size,
+            token_budget=token_budget, max_waste=w, stats=waste_stats[w]))
+        implementations.append(f"batched_w{w:g}")
+    runs = common.timed_then_memory({k: calls[k] for k in implementations}, warmup=warmup, repeats=repeats,
+                                    device=device, progress=progress)
+    times = {k: runs[k]["seconds"] for k in implementations}
+    scores = {k: runs[k]["result"].float().cpu() for k in implementations}
     # Same quantity: Captum's attribution is A * (phi - phi~); OAR-P clamps phi - phi~ at 0.
     for k in ("captum", "captum_tokens"):
         if k in scores:
@@ -204,9 +209,12 @@ def measure_sequence(model, tokenizer, ids, reasoning, answer, *, implementation
                       "fixed64": fixed_stats.get("forward_tokens")},
            "max_pass_tokens": stats.get("max_pass_tokens"),
            "tokens_by_batch_size": {b: st.get("forward_tokens") for b, st in extra_stats.items()},
+           "work_by_max_waste": {f"{w:g}": [st.get("forward_tokens"), st.get("forward_passes")]
+                                 for w, st in waste_stats.items()},
            "forward_passes": stats.get("forward_passes"), "max_abs_score": scale, "max_abs_diff": agreement,
            "time": {k: common.spread(v) for k, v in times.items()},
-           "peak_mib": {k: (common.spread(v) if None not in v else None) for k, v in memory.items()}}
+           "peak_mib": {k: (common.spread(runs[k]["peak_mib"]) if runs[k]["peak_mib"] else None)
+                        for k in implementations}}
     if "batched" in implementations:
         out["speedup"] = {k: common.spread([t / b for t, b in zip(times[k], times["batched"])])
                           for k in implementations}
@@ -270,6 +278,8 @@ def render(report: dict) -> str:
             tk, before = seq["tokens"], seq["tokens"].get("fixed64")
             names.update({f"batched_bs{b}": f"OAR-P batched, batch_size {b} ({n} tokens)"
                           for b, n in seq["tokens_by_batch_size"].items()})
+            names.update({f"batched_w{w}": f"OAR-P, max_waste {w} ({n} tokens, {p} passes)"
+                          for w, (n, p) in seq.get("work_by_max_waste", {}).items()})
             timing += [[i, tk["T"], tk["R"], tk["A"], names[k], common.fmt(t, ""),
                         common.fmt(seq.get("speedup", {}).get(k), "x"), common.fmt(seq["peak_mib"][k], "", 0, "n/a"),
                         f"{seq['max_abs_diff'][k]:.1e}"] for k, t in seq["time"].items()]
@@ -325,6 +335,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--token-budget", type=int, default=None, help="OAR-P's tokens per pass (default: by device)")
     ap.add_argument("--extra-batch-sizes", nargs="*", type=int, default=[],
                     help="also time the batched version with these chunk sizes (tokens vs time vs memory)")
+    ap.add_argument("--extra-max-waste", nargs="*", type=float, default=[],
+                    help="also time the default path with these max_waste bounds (passes vs tokens)")
     ap.add_argument("--tolerance", type=float, default=1e-4,
                     help="allowed max |difference| of scores, relative to max(1, max |score|)")
     args = ap.parse_args(argv)
@@ -345,7 +357,8 @@ def main(argv=None) -> dict:
             res["sequences"].append(measure_sequence(
                 model, tok, ids, reasoning, answer, implementations=args.implementations, warmup=args.warmup,
                 repeats=args.repeats, batch_size=args.batch_size, device=device, tolerance=args.tolerance,
-                extra_batch_sizes=args.extra_batch_sizes, token_budget=args.token_budget,
+                extra_batch_sizes=args.extra_batch_sizes, extra_max_waste=args.extra_max_waste,
+                token_budget=args.token_budget,
                 progress=not args.no_progress,
                 check_captum_default=not args.no_captum_default_check and not res["sequences"]))
             res["sequences"][-1]["loadavg"] = common.loadavg()

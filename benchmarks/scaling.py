@@ -81,8 +81,7 @@ def measure_length(model, tokenizer, model_name: str, length: int, *, warmup: in
         "oar-p": oar_p,
         "oar-g": lambda: gradient_scores(model, ids, reasoning, answer, mode="answer_mean", generator=generator),
     }
-    runs = common.interleaved({k: (lambda r, f=f: common.peak_memory(f, device)) for k, f in calls.items()},
-                              warmup=warmup, repeats=repeats, device=device, progress=progress)
+    runs = common.timed_then_memory(calls, warmup=warmup, repeats=repeats, device=device, progress=progress)
     R = reasoning.stop - reasoning.start
     end = answer.start  # mode "last" reads x[:answer.start]
     bounds = common.token_bounds(ids.numel(), reasoning, end)
@@ -97,11 +96,10 @@ def measure_length(model, tokenizer, model_name: str, length: int, *, warmup: in
            "naive_tokens": bounds["naive"], "half_RT": bounds["half_RT"], "ideal_tokens": bounds["ideal"],
            "loadavg": common.loadavg()}
     for k in calls:
-        out[k] = {"time": common.spread([inner[0] for _, inner in runs[k]]),
-                  "peak_mib": common.spread([inner[1] for _, inner in runs[k]])
-                  if runs[k][0][1][1] is not None else None}
-        assert torch.isfinite(runs[k][-1][1][2]).all(), f"{k} returned non-finite scores at length {length}"
-    out["oar_p_over_oar_g"] = common.spread([p[1][0] / g[1][0] for p, g in zip(runs["oar-p"], runs["oar-g"])])
+        out[k] = {"time": common.spread(runs[k]["seconds"]),
+                  "peak_mib": common.spread(runs[k]["peak_mib"]) if runs[k]["peak_mib"] else None}
+        assert torch.isfinite(runs[k]["result"]).all(), f"{k} returned non-finite scores at length {length}"
+    out["oar_p_over_oar_g"] = common.spread([p / g for p, g in zip(runs["oar-p"]["seconds"], runs["oar-g"]["seconds"])])
     return out
 
 

@@ -219,12 +219,16 @@ def test_step_cost_scored_rounds_cap_raises_and_restores_the_weights(tmp_path, m
 def test_oar_p_implementations_runs_and_agree(tmp_path):
     report = oar_p_implementations.main(["--model", "toy", "--sequences", "1", "--min-reasoning", "5",
                                          "--warmup", "0", "--repeats", "1", "--threads", "1", "--no-progress",
-                                         "--out", str(tmp_path / "o.json")])
+                                         "--extra-max-waste", "0", "1", "--out", str(tmp_path / "o.json")])
     seq = report["models"][0]["sequences"][0]
-    for name in ("batched", "naive", "captum"):
+    for name in ("batched", "naive", "captum", "batched_w0", "batched_w1"):
         assert seq["max_abs_diff"][name] < 1e-4  # main() also raises when they disagree
     tk = seq["tokens"]
     assert tk["ideal_prefix_reuse"] <= tk["batched"] <= tk["naive"]
+    (no_waste, most_passes), (more_waste, fewer_passes) = seq["work_by_max_waste"]["0"], seq["work_by_max_waste"]["1"]
+    assert no_waste == tk["ideal_prefix_reuse"] < more_waste and fewer_passes < most_passes
+    assert seq["peak_mib"]["batched"] is None or seq["peak_mib"]["batched"]["n"] == 1  # measured apart, once
+    assert "OAR-P, max_waste 1 (" in report["markdown"]
 
 
 @toy_model
@@ -443,3 +447,22 @@ def test_documented_commands_still_parse(monkeypatch):
                 importlib.import_module(f"benchmarks.{module}").main(argv)
     finally:
         torch.set_num_threads(threads)
+
+
+def test_timed_then_memory_times_plain_calls_and_measures_memory_apart():
+    """Each call runs warmup + repeats times timed and memory_repeats times under peak_memory;
+    the result is the last timed call's, and the peak sees the call's allocation."""
+    calls = []
+
+    def big():
+        calls.append("big")
+        return torch.ones(32 * 2**20 // 4).sum()
+
+    out = common.timed_then_memory({"big": big, "none": lambda: None}, warmup=1, repeats=3,
+                                   device=torch.device("cpu"), progress=False, memory_repeats=2)
+    assert len(calls) == 1 + 3 + 2
+    assert len(out["big"]["seconds"]) == 3 and all(s >= 0 for s in out["big"]["seconds"])
+    assert float(out["big"]["result"]) == 32 * 2**20 // 4
+    if common.rss_peak_supported():
+        assert len(out["big"]["peak_mib"]) == 2 and min(out["big"]["peak_mib"]) >= 24
+        assert max(out["none"]["peak_mib"]) < 24
