@@ -63,12 +63,14 @@ def _check_mode(mode: str) -> None:
 def eval_mode(model: torch.nn.Module):
     """Put every submodule in eval mode (no dropout) and restore each one's mode after."""
     modes = [(m, m.training) for m in model.modules()]
-    model.eval()
+    if any(training for _, training in modes):  # eval() walks every module: skip it when it would change nothing
+        model.eval()
     try:
         yield model
     finally:
         for m, training in modes:
-            m.training = training
+            if m.training != training:
+                m.training = training
 
 
 # ----------------------------------------------------------------------------- P_final
@@ -146,8 +148,11 @@ def final_outcome(model, input_ids: torch.Tensor, answer: slice, *, mode: str = 
 DEFAULT_TOKEN_BUDGET = {"cpu": 4096, "cuda": 65536}
 """Tokens per OAR-P forward pass by device type (perturbed copies x their length); others: the CPU's."""
 
-DEFAULT_MAX_WASTE = 0.1
-"""OAR-P's default extra token work, as a fraction of the ideal (each copy starting at its own position)."""
+DEFAULT_MAX_WASTE = 0.15
+"""OAR-P's default extra token work, as a fraction of the ideal (each copy starting at its own
+position). More waste buys fewer, larger passes: on a small model, where a forward pass costs
+mostly its fixed overhead, 0.15 takes about 20% less time than 0.1; on SmolLM2, where a pass
+costs its tokens, the two take the same time (benchmarks/RESULTS.md, "OAR-P implementations")."""
 
 
 def default_token_budget(device: torch.device | str) -> int:
