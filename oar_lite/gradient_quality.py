@@ -124,37 +124,75 @@ def batch_gradients(
     return {label: torch.stack(gs) for label, gs in grads.items()}, info
 
 
+STATS_BLOCK_BYTES = 2**27
+"""`gradient_stats` reads the gradients in blocks of rows of about this many bytes in float64."""
+
+
+def _row_blocks(g: torch.Tensor):
+    """``(rows, block [n, D] float64)`` over ``g`` ``[N, D]``, about `STATS_BLOCK_BYTES` at a time."""
+    step = max(1, STATS_BLOCK_BYTES // (8 * max(1, g.shape[1])))
+    for start in range(0, g.shape[0], step):
+        yield torch.arange(start, min(start + step, g.shape[0])), g[start:start + step].double()
+
+
+def _half_means(g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The float64 means ``[D]`` of the even and of the odd rows of ``g`` ``[N, D]`` (the two
+    halves the true gradient is estimated from), without a float64 copy of ``g``."""
+    sums = [torch.zeros(g.shape[1], dtype=torch.float64) for _ in range(2)]
+    for rows, block in _row_blocks(g):
+        even = rows % 2 == 0
+        sums[0] += block[even].sum(0)
+        sums[1] += block[~even].sum(0)
+    return sums[0] / ((g.shape[0] + 1) // 2), sums[1] / (g.shape[0] // 2)
+
+
+def _cosine(dot, x_sq, y_sq) -> torch.Tensor:
+    """Cosine similarity from the dot product and the two squared norms, by
+    ``torch.nn.functional.cosine_similarity``'s formula: ``dot / sqrt(max(x_sq * y_sq, eps^2))``, eps = 1e-8."""
+    return torch.as_tensor(dot, dtype=torch.float64) / torch.sqrt(torch.clamp(
+        torch.as_tensor(x_sq, dtype=torch.float64) * torch.as_tensor(y_sq, dtype=torch.float64), min=1e-16))
+
+
 def gradient_stats(gradients: Mapping[str, torch.Tensor], *, reference: str = "uniform") -> dict[str, dict]:
     """``{label: {"cosine", "cosine_std", "bias_cosine", "snr", "scale"}}`` (floats, module
     docstring) from ``gradients``, ``{label: [N, D]}`` per-batch gradients, row b of every
-    label from the same batch b; ``reference`` (the uniform weighting) estimates g*."""
+    label from the same batch b; ``reference`` (the uniform weighting) estimates g*.
+
+    Computed in float64 over blocks of rows (`STATS_BLOCK_BYTES`), so the memory above the
+    gradients themselves is a few ``[D]`` vectors and one block, not ``[N, D]`` copies."""
     if reference not in gradients:
         raise ValueError(f"gradients needs the reference weighting {reference!r}; got {sorted(gradients)}")
-    ref = gradients[reference].double()
+    ref = gradients[reference]
     N = ref.shape[0]
     if N < 2:
         raise ValueError(f"need at least 2 batches, got {N}")
     for label, g in gradients.items():
         if g.shape != ref.shape:
             raise ValueError(f"{label!r} has gradients of shape {tuple(g.shape)}, expected {tuple(ref.shape)} like {reference!r}")
-    halves = (torch.arange(0, N, 2), torch.arange(1, N, 2))
-    half_ref = [ref[h].mean(0) for h in halves]
-    truth = ref.mean(0)
+    sizes = ((N + 1) // 2, N // 2)  # the even and the odd batches
+    half_ref = _half_means(ref)
+    half_ref_sq = torch.stack([h.pow(2).sum() for h in half_ref])  # [2]
+    truth_norm = float(((half_ref[0] * sizes[0] + half_ref[1] * sizes[1]) / N).norm())
     out = {}
     for label, g in gradients.items():
-        g = g.double()
-        other = torch.stack([half_ref[1] if b % 2 == 0 else half_ref[0] for b in range(N)])  # [N, D]
-        cos = torch.nn.functional.cosine_similarity(g, other, dim=1)
-        bias = [float(torch.nn.functional.cosine_similarity(g[halves[i]].mean(0), half_ref[1 - i], dim=0)) for i in (0, 1)]
-        mean = g.mean(0)
-        noise = float(((g - mean) ** 2).sum(1).sum() / (N - 1))  # E|g_b - mean|^2, unbiased
+        half_means = _half_means(g)
+        mean = (half_means[0] * sizes[0] + half_means[1] * sizes[1]) / N
+        cos, noise = torch.empty(N, dtype=torch.float64), 0.0
+        for rows, block in _row_blocks(g):
+            other = (rows % 2 == 0).long()  # batch b is compared with the other half's reference mean
+            dots = torch.stack([block @ half_ref[0], block @ half_ref[1]], dim=1).gather(1, other[:, None])[:, 0]
+            cos[rows] = _cosine(dots, block.pow(2).sum(1), half_ref_sq[other])
+            noise += float((block - mean).pow(2).sum())
+        noise /= N - 1  # E|g_b - mean|^2, unbiased
+        bias = [float(_cosine(half_means[i] @ half_ref[1 - i], half_means[i].pow(2).sum(), half_ref_sq[1 - i]))
+                for i in (0, 1)]
         signal = max(float(mean.pow(2).sum()) - noise / N, 0.0)
         out[label] = {
             "cosine": float(cos.mean()),
             "cosine_std": float(cos.std()),
             "bias_cosine": sum(bias) / 2,
             "snr": signal / noise if noise > 0 else float("inf"),
-            "scale": float(mean.norm() / truth.norm()) if truth.norm() > 0 else float("nan"),
+            "scale": float(mean.norm() / truth_norm) if truth_norm > 0 else float("nan"),
         }
     return out
 

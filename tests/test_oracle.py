@@ -178,6 +178,44 @@ def test_gradient_stats_on_constructed_gradients():
         gq.gradient_stats({"oracle": quiet})
 
 
+def _gradient_stats_naive(gradients, reference="uniform"):
+    """The statistics straight from the module docstring, on whole ``[N, D]`` float64 copies."""
+    F = torch.nn.functional
+    ref = gradients[reference].double()
+    N = ref.shape[0]
+    halves = (torch.arange(0, N, 2), torch.arange(1, N, 2))
+    half_ref = [ref[h].mean(0) for h in halves]
+    out = {}
+    for label, g in gradients.items():
+        g = g.double()
+        other = torch.stack([half_ref[1] if b % 2 == 0 else half_ref[0] for b in range(N)])
+        cos = F.cosine_similarity(g, other, dim=1)
+        mean = g.mean(0)
+        noise = float(((g - mean) ** 2).sum() / (N - 1))
+        out[label] = {"cosine": float(cos.mean()), "cosine_std": float(cos.std()),
+                      "bias_cosine": sum(float(F.cosine_similarity(g[halves[i]].mean(0), half_ref[1 - i], dim=0))
+                                         for i in (0, 1)) / 2,
+                      "snr": max(float(mean.pow(2).sum()) - noise / N, 0.0) / noise,
+                      "scale": float(mean.norm() / ref.mean(0).norm())}
+    return out
+
+
+@pytest.mark.parametrize("N", [2, 7, 40])
+def test_gradient_stats_equals_the_whole_matrix_formulas_in_blocks(monkeypatch, N):
+    """Read in blocks of 3 rows (odd and even batches split across blocks), the statistics
+    equal the formulas on whole float64 matrices."""
+    g = torch.Generator().manual_seed(N)
+    truth = torch.randn(50, generator=g)
+    grads = {"uniform": truth + 2.0 * torch.randn(N, 50, generator=g),
+             "quiet": truth + 0.5 * torch.randn(N, 50, generator=g),
+             "wrong": -truth + 0.5 * torch.randn(N, 50, generator=g)}
+    monkeypatch.setattr(gq, "STATS_BLOCK_BYTES", 3 * 50 * 8)
+    blocked, naive = gq.gradient_stats(grads), _gradient_stats_naive(grads)
+    for label in grads:
+        for key in naive[label]:
+            assert blocked[label][key] == pytest.approx(naive[label][key], rel=1e-10, abs=1e-12), (label, key)
+
+
 def test_batch_gradients_at_the_shipped_model():
     model, tok = toy.load_model()
     problems = toy.load_eval_set()
