@@ -217,7 +217,12 @@ def snr_ratio_intervals(gradients: Mapping[str, torch.Tensor], *, reference: str
     def snrs(g: torch.Tensor) -> np.ndarray:
         if g.shape[0] != N:
             raise ValueError(f"every weighting needs the same {N} batches, got {g.shape[0]}")
-        gram = (g.double() @ g.double().T).numpy()  # [N, N]
+        gram = torch.zeros(N, N, dtype=torch.float64)  # [N, N], summed over blocks of columns in float64
+        step = max(1, STATS_BLOCK_BYTES // (8 * N))
+        for start in range(0, g.shape[1], step):
+            block = g[:, start:start + step].double()
+            gram += block @ block.T
+        gram = gram.numpy()
         mean_sq = np.einsum("kn,nm,km->k", counts, gram, counts) / N**2  # |mean of the resample|^2
         noise = (counts @ np.diag(gram) - N * mean_sq) / (N - 1)
         signal = np.maximum(mean_sq - noise / N, 0.0)

@@ -73,6 +73,17 @@ def test_snr_ratio_interval_ranks_a_quieter_weighting():
         gq.snr_ratio_intervals({"uniform": loud, "short": quiet[:10]})
 
 
+def test_snr_ratio_intervals_do_not_depend_on_the_column_blocks(monkeypatch):
+    """The Gram matrices summed over blocks of 7 columns give the intervals of one block."""
+    g = torch.Generator().manual_seed(1)
+    grads = {"uniform": torch.randn(12, 40, generator=g), "quiet": 0.3 * torch.randn(12, 40, generator=g) + 1}
+    whole = gq.snr_ratio_intervals(grads, n_boot=200)
+    monkeypatch.setattr(gq, "STATS_BLOCK_BYTES", 12 * 7 * 8)
+    blocked = gq.snr_ratio_intervals(grads, n_boot=200)
+    for label in grads:
+        assert blocked[label] == pytest.approx(whole[label], rel=1e-10)
+
+
 def test_credit_regime_benchmark_reuses_grpo_runs_and_reports_the_area(tmp_path):
     """A screen that changes only the boost trains the oracle and reads GRPO's runs from another folder."""
     from benchmarks import credit_regime as bench
