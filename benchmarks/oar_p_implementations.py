@@ -35,7 +35,7 @@ reuse, a perturbed copy of position t need only recompute positions t..end, so t
 is ``end + sum_t (end - t)``, about ``R * T / 2`` when the reasoning fills the sequence.
 The batched version (``perturbation_scores`` at its defaults) reuses the prefix per chunk
 of consecutive positions (`oar_lite.attribution.plan_chunks`: a token budget per pass
-chosen by device, and at most 10% extra work per chunk), and counts the tokens it runs
+chosen by device, and at most ``max_waste`` extra work, 15% by default), and counts the tokens it runs
 (``stats["forward_tokens"]``). ``fixed64`` is the chunking before issue 17 (chunks of 64
 copies from the first reasoning position, no budget): same scores, more tokens.
 
