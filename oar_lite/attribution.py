@@ -150,9 +150,10 @@ DEFAULT_TOKEN_BUDGET = {"cpu": 4096, "cuda": 65536}
 
 DEFAULT_MAX_WASTE = 0.15
 """OAR-P's default extra token work, as a fraction of the ideal (each copy starting at its own
-position). More waste buys fewer, larger passes: on a small model, where a forward pass costs
-mostly its fixed overhead, 0.15 takes about 20% less time than 0.1; on SmolLM2, where a pass
-costs its tokens, the two take the same time (benchmarks/RESULTS.md, "OAR-P implementations")."""
+position). More waste buys fewer, larger passes: on one sequence of a small model, where a
+forward pass costs mostly its fixed overhead, 0.15 takes 10-17% less time than 0.1; on SmolLM2,
+where a pass costs its tokens, and in training's batched passes, bound by the token budget, the
+two take the same time (benchmarks/RESULTS.md, "OAR-P implementations" and "Step cost")."""
 
 
 def default_token_budget(device: torch.device | str) -> int:
