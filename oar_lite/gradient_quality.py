@@ -125,7 +125,8 @@ def batch_gradients(
 
 
 STATS_BLOCK_BYTES = 2**27
-"""`gradient_stats` (rows) and `snr_ratio_intervals` (columns) read the gradients in float64 blocks of about this many bytes."""
+"""`gradient_stats` (by rows) and `snr_ratio_intervals` (by columns) read the gradients in
+float64 blocks of about this many bytes."""
 
 
 def _row_blocks(g: torch.Tensor):
