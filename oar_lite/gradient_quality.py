@@ -176,7 +176,7 @@ def gradient_stats(gradients: Mapping[str, torch.Tensor], *, reference: str = "u
     truth_norm = float(((half_ref[0] * sizes[0] + half_ref[1] * sizes[1]) / N).norm())
     out = {}
     for label, g in gradients.items():
-        half_means = _half_means(g)
+        half_means = half_ref if g is ref else _half_means(g)  # the reference's were read above
         mean = (half_means[0] * sizes[0] + half_means[1] * sizes[1]) / N
         cos, noise = torch.empty(N, dtype=torch.float64), 0.0
         for rows, block in _row_blocks(g):
