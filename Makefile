@@ -39,7 +39,7 @@ test-notebooks: $(STAMP)
 	    --nbval-cell-timeout=900 -p no:cacheprovider notebooks; \
 	else echo "no notebooks yet"; fi
 
-# The wheel in a fresh venv outside the repository: demo, the Colab cell, notebook 06 (a few minutes).
+# The wheel in a fresh venv outside the repository: demo, the Colab cell, notebook 07 (a few minutes).
 test-wheel: $(STAMP)
 	$(PY) -m pytest -q -s -p no:cacheprovider tests_install
 
@@ -58,7 +58,7 @@ lab: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks.run_all
 
-# Issue 13 (notebook 07): gradient quality at 8 x 8 and at the regime's 2 x 4, then the credit regime's
+# Issue 13 (notebook 06): gradient quality at 8 x 8 and at the regime's 2 x 4, then the credit regime's
 # confirmatory runs (GRPO vs the oracle, 10 seeds x 30 steps) and OAR on seeds 0-2 reusing them
 # (hours on 2 cores under load; see benchmarks/RESULTS.md, "When credit matters").
 bench-credit: $(STAMP)

@@ -6,7 +6,7 @@ paired with GRPO by seed, the share of the oracle's gain recovered), the same at
 benchmarks/RESULTS.md, "When credit matters".
 
 Each run adds (or replaces) its ``--name`` entry in ``regimes.json`` of
-`oar_lite.regime.RESULTS_DIR`, which notebook 07 reads; ``--render`` prints every entry::
+`oar_lite.regime.RESULTS_DIR`, which notebook 06 reads; ``--render`` prints every entry::
 
     python -m benchmarks.credit_regime --name small-batch --profile credit --out results/credit \\
         --methods uniform oracle inverted:oracle shuffled:oracle oar-p:answer_mean oar-g:answer_mean

@@ -52,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--verbose", action="store_true",
                        help="show the libraries' warnings, logs and weight-loading bars (hidden by default)")
         p.add_argument("--profile", default="default", choices=("default", "quick", "credit"),
-                       help="budget and batch settings (oar_lite.compare.PROFILES); 'credit': the regime of notebook 07")
+                       help="budget and batch settings (oar_lite.compare.PROFILES); 'credit': the regime of notebook 06")
         p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # test size
 
     compare = sub.add_parser("compare", help="train GRPO, OAR-G and OAR-P on the toy task and compare them")

@@ -56,7 +56,7 @@ PROFILES: dict[str, Profile] = {
                      seeds=(0,), target=0.7),
     "tiny": Profile(replace(TRAINING, steps=2, prompts_per_step=2, group_size=4, eval_every=1, eval_size=8,
                             checkpoint_every=1), seeds=(0,), target=0.85),
-    # "credit": the regime of benchmarks/credit_regime.py (notebook 07): small batches, sharp credit
+    # "credit": the regime of benchmarks/credit_regime.py (notebook 06): small batches, sharp credit
     # (boost 9: "0.1 elsewhere" for the oracle's binary scores), 5 seeds, frequent evaluations.
     "credit": Profile(replace(TRAINING, steps=16, prompts_per_step=2, group_size=4, eval_every=2, eval_size=100,
                               credit=replace(TRAINING.credit, boost=9.0)), seeds=(0, 1, 2, 3, 4), target=0.75),

@@ -1,4 +1,4 @@
-"""Gradient quality: what credit assignment does to the policy gradient of one batch (notebook 07).
+"""Gradient quality: what credit assignment does to the policy gradient of one batch (notebook 06).
 
 A weighting w changes only the weights of GRPO's batch objective
 ``J_w = (1/B) sum_i sum_t A_i w_{i,t} log pi(y_{i,t} | y_{i,<t})``; with w = 1 (GRPO) the

@@ -1,4 +1,4 @@
-"""Ground-truth credit in the toy world, and the controls any credit must beat (notebook 07).
+"""Ground-truth credit in the toy world, and the controls any credit must beat (notebook 06).
 
 The toy world (`oar_lite.toy`) knows what every token of a chain should have been, so it can
 say which tokens of a *wrong* completion are to blame. Two scorers with the calling

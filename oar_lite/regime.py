@@ -1,5 +1,5 @@
 """Does credit pay? Steps to a target accuracy over seeds, with bootstrap intervals, and the
-share of the oracle's gain that a method recovers (notebook 07).
+share of the oracle's gain that a method recovers (notebook 06).
 
 Both tables read `oar_lite.compare` records in which every method trained from the same model
 with the same seeds, so seed s gives every method the same prompts and the seeds pair the
@@ -14,11 +14,11 @@ from typing import Sequence
 
 import numpy as np
 
-# Re-exported: notebook 07 calls regime.intervals_overlap.
+# Re-exported: notebook 06 calls regime.intervals_overlap.
 from .report import bootstrap_interval, intervals_overlap, steps_to_target  # noqa: F401
 
 RESULTS_DIR = Path(str(resources.files(__package__) / "data" / "when_credit_matters"))
-"""The measured results notebook 07 reads (written by ``benchmarks/credit_regime.py`` and
+"""The measured results notebook 06 reads (written by ``benchmarks/credit_regime.py`` and
 ``benchmarks/gradient_quality.py``); package data, so a pip or Colab install has them too."""
 
 

@@ -6,9 +6,9 @@
 #
 # Parts, in priority order, each under its own time limit so one slow part cannot take the
 # others' time: the step cost of GRPO / OAR-G / OAR-P on the toy model and on SmolLM2 + LoRA
-# (issue 17's GPU column); notebook 06's GPU profile (OARGRPOTrainer, bf16, gradient
+# (issue 17's GPU column); notebook 07's GPU profile (OARGRPOTrainer, bf16, gradient
 # checkpointing, LoRA) for 5 steps with SmolLM2 and the word problems in place of the hub's
-# Qwen and GSM8K (scripts/offline_notebook_06.py); OAR-P against Captum on SmolLM2 (float32);
+# Qwen and GSM8K (scripts/offline_notebook_07.py); OAR-P against Captum on SmolLM2 (float32);
 # OAR-P/OAR-G time and memory up to 1024 tokens. Every benchmark writes its JSON into
 # OUT_DIR and its table to stdout.
 set -u
@@ -43,7 +43,7 @@ if [ "$which" != toy ]; then
     part "step cost, SmolLM2 + LoRA" 200 "$py" -m benchmarks.step_cost --model smollm2 --device "$dev" \
         --methods uniform oar-g oar-p --max-new-tokens 128 --scored-rounds --warmup 1 --repeats 5 \
         --no-progress --out "$out/step_cost_smollm2.json"
-    part "notebook 06, GPU profile, SmolLM2 offline" 150 "$py" scripts/offline_notebook_06.py
+    part "notebook 07, GPU profile, SmolLM2 offline" 150 "$py" scripts/offline_notebook_07.py
     part "OAR-P vs Captum, SmolLM2" 75 "$py" -m benchmarks.oar_p_implementations --model smollm2 --device "$dev" \
         --dtype float32 --sequences 2 --max-reasoning 80 --rows-together --per-sequence 0 --warmup 1 --repeats 3 \
         --no-progress --no-captum-default-check --out "$out/oar_p_implementations.json"

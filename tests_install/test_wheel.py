@@ -5,7 +5,7 @@ package's own files, makes a fresh virtual environment in a temporary folder, in
 torch==2.13.0 (CPU) and then the wheel the way the notebooks' Colab cell does
 (notebooks/setup_cell.py with ``OAR_LITE_SOURCE`` pointing at the wheel, under
 constraints.txt), and from a working directory outside the repository runs the smallest
-real comparison and notebook 06 under nbval. No editable install; the repository is
+real comparison and notebook 07 under nbval. No editable install; the repository is
 never on the path.
 """
 import os
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOK = "06_lora_grpo_on_gpu.ipynb"  # toy model, TRL + peft from the wheel, about a minute on CPU
+NOTEBOOK = "07_lora_grpo_on_gpu.ipynb"  # toy model, TRL + peft from the wheel, about a minute on CPU
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "TOKENIZERS_PARALLELISM": "false", "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1"}
 

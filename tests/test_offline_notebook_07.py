@@ -1,4 +1,4 @@
-"""scripts/offline_notebook_06.py: notebook 06's code with the hub replaced by what ships offline."""
+"""scripts/offline_notebook_07.py: notebook 07's code with the hub replaced by what ships offline."""
 import importlib.util
 import json
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("offline_notebook_06", ROOT / "scripts" / "offline_notebook_06.py")
+spec = importlib.util.spec_from_file_location("offline_notebook_07", ROOT / "scripts" / "offline_notebook_07.py")
 offline = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(offline)
 

