@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import math
 import time
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +51,7 @@ def check_trl_version(version: str | None = None) -> str:
 
 check_trl_version()
 
+from transformers import TrainerCallback  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402  (after the version check, which names the range)
 from trl.models import unwrap_model_for_generation as _trl_unwrap_model_for_generation  # noqa: E402
 
@@ -63,8 +65,9 @@ from .attribution import CREDIT_FIELDS, CREDIT_RANGES, SCORERS, CreditConfig, pa
 from .checks import check_number  # noqa: E402
 from .grpo import token_advantages  # noqa: E402
 from .oracle import CONTROLS, split_controls  # noqa: E402
+from .reshape import weight_uniformity  # noqa: E402
 from .segment import FORMATS, check_formats, segment_completion_ids, segments_to_masks  # noqa: E402
-from .train import NUMERIC_RANGES, step_seed  # noqa: E402
+from .train import NUMERIC_RANGES, append_jsonl, read_jsonl, step_seed  # noqa: E402
 
 DEFAULT_MODES = {"oar-p": "last", "oar-g": "answer_mean"}
 """P_final mode used when ``oar_mode`` is left unset (the paper's recommendations)."""
@@ -263,7 +266,7 @@ class OARGRPOTrainer(GRPOTrainer):
             self.model_wrapped, self.accelerator, gather_deepspeed3_params=args.ds3_gather_for_generation,
             gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,
         ) as policy, self._dist.summon_full_params(self.model_wrapped, recurse=False):
-            weights = token_weights(
+            weights, scores = token_weights(
                 policy,
                 torch.cat([prompt_ids, completion_ids], dim=1),
                 torch.cat([prompt_mask, completion_mask], dim=1),
@@ -272,20 +275,31 @@ class OARGRPOTrainer(GRPOTrainer):
                 credit=args.oar_credit,
                 pad_token_id=tokenizer.pad_token_id,
                 generator=generator,
+                return_scores=True,
             )
         no_answer = sum(s is None for s in segments)
+        credit = args.oar_credit
+        self._oar_uniformity = weight_uniformity(
+            scores, [w[m] for w, m in zip(weights.cpu(), reasoning_mask.cpu())],
+            quantile=credit.quantile, floor=credit.floor)
         return weights[:, P:].detach(), reasoning_mask[:, P:].to(device), no_answer
 
     def _log_oar_metrics(self, mode: str, weights: torch.Tensor, reasoning: torch.Tensor, no_answer: int,
                          seconds: float) -> None:
         """OAR statistics summed over processes into TRL's metric buffer: the reasoning-token
-        weights' mean and std, the shares suppressed (w < 1) and boosted (w > 1), the share of
+        weights' mean and std, the shares suppressed (w < 1), boosted (w > 1) and clamped to the
+        floor; per scored completion (`oar_lite.reshape.weight_uniformity`) the mean tau, the
+        share with tau = 0 and the mean effective share (sum w)^2 / (R sum w^2); the share of
         completions without a parseable answer (they keep A_i) and the slowest scoring time."""
         w = weights[reasoning].double()
+        uniformity = getattr(self, "_oar_uniformity", [])
         counts = [w.numel(), w.sum().item(), (w * w).sum().item(), (w < 1 - 1e-6).sum().item(),
-                  (w > 1 + 1e-6).sum().item(), no_answer, weights.shape[0]]
+                  (w > 1 + 1e-6).sum().item(), no_answer, weights.shape[0],
+                  len(uniformity), sum(u["tau"] for u in uniformity), sum(u["tau"] == 0 for u in uniformity),
+                  sum(u["at_floor"] * u["tokens"] for u in uniformity), sum(u["effective_share"] for u in uniformity)]
         local = torch.tensor(counts, dtype=torch.float64, device=self.accelerator.device)
-        n, total, squares, suppressed, boosted, no_answer, rows = self.accelerator.gather(local[None]).sum(0).tolist()
+        (n, total, squares, suppressed, boosted, no_answer, rows,
+         scored, tau, tau_zero, at_floor, effective) = self.accelerator.gather(local[None]).sum(0).tolist()
         slowest = self.accelerator.gather(torch.tensor([seconds], device=self.accelerator.device)).max().item()
         metrics = self._metrics[mode]
         if n > 0:
@@ -294,11 +308,68 @@ class OARGRPOTrainer(GRPOTrainer):
             metrics["oar/weight_std"].append(math.sqrt(max(squares / n - mean * mean, 0.0)))
             metrics["oar/frac_suppressed"].append(suppressed / n)
             metrics["oar/frac_boosted"].append(boosted / n)
+            metrics["oar/frac_at_floor"].append(at_floor / n)
+        if scored > 0:  # `oar_lite.reshape.weight_uniformity`, averaged over the scored completions
+            metrics["oar/tau_mean"].append(tau / scored)
+            metrics["oar/frac_tau_zero"].append(tau_zero / scored)
+            metrics["oar/effective_share"].append(effective / scored)
         metrics["oar/frac_no_answer"].append(no_answer / rows if rows else 0.0)
         metrics["oar/attribution_seconds"].append(slowest)
+
+
+# ----------------------------------------------------------------------------- held-out accuracy during training
+
+class HeldOutAccuracyCallback(TrainerCallback):
+    """Measures the policy's accuracy on held-out problems at chosen optimizer steps
+    (`oar_lite.evaluate.heldout_accuracy`, greedy and/or sampled) and appends one JSON line
+    per measurement to ``path``: ``{"step", "decoding", "temperature", "samples", "seconds",
+    **results}``. Steps already in the file are skipped, so a resumed run measures each step
+    once; the training's random state is left untouched (the runs with and without this
+    callback sample the same completions). Only the main process measures.
+
+    Args:
+        tokenizer: the policy's tokenizer.
+        prompts, answers: the held-out problems (``[N]`` each), never in the training data.
+        at_steps: optimizer steps to measure at; 0 is before the first update.
+        path: the JSONL file.
+        decodings: ``{name: (temperature, samples)}``, e.g. ``{"greedy": (0.0, 1), "t1": (1.0, 1)}``.
+        **options: more `heldout_accuracy` settings (``max_new_tokens``, ``seed``, ``formats``...).
+    """
+
+    def __init__(self, tokenizer, prompts, answers, *, at_steps, path, decodings=None, **options):
+        self.tokenizer, self.prompts, self.answers = tokenizer, list(prompts), list(answers)
+        self.at_steps = sorted({int(check_number("HeldOutAccuracyCallback", "at_steps", s, integer=True, low=0))
+                                for s in at_steps})
+        self.path = Path(path)
+        self.decodings = dict(decodings or {"greedy": (0.0, 1)})
+        self.options = options
+        self.done = {(r["step"], r["decoding"]) for r in read_jsonl(self.path)} if self.path.exists() else set()
+
+    def _measure(self, state, model) -> None:
+        from .evaluate import heldout_accuracy
+
+        step = int(state.global_step)
+        if step not in self.at_steps or not state.is_world_process_zero:
+            return
+        for name, (temperature, samples) in self.decodings.items():
+            if (step, name) in self.done:
+                continue
+            start = time.process_time()
+            result = heldout_accuracy(model, self.tokenizer, self.prompts, self.answers, temperature=temperature,
+                                      samples=samples, **self.options)
+            record = {"step": step, "decoding": name, "temperature": temperature, "samples": samples,
+                      "cpu_seconds": round(time.process_time() - start, 2), **result}
+            append_jsonl(self.path, record)
+            self.done.add((step, name))
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        self._measure(state, model)
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        self._measure(state, model)
 
 
 # ----------------------------------------------------------------------------- rewards and data for TRL
 # They live in `oar_lite.reward` and `oar_lite.problems` (importable without TRL); re-exported here.
 from .problems import GSM8K_FORMATS, gsm8k_example, load_gsm8k  # noqa: E402,F401
-from .reward import accuracy_reward  # noqa: E402,F401
+from .reward import accuracy_reward, format_reward  # noqa: E402,F401
