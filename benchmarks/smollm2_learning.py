@@ -32,12 +32,10 @@ from benchmarks import common
 OUT = Path("results/smollm2-learning")
 SHIPPED = Path(__file__).resolve().parent.parent / "oar_lite" / "data" / "smollm2_learning"
 
-STEPS_PER_PROBLEM = 1
-"""The templates trained and tested on: `oar_lite.problems.make_problems(..., steps=1)`."""
-TRAIN_SEED, HELDOUT_SEED = 0, 2026
-HELDOUT_PER_TEMPLATE = 24
-TRAIN_POOL = 4096
+SPLIT = dict(steps=1, per_template=24, heldout_seed=2026, train_size=4096, train_seed=0)
+"""`oar_lite.problems.heldout_split`'s settings: the one-step templates, 96 held-out problems."""
 SHOTS = 2
+FORMATS = ["answer_is"]
 DECODINGS = {"greedy": (0.0, 1), "t1": (1.0, 1)}
 """Held-out decodings: greedy, and one sample at the training temperature (fixed draws)."""
 LOGGED = ("reward", "rewards/accuracy/mean", "rewards/format/mean", "completions/mean_length",
@@ -46,28 +44,6 @@ LOGGED = ("reward", "rewards/accuracy/mean", "rewards/format/mean", "completions
           "oar/tau_mean", "oar/frac_tau_zero", "oar/effective_share", "oar/frac_no_answer",
           "oar/attribution_seconds")
 """The per-step metrics of TRL's log kept in the shipped logs."""
-
-
-def heldout_problems():
-    """The held-out problems: `HELDOUT_PER_TEMPLATE` distinct questions of each one-step
-    template, seeded apart from training."""
-    from oar_lite.problems import make_problems
-
-    seen, problems = set(), []
-    for p in make_problems(40 * HELDOUT_PER_TEMPLATE, seed=HELDOUT_SEED, steps=STEPS_PER_PROBLEM):
-        if p.question in seen or sum(q.template == p.template for q in problems) >= HELDOUT_PER_TEMPLATE:
-            continue
-        seen.add(p.question)
-        problems.append(p)
-    return problems
-
-
-def training_problems(heldout):
-    """The training pool (`TRAIN_POOL` draws, seed `TRAIN_SEED`) without any held-out question."""
-    from oar_lite.problems import make_problems
-
-    held = {p.question for p in heldout}
-    return [p for p in make_problems(TRAIN_POOL, seed=TRAIN_SEED, steps=STEPS_PER_PROBLEM) if p.question not in held]
 
 
 class _CPUTime:
@@ -87,46 +63,40 @@ class _CPUTime:
 def run(args) -> Path:
     """Train one run into ``args.out / <method>-seed<seed>-lr<lr>``; returns the folder."""
     from datasets import Dataset
-    from peft import LoraConfig
 
     from oar_lite.models import load_smollm2
-    from oar_lite.problems import format_prompt, prompt_messages
-    from oar_lite.trl import HeldOutAccuracyCallback, OARConfig, OARGRPOTrainer, accuracy_reward, format_reward
+    from oar_lite.problems import dataset_rows, format_prompt, heldout_split
+    from oar_lite.trl import (HeldOutAccuracyCallback, OARGRPOTrainer, accuracy_reward, format_reward, lora_adapter,
+                              recipe_config)
 
     torch.set_num_threads(args.threads)
     name = f"{args.method.replace(':', '-')}-seed{args.seed}-lr{args.learning_rate:g}"
     out = args.out / name
     out.mkdir(parents=True, exist_ok=True)
     model, tokenizer = load_smollm2()
-    heldout = heldout_problems()
-    train = training_problems(heldout)
-    formats = ["answer_is"]
-    data = Dataset.from_list([{"prompt": prompt_messages(p, shots=SHOTS), "answer": str(p.answer)} for p in train])
-    config = OARConfig(
-        output_dir=str(out), max_steps=args.steps, seed=args.seed, learning_rate=args.learning_rate,
-        lr_scheduler_type="constant", warmup_steps=0, oar_method=args.method, oar_answer_formats=formats,
-        num_generations=args.group_size, per_device_train_batch_size=args.micro_batch,
-        gradient_accumulation_steps=args.prompts * args.group_size // args.micro_batch,
-        max_completion_length=args.max_completion_length, temperature=1.0, beta=0.0,
-        reward_weights=[1.0, 0.0], logging_steps=1, save_strategy="steps", save_steps=args.save_steps,
-        save_total_limit=2, report_to="none", use_cpu=True, bf16=args.bf16, dataloader_num_workers=0,
-    )
-    peft_config = LoraConfig(r=args.lora_rank, lora_alpha=2 * args.lora_rank, lora_dropout=0.05,
-                             target_modules="all-linear", task_type="CAUSAL_LM")
+    train, heldout = heldout_split(**SPLIT)
+    config = recipe_config(
+        "laptop", str(out), steps=args.steps, oar_method=args.method, answer_formats=FORMATS, seed=args.seed,
+        device="cpu", learning_rate=args.learning_rate, prompts_per_step=args.prompts, num_generations=args.group_size,
+        micro_batch=args.micro_batch, max_completion_length=args.max_completion_length, save_steps=args.save_steps,
+        reward_weights=[1.0, 0.0], dataloader_num_workers=0, **({} if args.bf16 is None else {"bf16": args.bf16}))
     evaluation = HeldOutAccuracyCallback(
         tokenizer, [format_prompt(p, tokenizer, shots=SHOTS) for p in heldout], [p.answer for p in heldout],
         at_steps=args.eval_at, path=out / "heldout.jsonl", decodings=DECODINGS,
-        max_new_tokens=args.max_completion_length, seed=HELDOUT_SEED, formats=formats)
-    trainer = OARGRPOTrainer(model=model, reward_funcs=[accuracy_reward(formats), format_reward(formats)], args=config,
-                             train_dataset=data, processing_class=tokenizer, peft_config=peft_config,
+        max_new_tokens=args.max_completion_length, seed=SPLIT["heldout_seed"], formats=FORMATS)
+    trainer = OARGRPOTrainer(model=model, reward_funcs=[accuracy_reward(FORMATS), format_reward(FORMATS)],
+                             args=config, train_dataset=Dataset.from_list(dataset_rows(train, shots=SHOTS)),
+                             processing_class=tokenizer, peft_config=lora_adapter(args.lora_rank),
                              callbacks=[evaluation, _CPUTime()])
-    settings = {k: v for k, v in vars(args).items() if k not in ("func", "out")}
-    settings.update(templates=sorted({p.template for p in train}), heldout=len(heldout), train_pool=len(train),
-                    shots=SHOTS, decodings=DECODINGS, formats=formats, train_seed=TRAIN_SEED, heldout_seed=HELDOUT_SEED)
+    settings = {k: v for k, v in vars(args).items() if k not in ("func", "out", "argv")}
+    settings.update(recipe="laptop", bf16=config.bf16, templates=sorted({p.template for p in train}),
+                    heldout=len(heldout), train_pool=len(train), shots=SHOTS, decodings=DECODINGS, formats=FORMATS,
+                    split=SPLIT)
     header = {"command": common.command("smollm2_learning", args.argv), "machine": common.machine("cpu"),
               "settings": settings, "trl_config": {k: config.to_dict()[k] for k in (
                   "loss_type", "scale_rewards", "epsilon", "epsilon_high", "beta", "num_iterations", "top_k", "top_p",
-                  "mask_truncated_completions", "steps_per_generation", "generation_batch_size")}}
+                  "mask_truncated_completions", "steps_per_generation", "generation_batch_size",
+                  "lr_scheduler_type", "gradient_checkpointing")}}
     common.write_json({**header, "finished": False}, out / "run.json")
     resume = any(out.glob("checkpoint-*"))
     start = time.time()
@@ -164,7 +134,7 @@ def main(argv=None):
     r = sub.add_parser("run", help="train one run (resumes from its last checkpoint)", allow_abbrev=False)
     r.add_argument("--method", default="none", help="none (GRPO) | oar-g | oar-p | a scorer name")
     r.add_argument("--seed", type=int, default=1)
-    r.add_argument("--learning-rate", type=float, default=3e-4)
+    r.add_argument("--learning-rate", type=float, default=3e-4, help="the recipe's is the screen's pick")
     r.add_argument("--steps", type=int, default=30)
     r.add_argument("--eval-at", type=int, nargs="+", default=[0, 10, 20, 30], help="optimizer steps to measure at")
     r.add_argument("--prompts", type=int, default=4, help="prompts per step")
@@ -172,8 +142,9 @@ def main(argv=None):
     r.add_argument("--micro-batch", type=int, default=8, help="rows per forward/backward (memory)")
     r.add_argument("--max-completion-length", type=int, default=64)
     r.add_argument("--lora-rank", type=int, default=16)
-    r.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True,
-                   help="bfloat16 autocast for the update (AMX on this CPU; sampling and scoring stay float32)")
+    r.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
+                   help="bfloat16 autocast for the update (default: where the CPU has it natively; "
+                        "sampling and scoring stay float32)")
     r.add_argument("--save-steps", type=int, default=5)
     r.add_argument("--threads", type=int, default=1)
     r.add_argument("--out", type=Path, default=OUT)

@@ -51,6 +51,7 @@ def check_trl_version(version: str | None = None) -> str:
 
 check_trl_version()
 
+from accelerate.utils import gather_object  # noqa: E402
 from transformers import TrainerCallback  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402  (after the version check, which names the range)
 from trl.models import unwrap_model_for_generation as _trl_unwrap_model_for_generation  # noqa: E402
@@ -65,7 +66,7 @@ from .attribution import CREDIT_FIELDS, CREDIT_RANGES, SCORERS, CreditConfig, pa
 from .checks import check_number  # noqa: E402
 from .grpo import token_advantages  # noqa: E402
 from .oracle import CONTROLS, split_controls  # noqa: E402
-from .reshape import weight_uniformity  # noqa: E402
+from .reshape import summarize_uniformity, weight_uniformity  # noqa: E402
 from .segment import FORMATS, check_formats, segment_completion_ids, segments_to_masks  # noqa: E402
 from .train import NUMERIC_RANGES, append_jsonl, read_jsonl, step_seed  # noqa: E402
 
@@ -292,14 +293,11 @@ class OARGRPOTrainer(GRPOTrainer):
         share with tau = 0 and the mean effective share (sum w)^2 / (R sum w^2); the share of
         completions without a parseable answer (they keep A_i) and the slowest scoring time."""
         w = weights[reasoning].double()
-        uniformity = getattr(self, "_oar_uniformity", [])
         counts = [w.numel(), w.sum().item(), (w * w).sum().item(), (w < 1 - 1e-6).sum().item(),
-                  (w > 1 + 1e-6).sum().item(), no_answer, weights.shape[0],
-                  len(uniformity), sum(u["tau"] for u in uniformity), sum(u["tau"] == 0 for u in uniformity),
-                  sum(u["at_floor"] * u["tokens"] for u in uniformity), sum(u["effective_share"] for u in uniformity)]
+                  (w > 1 + 1e-6).sum().item(), no_answer, weights.shape[0]]
         local = torch.tensor(counts, dtype=torch.float64, device=self.accelerator.device)
-        (n, total, squares, suppressed, boosted, no_answer, rows,
-         scored, tau, tau_zero, at_floor, effective) = self.accelerator.gather(local[None]).sum(0).tolist()
+        n, total, squares, suppressed, boosted, no_answer, rows = self.accelerator.gather(local[None]).sum(0).tolist()
+        uniformity = summarize_uniformity(gather_object(getattr(self, "_oar_uniformity", [])))
         slowest = self.accelerator.gather(torch.tensor([seconds], device=self.accelerator.device)).max().item()
         metrics = self._metrics[mode]
         if n > 0:
@@ -308,13 +306,80 @@ class OARGRPOTrainer(GRPOTrainer):
             metrics["oar/weight_std"].append(math.sqrt(max(squares / n - mean * mean, 0.0)))
             metrics["oar/frac_suppressed"].append(suppressed / n)
             metrics["oar/frac_boosted"].append(boosted / n)
-            metrics["oar/frac_at_floor"].append(at_floor / n)
-        if scored > 0:  # `oar_lite.reshape.weight_uniformity`, averaged over the scored completions
-            metrics["oar/tau_mean"].append(tau / scored)
-            metrics["oar/frac_tau_zero"].append(tau_zero / scored)
-            metrics["oar/effective_share"].append(effective / scored)
+        if uniformity["tau_mean"] is not None:  # over the scored completions of all processes
+            metrics["oar/frac_at_floor"].append(uniformity["at_floor"])
+            metrics["oar/tau_mean"].append(uniformity["tau_mean"])
+            metrics["oar/frac_tau_zero"].append(uniformity["tau_zero_share"])
+            metrics["oar/effective_share"].append(uniformity["effective_share"])
         metrics["oar/frac_no_answer"].append(no_answer / rows if rows else 0.0)
         metrics["oar/attribution_seconds"].append(slowest)
+
+
+# ----------------------------------------------------------------------------- recipes: LoRA runs to start from
+
+RECIPES: dict[str, dict] = {
+    "laptop": dict(
+        prompts_per_step=4, num_generations=8, micro_batch=8, max_completion_length=64, learning_rate=3e-4,
+        lr_scheduler_type="constant", warmup_steps=0, beta=0.0, temperature=1.0, save_steps=5, save_total_limit=2,
+        gradient_checkpointing=True, mask_truncated_completions=False),
+    "gpu": dict(
+        prompts_per_step=4, num_generations=4, micro_batch=8, max_completion_length=256, learning_rate=2e-5,
+        lr_scheduler_type="linear", warmup_steps=0, beta=0.0, temperature=1.0, save_steps=50, save_total_limit=None,
+        gradient_checkpointing=True, mask_truncated_completions=True, oar_batch_size=16),
+}
+"""Settings of the LoRA runs this project ships, each declared once.
+
+- ``laptop``: SmolLM2-135M-Instruct on two CPU cores, the runs of benchmarks/RESULTS.md
+  "SmolLM2 learns" (`benchmarks/smollm2_learning.py`; its learning rate is the screen's pick).
+- ``gpu``: notebook 07's GPU profile, sized for a free Colab T4 (15 GB) with a 0.5B-1.5B model:
+  gradient checkpointing, completions cut at 256 tokens left out of the loss, OAR-P at
+  most 16 perturbed copies per pass. Reasoned, not yet measured on a GPU.
+
+``prompts_per_step x num_generations`` completions are sampled per optimizer step and go
+through the backward pass ``micro_batch`` at a time (gradient accumulation)."""
+
+
+def lora_adapter(rank: int = 16):
+    """The recipes' peft adapter: rank ``rank``, alpha ``2 * rank``, dropout 0.05, on every linear layer."""
+    from peft import LoraConfig
+
+    check_number("lora_adapter", "rank", rank, integer=True, low=1)
+    return LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.05, target_modules="all-linear",
+                      task_type="CAUSAL_LM")
+
+
+def mixed_precision(device: str | torch.device) -> dict:
+    """``{"bf16": ..., "fp16": ..., "use_cpu": ...}`` for ``device``: bfloat16 on a GPU that has it
+    natively (Ampere and newer), float16 with loss scaling on an older one (a T4); on a CPU,
+    bfloat16 autocast where the CPU computes it natively (AVX512-BF16 or AMX), else float32."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        bf16 = torch.cuda.is_bf16_supported(including_emulation=False)
+        return {"bf16": bf16, "fp16": not bf16, "use_cpu": False}
+    if device.type == "cpu":
+        native = any(getattr(torch.cpu, f"_is_{isa}_supported", lambda: False)() for isa in ("avx512_bf16", "amx_tile"))
+        return {"bf16": native, "fp16": False, "use_cpu": True}
+    return {"bf16": False, "fp16": False, "use_cpu": False}
+
+
+def recipe_config(recipe: str, output_dir: str, *, steps: int, oar_method: str = "oar-g", answer_formats=FORMATS,
+                  seed: int = 0, device: str | torch.device | None = None, **overrides) -> OARConfig:
+    """The `OARConfig` of a `RECIPES` entry for ``steps`` optimizer steps on ``device`` (default:
+    CUDA if available, else the CPU), with its precision (`mixed_precision`); ``overrides``
+    (recipe keys or any `OARConfig` field) win. Logs every step; checkpoints every
+    ``save_steps`` (resume with ``trainer.train(resume_from_checkpoint=True)``)."""
+    if recipe not in RECIPES:
+        raise ValueError(f"unknown recipe {recipe!r}; expected one of {sorted(RECIPES)}")
+    settings = {**RECIPES[recipe], **overrides}
+    prompts, group, micro = (settings.pop(k) for k in ("prompts_per_step", "num_generations", "micro_batch"))
+    if prompts * group % micro:
+        raise ValueError(f"prompts_per_step x num_generations = {prompts * group} must be a multiple of "
+                         f"micro_batch={micro}")
+    device = device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu")
+    return OARConfig(output_dir=str(output_dir), max_steps=steps, seed=seed, oar_method=oar_method,
+                     oar_answer_formats=list(answer_formats), num_generations=group, per_device_train_batch_size=micro,
+                     gradient_accumulation_steps=prompts * group // micro, logging_steps=1, save_strategy="steps",
+                     report_to="none", **{**mixed_precision(device), **settings})
 
 
 # ----------------------------------------------------------------------------- held-out accuracy during training
