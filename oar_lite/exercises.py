@@ -110,26 +110,26 @@ def _number(name: str, what: str, value) -> float | None:
     return value
 
 
-def predict(name: str, value) -> float | None:
-    """Record a prediction (one number) for exercise ``name``, before its experiment runs.
-    A stub (``...``) records nothing and says so; anything but one finite number is an error.
-    Returns the number (None for a stub)."""
+def predict(name: str, value) -> None:
+    """Record a prediction (one number) for exercise ``name``, before its experiment runs, and
+    say so. A stub (``...``) records nothing and says that; anything but one finite number is an
+    error."""
     value = _number(name, "prediction", value)
     if value is not None:
         record = _RECORDS.setdefault(name, Record(name))
         record.prediction, record.predicted_at = value, next(_ORDER)
-    return value
+        print(f"{name}: prediction {value:.4g} recorded")
 
 
-def measure(name: str, value) -> float | None:
-    """Record the measurement (one number) of exercise ``name``'s experiment; like `predict`."""
+def measure(name: str, value) -> None:
+    """Record the measurement (one number) of exercise ``name``'s experiment and print it next
+    to the prediction; like `predict`."""
     value = _number(name, "measurement", value)
     if value is not None:
         record = _RECORDS.setdefault(name, Record(name))
         record.measurement, record.measured_at = value, next(_ORDER)
-        if record.prediction is not None:
-            print(f"{name}: predicted {record.prediction:.4g}, measured {value:.4g}")
-    return value
+        prediction = "no prediction recorded" if record.prediction is None else f"predicted {record.prediction:.4g}"
+        print(f"{name}: {prediction}, measured {value:.4g}")
 
 
 def record(name: str) -> Record:
