@@ -320,9 +320,10 @@ def check_student(student_dir: Path = STUDENT, course: Path = COURSE, only: list
 # ---- grading ---------------------------------------------------------------------------------
 
 def _failure(output: str) -> str:
-    """The last error line of a failed test case in otter's output ('' if none)."""
-    lines = [l.strip() for l in output.splitlines() if re.match(r"\s*\w*(Error|Exception)\b", l)]
-    return lines[-1][:300] if lines else ""
+    """The first error line of a failed test case in otter's output ('' if none): the first
+    failure of a doctest is the one that says why (the later ones follow from it)."""
+    lines = [l.strip() for l in output.splitlines() if re.match(r"\s*[\w.]*(?:Error|Exception)(?::.*)?$", l)]
+    return lines[0][:300] if lines else ""
 
 
 def grade(submissions: Path, course: Path = COURSE, out: Path | None = None) -> Path:
