@@ -89,7 +89,6 @@ COLAB = re.compile(r"(https://colab\.research\.google\.com/github/[^/\s)]+/[^/\s
 BADGE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\(([^)]+)\)", re.IGNORECASE)
 RUN_RECORD = re.compile(r"Notebook runtime: (\d+) s(?:; load average over the last 1 / 5 / 15 min: "
                         r"([\d.]+) / ([\d.]+) / ([\d.]+) on (\d+) cores)?")
-RUNTIME = RUN_RECORD  # the seconds are group 1
 
 
 def notebooks() -> list[Path]:
