@@ -11,7 +11,7 @@ export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export MPLBACKEND := Agg
 
-.PHONY: venv demo test test-fast test-notebooks test-wheel test-trl-oldest lab bench bench-credit clean notebooks student grade check-student site check-site check-course ground-truth
+.PHONY: venv demo test test-fast test-notebooks test-wheel test-trl-oldest lab bench bench-credit clean notebooks student grade check-student check-grade site check-site check-course ground-truth
 
 venv: $(STAMP)
 
@@ -84,32 +84,49 @@ notebooks: $(STAMP)
 	    --ExecutePreprocessor.timeout=1800 "$$nb" || exit 1; \
 	done
 
-# Student notebooks (solutions removed, otter checks kept) in build/course/student, autograder zips
-# in build/course/autograder.
+# What the site needs from npm (package.json, package-lock.json): MathJax, served from the site,
+# and the headless Chromium of the browser test (@sparticuz/chromium).
+NPM_STAMP := node_modules/.oar-lite-installed
+$(NPM_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $(NPM_STAMP)
+
+# Student notebooks (solutions, model answers and hidden tests removed; public checks kept) in
+# student/ (committed: their Colab badge opens them), autograder zips and the full tests in
+# build/course.
 student: $(STAMP)
 	$(PY) scripts/course.py student
 
-# Grade a folder of completed student notebooks: make grade SUBMISSIONS=path/to/folder
+# Grade a folder of completed student notebooks (any file names): make grade SUBMISSIONS=path/to/folder
 grade: $(STAMP)
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-of-notebooks"; exit 2; }
 	$(PY) scripts/course.py grade "$(SUBMISSIONS)"
 
-# The student notebooks run without an error, every graded test fails on the blank stub and
-# passes once the solution is run.
+# The student notebooks run without an error; every question fails with its blank stub, every
+# re-implementation exercise fails with its package shortcut, every solution passes its public
+# and hidden tests.
 check-student: student
 	$(PY) scripts/course.py check-student
 
-# Static HTML of the executed series (mkdocs + mkdocs-jupyter; executes and fetches nothing).
-site: $(STAMP)
+# make grade on hand-made, renamed submissions: solved, package shortcuts, blank, not the course's.
+check-grade: student
+	$(PY) scripts/course.py check-grade
+
+# Static HTML of the executed series, teacher and student versions (mkdocs + mkdocs-jupyter;
+# executes nothing, fetches nothing, reads offline): build/site/{teacher,student}.
+site: $(STAMP) $(NPM_STAMP)
 	$(PY) scripts/course.py site
 
+# Links, nothing loaded from outside, no solution for students; then the pages in headless
+# Chromium (maths typeset, images drawn), screenshots in build/screenshots.
 check-site: site
 	$(PY) scripts/course.py check-site
+	$(PY) -m pytest -q -p no:cacheprovider tests_site
 
-check-course: check-student check-site
+check-course: check-student check-grade check-site
 
 clean:
-	rm -rf $(VENV) results .pytest_cache build
+	rm -rf $(VENV) results .pytest_cache build node_modules
 
 # The SmolLM2 Monte-Carlo ground truth (oar_lite/data/smollm2_ground_truth.json; its CPU cost is in
 # benchmarks/RESULTS.md); resumable (partial results in ~/.cache/oar-lite/mc_ground_truth).

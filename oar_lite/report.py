@@ -25,6 +25,13 @@ def steps_to_target(evals: Sequence[dict], target: float, *, censor: float) -> t
     return (float(first["step"]), True) if first else (float(censor), False)
 
 
+def _censor_step(evals: Sequence[dict]) -> float:
+    """Where `steps_to_target` censors a run that never reached the target: its last evaluated
+    step plus one evaluation interval (the gap between its last two evaluations)."""
+    steps = sorted(r["step"] for r in evals)
+    return float(steps[-1] + (steps[-1] - steps[-2] if len(steps) > 1 else 1))
+
+
 def bootstrap_interval(stat, samples: np.ndarray, *, n: int = 10_000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
     """Percentile bootstrap interval of ``stat(samples[idx])`` over rows resampled with
     replacement (``samples: [S, ...]``, one row per seed; columns stay together)."""
@@ -58,7 +65,12 @@ def summarize(records: Sequence[dict], *, target: float, methods: Sequence[str] 
     """Per method, over seeds: held-out accuracy at the start and at the end (mean, std,
     min, max), the best, steps and training wall time to first reach ``target``, the
     median seconds per step in each phase, and per-seed differences to GRPO (``"uniform"``):
-    ``{"target": target, "methods": {method: {...}}}``, plain floats, JSON-ready."""
+    ``{"target": target, "methods": {method: {...}}}``, plain floats, JSON-ready.
+
+    Steps to target follow `steps_to_target`'s rule (that of `oar_lite.regime`): a run that
+    never reaches the target is censored at its last evaluated step + one evaluation interval,
+    a lower bound, and counted in the mean, never left out of it (``target_reached`` says which
+    were); its time to target is censored at its last evaluation's training wall time."""
     from .plots import by_method_and_seed
 
     evals = by_method_and_seed(records, "eval")
@@ -70,7 +82,8 @@ def summarize(records: Sequence[dict], *, target: float, methods: Sequence[str] 
         seeds = sorted(runs)
         accs = {s: [r["eval_accuracy"] for r in runs[s]] for s in seeds}
         finals = [accs[s][-1] for s in seeds]
-        reached = [first_reaching(runs[s], target) for s in seeds]
+        targets = [steps_to_target(runs[s], target, censor=_censor_step(runs[s])) for s in seeds]
+        firsts = [first_reaching(runs[s], target) for s in seeds]
         steps = [rs for s, rs in trains.get(method, {}).items() if s in runs]
         phase = phase_times(steps)
         curves = [statistics.mean(accs[s][1:] or accs[s][:1]) for s in seeds]
@@ -87,9 +100,10 @@ def summarize(records: Sequence[dict], *, target: float, methods: Sequence[str] 
             # less sensitive to one noisy evaluation than a first crossing of the target.
             "curve_accuracy": statistics.mean(curves),
             "curve_accuracies": curves,
-            "reached": sum(r is not None for r in reached),
-            "steps_to_target": [r["step"] if r else None for r in reached],
-            "time_to_target": [r["wall_time"] if r else None for r in reached],
+            "reached": sum(reached for _, reached in targets),
+            "target_reached": [reached for _, reached in targets],
+            "steps_to_target": [step for step, _ in targets],
+            "time_to_target": [(f or runs[s][-1])["wall_time"] for f, s in zip(firsts, seeds)],
             "final_step": max(runs[s][-1]["step"] for s in seeds),
             "train_reward_last5": statistics.mean(r["reward_mean"] for rs in steps for r in rs[-5:]) if steps else None,
             "weight_std": _median([r["weight_std"] for rs in steps for r in rs]),
@@ -122,9 +136,11 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence]) -> list[str]
     return [line(header), "|" + "---|" * len(header), *(line(r) for r in rows)]
 
 
-def _fmt_target(values: list, n: int, fmt: str) -> str:
-    got = [v for v in values if v is not None]
-    return f"{fmt.format(statistics.mean(got))} ({len(got)}/{n})" if got else f"not reached (0/{n})"
+def _fmt_target(values: list, reached: list, fmt: str) -> str:
+    """The mean over every seed, censored runs included, marked ``>=`` when any was censored
+    (then the mean is a lower bound), with how many seeds reached the target."""
+    mean = fmt.format(statistics.mean(values))
+    return f"{'' if all(reached) else '>= '}{mean} ({sum(reached)}/{len(reached)} reached)"
 
 
 def _settings_lines(s: dict) -> list[str]:
@@ -155,18 +171,19 @@ def render_markdown(summary: dict) -> str:
         lines += _settings_lines(summary["settings"])
     rows = []
     for method, m in methods.items():
-        n, diffs, cdiffs = len(m["seeds"]), m.get("paired_diff_vs_grpo") or [], m.get("paired_curve_diff_vs_grpo") or []
+        diffs, cdiffs = m.get("paired_diff_vs_grpo") or [], m.get("paired_curve_diff_vs_grpo") or []
         paired = "-" if method == "uniform" or not diffs else (
             f"{statistics.mean(diffs):+.3f} ± {statistics.pstdev(diffs):.3f}" if len(diffs) > 1 else f"{diffs[0]:+.3f}")
         curve = f"{m['curve_accuracy']:.3f}" + ("" if method == "uniform" or not cdiffs else f" ({statistics.mean(cdiffs):+.3f})")
         rows.append([method_label(method), f"{m['start_accuracy']:.3f}",
                      f"{m['final_accuracy']:.3f} ± {m['final_accuracy_std']:.3f}",
                      f"{m['final_accuracy_min']:.3f}-{m['final_accuracy_max']:.3f}", paired, curve,
-                     f"{m['best_accuracy']:.3f}", _fmt_target(m["steps_to_target"], n, "{:.1f}"),
-                     _fmt_target(m["time_to_target"], n, "{:.0f}")])
+                     f"{m['best_accuracy']:.3f}", _fmt_target(m["steps_to_target"], m["target_reached"], "{:.1f}"),
+                     _fmt_target(m["time_to_target"], m["target_reached"], "{:.0f}")])
     lines += [
-        f"Target: held-out accuracy >= {summary['target']:g} (greedy). Steps and time to target: mean over the seeds "
-        "that reached it (how many did, of all); one noisy evaluation can cross it. \"mean acc. over run\": "
+        f"Target: held-out accuracy >= {summary['target']:g} (greedy). Steps and time to target: mean over all seeds; "
+        "a seed that never reached it is censored at its last evaluation + one interval (steps) or its last evaluation "
+        "(time), so a mean marked >= is a lower bound; one noisy evaluation can cross the target. \"mean acc. over run\": "
         "held-out accuracy averaged over the evaluations after step 0. \"- GRPO\": minus GRPO's on the same "
         "seed (same prompts), averaged over seeds.", "",
         *markdown_table(["method", "start acc.", "final acc. (mean ± std)", "min-max", "final - GRPO",
@@ -195,7 +212,7 @@ def terminal_summary(summary: dict, width: int = 80) -> str:
         cost = m.get("cpu_cost_vs_grpo")
         rows.append([method_label(method), f"{m['final_accuracy']:.3f} ± {m['final_accuracy_std']:.3f}",
                      "-" if method == "uniform" or not diffs else f"{statistics.mean(diffs):+.3f}",
-                     _fmt_target(m["steps_to_target"], len(m["seeds"]), "{:.1f}"), f"{cost:.2f}x" if cost else "-"])
+                     _fmt_target(m["steps_to_target"], m["target_reached"], "{:.1f}"), f"{cost:.2f}x" if cost else "-"])
     table = markdown_table(["method", "final acc.", "- GRPO", f"steps to {summary['target']:g}", "CPU vs GRPO"], rows)
     prose = [textwrap.fill(line, width, subsequent_indent="  ") for line in verdict(summary)]
     return "\n".join([*table, "", *prose])
@@ -224,14 +241,10 @@ def verdict(summary: dict) -> list[str]:
             word = "lower than"
         else:
             word = "not distinguishable from"
-        n = len(m["seeds"])
-        mine = [v for v in m["steps_to_target"] if v is not None]
-        theirs = [v for v in base["steps_to_target"] if v is not None]
-        if mine and theirs:
-            pace = (f"reached the target in {statistics.mean(mine):.1f} steps on average ({len(mine)}/{n} seeds) "
-                    f"against {statistics.mean(theirs):.1f} for GRPO ({len(theirs)}/{len(base['seeds'])})")
-        else:
-            pace = f"reached the target in {len(mine)}/{n} seeds, GRPO in {len(theirs)}/{len(base['seeds'])}"
+        pace = (f"steps to the target {_fmt_target(m['steps_to_target'], m['target_reached'], '{:.1f}')} "
+                f"against {_fmt_target(base['steps_to_target'], base['target_reached'], '{:.1f}')} for GRPO")
+        if not (all(m["target_reached"]) and all(base["target_reached"])):
+            pace += " (a seed that never reached it counts as its last evaluation + one interval: >= marks a lower bound)"
         cost = (f", at {m['cpu_cost_vs_grpo']:.2f}x GRPO's CPU time per step" if m.get("cpu_cost_vs_grpo") else
                 f", at {m['step_cost_vs_grpo']:.2f}x GRPO's wall time per step" if m.get("step_cost_vs_grpo") else "")
         out.append(f"- {method_label(method)}: final accuracy {m['final_accuracy']:.3f} vs GRPO {base['final_accuracy']:.3f} "

@@ -112,14 +112,19 @@ def token_heatmap_figure(
     color: str = "214, 39, 40",
     width: int = 90,
     fontsize: float = 9,
+    scale_label: str = "value",
 ):
     """The static matplotlib twin of `token_heatmap_html` (same arguments; labelled tokens
-    bold and underlined, spaces drawn as ``\u2423``): text wrapped at ``width`` characters.
+    bold and underlined, spaces drawn as ``\u2423``): text wrapped at ``width`` characters,
+    and under it the colour scale, from 0 (white) to the value drawn in full colour (``vmax``
+    or the largest), labelled ``scale_label``.
 
     Returns:
-        The ``matplotlib.figure.Figure``, one text artist per token, in order.
+        The ``matplotlib.figure.Figure``: the tokens' axes first (one text artist per token,
+        in order), then the colour bar's.
     """
     import matplotlib.pyplot as plt
+    from matplotlib.colors import LinearSegmentedColormap, Normalize
 
     values = _as_array(values)
     _check_tokens(tokens, values, labels)
@@ -136,8 +141,9 @@ def token_heatmap_figure(
         col += len(text) + 0.4
     lines = line + 1
     char_w, line_h = fontsize * 0.6 / 72, fontsize * 2.0 / 72      # inches
-    fig = plt.figure(figsize=(max(4.0, (width + 2) * char_w), lines * line_h + (0.35 if title else 0.1) + 0.1))
-    ax = fig.add_axes((0, 0, 1, 1))
+    text_h, scale_h = lines * line_h + (0.35 if title else 0.1) + 0.1, 0.55
+    fig = plt.figure(figsize=(max(4.0, (width + 2) * char_w), text_h + scale_h))
+    ax = fig.add_axes((0, scale_h / (text_h + scale_h), 1, text_h / (text_h + scale_h)))
     ax.set_xlim(-1, width + 1)
     ax.set_ylim(lines + (0.6 if title else 0.1), -0.6)
     ax.axis("off")
@@ -152,16 +158,25 @@ def token_heatmap_figure(
                 fontweight="bold" if marked else "normal", bbox=box)
         if marked:
             ax.plot([x, x + len(text)], [row + 0.85, row + 0.85], color="#222", lw=1.2)
+    finite = values[np.isfinite(values)]
+    top = vmax if vmax is not None else (float(finite.max()) if finite.size else 1.0)
+    scale = fig.add_axes((0.04, 0.42 * scale_h / (text_h + scale_h), 0.3, 0.14 / (text_h + scale_h)))
+    shades = LinearSegmentedColormap.from_list("shade", [(1.0, 1.0, 1.0), rgb])   # alpha over white, as drawn
+    fig.colorbar(plt.cm.ScalarMappable(Normalize(0, top if top > 0 else 1.0), shades), cax=scale,
+                 orientation="horizontal", label=scale_label)
+    scale.tick_params(labelsize=fontsize - 1)
+    scale.xaxis.label.set_size(fontsize - 1)
     return fig
 
 
 def show_token_heatmap(tokens: Sequence[str], values, **kwargs) -> None:
-    """Display the HTML heatmap and its static figure under it; keyword arguments go to both."""
+    """Display one token heatmap, with its colour scale: the static figure
+    (`token_heatmap_figure`, keyword arguments go to it), which looks the same in Jupyter,
+    on Colab, on a repository page and on the course site. (`token_heatmap_html` is the live
+    version the reshaping widget redraws.)"""
     import matplotlib.pyplot as plt
-    from IPython.display import HTML, display
+    from IPython.display import display
 
-    html_kwargs = {k: v for k, v in kwargs.items() if k not in ("width", "fontsize")}
-    display(HTML(token_heatmap_html(tokens, values, **html_kwargs)))
     fig = token_heatmap_figure(tokens, values, **kwargs)
     display(fig)
     plt.close(fig)
@@ -175,16 +190,20 @@ def plot_token_heatmap(
     normalise: bool = True,
     cmap: str = "Reds",
     max_tokens: int = 80,
+    colorbar: str | None = "default",
 ):
-    """A heatmap on ``ax``: n tokens along x, one row per method (or the ground truth).
+    """A heatmap on ``ax``: n tokens along x, one row per method (or the ground truth), with
+    its colour scale beside it.
 
     Args:
         rows: ``{name: [n] values}``; NaN cells (unscored tokens) are left blank.
         normalise: scale each row to [0, 1] so rows in different units compare.
         max_tokens: draw only the first this many tokens.
+        colorbar: the colour bar's label ("default": says whether the rows are scaled), or
+            None for no colour bar (the caller draws one shared by several axes).
 
     Returns:
-        The image (for a colour bar).
+        The image.
     """
     n = min(len(tokens), max_tokens)
     grid = []
@@ -204,6 +223,9 @@ def plot_token_heatmap(
     ax.set_xticks(range(n), [_display_token(t) for t in tokens[:n]], fontsize=9, rotation=90,
                   fontfamily="monospace")
     ax.tick_params(length=0)
+    if colorbar is not None:
+        label = ("each row scaled to [0, 1]" if normalise else "value") if colorbar == "default" else colorbar
+        ax.figure.colorbar(image, ax=ax, label=label, fraction=0.03, pad=0.01)
     return image
 
 
@@ -294,9 +316,22 @@ def reshape_widget(tokens: Sequence[str], scores, *, labels: Sequence[int] | Non
 
     Returns:
         An ``ipywidgets.VBox``; its ``weights()`` gives the weights at the current sliders.
+        Displayed, it also carries a static PNG of its current state (``image/png`` next to the
+        widget in its display data), which a page without a kernel (a repository page, the
+        course site) shows in place of the sliders.
     """
+    import base64
+    import io
+
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    class ReshapeBox(widgets.VBox):
+        def _repr_mimebundle_(self, **kwargs):
+            bundle = super()._repr_mimebundle_(**kwargs)
+            bundle["image/png"] = static_png()
+            return bundle
 
     scores = _as_tensor(scores)
     if len(tokens) != scores.numel():
@@ -322,9 +357,26 @@ def reshape_widget(tokens: Sequence[str], scores, *, labels: Sequence[int] | Non
                                    preserve_mass=preserve.value)
             plt.show()
 
+    def static_png() -> str:
+        """The widget's current state as one base64 PNG: the scores -> weights curve, then the
+        tokens shaded by their weights (a bare Figure: nothing is shown while it is drawn)."""
+        w = current()
+        fig = Figure(figsize=(10, 3.2), dpi=FIGURE_DPI)
+        curve, strip = fig.subplots(2, 1, height_ratios=[3, 1])
+        plot_scores_to_weights(curve, scores, quantile=quantile.value, boost=boost.value, floor=floor.value,
+                               preserve_mass=preserve.value)
+        curve.set_title(f"quantile {quantile.value:g}, boost {boost.value:g}, floor {floor.value:g}"
+                        f"{'' if preserve.value else ', mass not preserved'} (the sliders' state; run the notebook to move them)",
+                        fontsize=8)
+        plot_token_heatmap(strip, tokens, {"weight": w}, normalise=False, colorbar="weight")
+        fig.tight_layout()
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png")
+        return base64.b64encode(buffer.getvalue()).decode("ascii")
+
     for control in (quantile, boost, floor, preserve):
         control.observe(redraw, names="value")
     redraw()
-    box = widgets.VBox([widgets.HBox([quantile, boost]), widgets.HBox([floor, preserve]), plot_out, text_out])
+    box = ReshapeBox([widgets.HBox([quantile, boost]), widgets.HBox([floor, preserve]), plot_out, text_out])
     box.weights = current
     return box

@@ -314,15 +314,15 @@ def test_run_all_summarises_a_compare_folder(tmp_path):
     summary = json.loads((tmp_path / "learning.json").read_text())
     grpo, oar = summary["methods"]["uniform"], summary["methods"]["oar-g"]
     assert summary["target"] == 0.85
-    assert grpo["steps_to_target"] == [None, None] and oar["steps_to_target"] == [10, 5]
+    assert grpo["steps_to_target"] == [15, 15] and grpo["reached"] == 0 and oar["steps_to_target"] == [10, 5]
     assert oar["paired_diff_vs_grpo"] == pytest.approx([0.1, 0.2])
     md = (tmp_path / "summary.md").read_text()
-    assert "| GRPO (uniform) |" in md and "not reached (0/2)" in md and "7.5 (2/2)" in md
+    assert "| GRPO (uniform) |" in md and ">= 15.0 (0/2 reached)" in md and "7.5 (2/2 reached)" in md
     # A finished comparison's compare.json sets the target.
     (tmp_path / "cmp" / "compare.json").write_text(json.dumps({"target": 0.75, "settings": None}))
     run_all.main(["--only", "learning", "--compare-folder", str(tmp_path / "cmp"), "--out", str(tmp_path)])
     summary = json.loads((tmp_path / "learning.json").read_text())
-    assert summary["methods"]["uniform"]["steps_to_target"] == [5, None]
+    assert summary["methods"]["uniform"]["steps_to_target"] == [5, 15]
 
 
 def test_parser_and_start_record_the_command_and_machine():

@@ -57,14 +57,17 @@ def test_summary_counts_steps_to_target_and_cost():
                + _runs("oar-g", 0, [0.2, 0.6, 0.7, 0.8], 1.5) + _runs("oar-g", 1, [0.2, 0.5, 0.65, 0.8], 1.5))
     summary = summarize(records, target=0.6)
     u, g = summary["methods"]["uniform"], summary["methods"]["oar-g"]
-    assert u["steps_to_target"] == [10, None] and u["reached"] == 1
-    assert g["steps_to_target"] == [5, 10] and g["time_to_target"] == [7.5, 15.0]
+    # seed 1 of GRPO never reaches 0.6: censored at its last evaluation (step 15) + one interval
+    assert u["steps_to_target"] == [10, 20] and u["target_reached"] == [True, False] and u["reached"] == 1
+    assert u["time_to_target"] == [10.0, 15.0]  # censored at its last evaluation's wall time
+    assert g["steps_to_target"] == [5, 10] and g["time_to_target"] == [7.5, 15.0] and g["target_reached"] == [True, True]
     assert u["final_accuracy"] == pytest.approx(0.6) and u["final_accuracy_std"] == pytest.approx(0.1)
     assert g["final_accuracy"] == pytest.approx(0.8) and g["final_accuracy_std"] == 0
     assert g["step_cost_vs_grpo"] == pytest.approx(1.5)
     md = render_markdown(summary)
     assert "| OAR-G | 0.200 | 0.800 ± 0.000 | 0.800-0.800 | +0.200 ± 0.100 | 0.675 (+0.175) |" in md
-    assert "7.5 (2/2)" in md and "10.0 (1/2)" in md
+    assert "| >= 15.0 (1/2 reached) |" in md and "| 7.5 (2/2 reached) |" in md   # GRPO's mean counts the censored seed
+    assert "steps to the target 7.5 (2/2 reached) against >= 15.0 (1/2 reached) for GRPO" in md
     assert "higher than GRPO" in md
     json.dumps(summary)  # plain values only
 

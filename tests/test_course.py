@@ -1,13 +1,13 @@
 """The course's structure: every notebook states objectives, prerequisites, where its time is
-printed, takeaways and references, and has graded exercises in otter's format with solutions and
-tests; the tooling reads them, and `make student` strips the solutions. (Running the student
-notebooks is `make check-student`, in CI: minutes, not a unit test.)"""
+printed (with the machine's load), takeaways and references, and has graded exercises in otter's
+format with solutions, model answers, public and hidden tests; 01-05 open with their Key
+equations; the tooling reads them, and `make student` strips the solutions. (Running the student
+notebooks, their stubs, shortcuts and solutions is `make check-student`, grading `make
+check-grade`, the sites `make check-site`: in CI, minutes, not unit tests.)"""
 from __future__ import annotations
 
 import importlib.util
-import shutil
-import subprocess
-import sys
+import re
 from pathlib import Path
 
 import nbformat
@@ -51,14 +51,72 @@ def test_the_series_cites_every_reference():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_graded_exercises_have_solutions_and_tests(path):
-    qs = course.questions(_read(path))
-    assert len(qs) >= (1 if path.name.startswith("07") else 2)
+def test_graded_exercises_have_solutions_public_and_hidden_tests_and_model_answers(path):
+    nb = _read(path)
+    qs = course.questions(nb)
+    assert len(qs) >= 2
     for q in qs:
         assert q["name"].startswith(f"ex{path.name[:2]}_"), "names share one tests/ folder: prefix the notebook"
-        assert q["solution"] and any("# BEGIN SOLUTION" in s for s in q["solution"])
-        assert q["tests"] and all("assert" in t or "=" in t for t in q["tests"])
-        assert any("assert" in t for t in q["tests"])
+        assert q["solution"] and any("# BEGIN SOLUTION" in s or "# SOLUTION" in s for s in q["solution"])
+        assert q["tests"] and all("assert" in t for t in q["tests"]), f"{q['name']}: a public test"
+        assert q["hidden"] and all("assert" in t for t in q["hidden"]), f"{q['name']}: a hidden test"
+        # public tests check type and shape: they never compare with the package or read the records
+        assert not any(word in t for t in q["tests"] for word in ("ol.", "forbid(", "exercises.record")), q["name"]
+        prompt = nb.cells[q["cells"][1]].source
+        if "?" in prompt:
+            assert q["answers"] and q["answers"][0].startswith("**Model answer.**"), f"{q['name']} asks why: a model answer"
+
+
+def test_every_reimplementation_exercise_has_a_package_shortcut():
+    """An exercise whose hidden tests disable a package function (forbid) has a shortcut
+    submission that calls it (check-student proves it fails), and only those."""
+    forbidding = {q["name"] for p in NOTEBOOKS for q in course.questions(_read(p)) if any("exercises.forbid(" in t for t in q["hidden"])}
+    assert forbidding == set(course.load_shortcuts())
+    assert {"ex01_dr_grpo", "ex02_joint", "ex04_mass", "ex05_target", "ex06_blame"} <= forbidding   # issue 27's list
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.name[:2] != "00"], ids=lambda p: p.name)
+def test_a_predict_then_measure_exercise(path):
+    """From 01 on, an exercise records a prediction, then in a later cell the measurement, and
+    its hidden test checks both (the prediction made first)."""
+    found = []
+    for q in course.questions(_read(path)):
+        name = q["name"]
+        predict = [i for i, s in enumerate(q["solution"]) if f'exercises.predict("{name}"' in s]
+        measure = [i for i, s in enumerate(q["solution"]) if f'exercises.measure("{name}"' in s]
+        if predict and measure and predict[0] < measure[0]:
+            assert any("predicted_first" in t for t in q["hidden"]) and q["answers"], name
+            found.append(name)
+    assert found, f"{path.name}: no predict-then-measure exercise"
+
+
+KEY_LINK = re.compile(r"\$\$(?:(?!\$\$).)+\$\$\s*\n([^\n]*)`([\w.]+)`[^`\n]*?\]\(#(eq-[\w-]+)\)", re.DOTALL)
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.name[:2] in ("01", "02", "03", "04", "05")], ids=lambda p: p.name)
+def test_key_equations_link_to_the_cells_that_implement_them(path):
+    """Near the top (right after the title cell), a Key equations block: each display equation,
+    then the name that computes it and a link to an anchor at the head of that code."""
+    nb = _read(path)
+    block = nb.cells[1]
+    assert block.cell_type == "markdown" and block.source.startswith("### Key equations")
+    links = KEY_LINK.findall(block.source)
+    assert len(links) >= 3 and len(links) == block.source.count("$$") // 2, "every equation with its link"
+    for _, name, anchor in links:
+        at = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and f'<a id="{anchor}"></a>' in c.source]
+        assert len(at) == 1, f"{anchor}: one anchor"
+        following = []
+        for c in nb.cells[at[0] + 1:]:
+            if c.cell_type == "markdown" and following:
+                break
+            following.append(c.source if c.cell_type == "code" else "")
+        assert any(name in s for s in following), f"{name} is not in the code right after #{anchor}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_the_runtime_is_printed_with_the_load(path):
+    last = _read(path).cells[-1].source
+    assert "Notebook runtime" in last and "os.getloadavg()" in last and "os.cpu_count()" in last
 
 
 def test_questions_parser_refuses_an_unclosed_question():
@@ -74,24 +132,58 @@ def test_site_links_point_at_pages():
                                         "[c](https://x.org/a.md) [d](../project.html)")
 
 
-def test_runtime_is_read_from_the_output():
+def test_runtime_and_load_are_read_from_the_output():
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("print(...)")
     cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="Notebook runtime: 42 s\n")]
     nb.cells = [cell]
     assert course.runtime(nb) == 42
+    assert course.describe_run(course.run_record(nb)) == "42 s (machine load not recorded)"
+    cell.outputs[0]["text"] = "Notebook runtime: 334 s; load average over the last 1 / 5 / 15 min: 3.1 / 3.9 / 2.0 on 2 cores\n"
+    assert course.run_record(nb) == {"seconds": 334, "load": 3.9, "cores": 2}
+    assert "busy machine" in course.describe_run(course.run_record(nb))
+    cell.outputs[0]["text"] = "Notebook runtime: 60 s; load average over the last 1 / 5 / 15 min: 0.2 / 0.3 / 0.1 on 2 cores\n"
+    assert course.describe_run(course.run_record(nb)) == "60 s on 2 cores at load average 0.3"
 
 
-@pytest.mark.skipif(shutil.which("otter") is None and importlib.util.find_spec("otter") is None,
-                    reason="otter-grader is in the `course` extra")
-def test_student_notebooks_have_no_solutions_and_keep_the_checks(tmp_path):
-    picked = [p for p in NOTEBOOKS if p.name.startswith("01")]   # one notebook: `make student` does all
-    course.student(tmp_path, picked)
-    for path in picked:
+def test_student_notebooks_are_current_and_hold_no_solution(tmp_path):
+    """student/ (committed, for the Colab badge) is what `make student` writes from the sources:
+    no solution, model answer or hidden test; the public checks inside; the badge opens it."""
+    course.student(tmp_path / "student", tmp_path / "course")
+    for path in NOTEBOOKS:
+        committed, fresh = _read(course.STUDENT / path.name), _read(tmp_path / "student" / path.name)
+        assert [(c.cell_type, c.source) for c in committed.cells] == [(c.cell_type, c.source) for c in fresh.cells], (
+            f"student/{path.name} is stale: run `make student` and commit student/")
+        assert committed.metadata["otter"]["assignment_name"] == path.stem      # what `make grade` matches on
+        sources = "\n".join(c.source for c in committed.cells)
         names = [q["name"] for q in course.questions(_read(path))]
-        student = _read(tmp_path / "student" / path.name)
-        sources = "\n".join(c.source for c in student.cells)
-        assert "# BEGIN SOLUTION" not in sources and "# END SOLUTION" not in sources
-        assert all(f'grader.check("{n}")' in sources for n in names)
-        assert all((tmp_path / "student" / "tests" / f"{n}.py").exists() for n in names)
-        assert (tmp_path / "autograder" / f"{path.stem}.zip").exists()
+        assert "SOLUTION" not in sources and "# HIDDEN" not in sources and "Model answer" not in sources
+        assert not any(line in sources for line in course.solution_lines(_read(path)))
+        assert all(f'grader.check("{n}")' in sources and f"'{n}': r" in sources for n in names)
+        assert "blob/main/student/" in committed.cells[0].source and "blob/main/notebooks/" not in committed.cells[0].source
+        assert (tmp_path / "course" / "autograder" / f"{path.stem}.zip").exists()
+        hidden = [(tmp_path / "course" / "tests" / path.stem / f"{n}.py").read_text() for n in names]
+        assert all("'hidden': True" in t for t in hidden)
+
+
+def test_site_pages_replace_widgets_and_the_badge_and_keep_exercise_outputs_out():
+    source = _read(NOTEBOOKS[4])                      # 04: the reshaping widget
+    assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for c in source.cells for o in c.get("outputs", []))
+    page = course._for_readers(source)
+    outputs = [o for c in page.cells for o in c.get("outputs", [])]
+    assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
+    assert "colab-badge.svg" not in page.cells[0].source and "Open this notebook in Colab" in page.cells[0].source
+    assert not any(c.cell_type == "raw" for c in page.cells)
+    student = course._with_outputs(_read(course.STUDENT / NOTEBOOKS[4].name), source)
+    exercises_start = next(i for i, c in enumerate(student.cells) if c.source.startswith("## Exercises"))
+    assert any(c.get("outputs") for c in student.cells[:exercises_start])
+    assert not any(c.get("outputs") for c in student.cells[exercises_start:-1])
+
+
+def test_a_failure_is_reported_by_its_first_error():
+    doctest_output = ("Failed example:\n    with exercises.forbid(ol.group_advantages):\nException raised:\n"
+                      "    Traceback (most recent call last):\n    RuntimeError: oar_lite.grpo.group_advantages was called: ...\n"
+                      "Failed example:\n    assert _mine\nException raised:\n    NameError: name '_mine' is not defined\n")
+    assert course._failure(doctest_output).startswith("RuntimeError: oar_lite.grpo.group_advantages was called")
+    assert course._failure("Exception raised:\n    AssertionError\n") == "AssertionError"
+    assert course._failure("all passed") == ""

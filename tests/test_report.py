@@ -51,7 +51,8 @@ def test_summarize_by_hand():
     assert g["final_accuracy_std"] == pytest.approx(0.15)  # population std of 0.9, 0.6
     assert g["best_accuracy"] == pytest.approx((0.9 + 0.7) / 2)
     assert g["curve_accuracies"] == pytest.approx([0.75, 0.65])  # mean after step 0
-    assert u["steps_to_target"] == [10, None] and g["steps_to_target"] == [5, 5] and g["reached"] == 2
+    assert u["steps_to_target"] == [10, 15] and u["target_reached"] == [True, False]  # censored: step 10 + 5
+    assert g["steps_to_target"] == [5, 5] and g["reached"] == 2
     assert g["time_to_target"] == [10.0, 10.0]
     assert g["paired_diff_vs_grpo"] == pytest.approx([0.2, 0.1])
     assert g["paired_curve_diff_vs_grpo"] == pytest.approx([0.75 - 0.6, 0.65 - 0.45])

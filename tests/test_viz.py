@@ -91,3 +91,38 @@ def test_readable_figures_sets_dpi_and_refuses_small():
     assert matplotlib.rcParams["figure.dpi"] >= 110 and matplotlib.rcParams["savefig.dpi"] >= 110
     with pytest.raises(ValueError, match="at least 110"):
         readable_figures(72)
+
+
+def test_token_heatmap_figure_has_a_colour_scale_and_show_displays_one_picture(monkeypatch):
+    from oar_lite import viz
+
+    fig = viz.token_heatmap_figure(list("abc"), [0.0, 1.0, 3.0], scale_label="score")
+    text_ax, scale = fig.axes
+    assert len(text_ax.texts) == 3 and scale.get_xlabel() == "score"
+    assert scale.get_xlim() == (0.0, 3.0)                    # 0 (white) to the largest value
+    plt.close(fig)
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda *objs, **kw: shown.extend(objs))
+    viz.show_token_heatmap(list("ab"), [0.0, 1.0], vmax=2.0)
+    assert len(shown) == 1 and hasattr(shown[0], "savefig")  # one output, the figure
+    plt.close("all")
+
+
+def test_plot_token_heatmap_draws_its_colour_bar():
+    fig, ax = plt.subplots()
+    plot_token_heatmap(ax, list("ab"), {"x": [0, 1]})
+    assert [a.get_ylabel() for a in fig.axes[1:]] == ["each row scaled to [0, 1]"]
+    fig2, ax2 = plt.subplots()
+    plot_token_heatmap(ax2, list("ab"), {"x": [0, 1]}, colorbar=None)
+    assert len(fig2.axes) == 1
+    plt.close("all")
+
+
+def test_reshape_widget_carries_its_static_picture():
+    import base64
+
+    box = reshape_widget(list("abcde"), torch.tensor([0.0, 0.1, 0.5, 2.0, 9.0]))
+    bundle = box._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert base64.b64decode(bundle["image/png"])[:8] == b"\x89PNG\r\n\x1a\n"
+    plt.close("all")
