@@ -1,47 +1,47 @@
-"""What a comparison's records say (`oar_lite.compare` writes them): statistics over seeds,
-markdown tables (`markdown_table`, which the benchmarks use too), the verdict in words and
-the figure."""
+"""What a comparison's records say (`oar_lite.compare` writes them): records by method and
+seed, steps to a target (`steps_to_target`, the one rule), statistics over seeds, markdown
+tables (`markdown_table`, which the benchmarks use too) and the verdict in words. The
+figure is `oar_lite.plots.save_figure`.
+"""
 from __future__ import annotations
 
 import statistics
 import textwrap
+from collections import defaultdict
 from typing import Iterable, Sequence
 
-import numpy as np
-
+from .attribution import CreditConfig
+from .checks import settings_of
 from .train import PHASES
 
 
-# ----------------------------------------------------------------------------- statistics
+# ----------------------------------------------------------------------------- records and statistics
 
-def first_reaching(evals: Sequence[dict], target: float) -> dict | None:
-    """The first eval record by step (step 0 included) with ``eval_accuracy >= target``, else None."""
-    return next((r for r in sorted(evals, key=lambda r: r["step"]) if r["eval_accuracy"] >= target), None)
-
-
-def steps_to_target(evals: Sequence[dict], target: float, *, censor: float) -> tuple[float, bool]:
-    """``(step, reached)`` of `first_reaching`; ``(censor, False)`` for a run that never gets there."""
-    first = first_reaching(evals, target)
-    return (float(first["step"]), True) if first else (float(censor), False)
+def method_label(method: str) -> str:
+    """Display name: ``"uniform"`` is plain GRPO."""
+    return "GRPO (uniform)" if method == "uniform" else method.upper() if method in ("oar-g", "oar-p") else method
 
 
-def bootstrap_interval(stat, samples: np.ndarray, *, n: int = 10_000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
-    """Percentile bootstrap interval of ``stat(samples[idx])`` over rows resampled with
-    replacement (``samples: [S, ...]``, one row per seed; columns stay together)."""
-    samples = np.asarray(samples, dtype=float)
-    if len(samples) < 2:
-        raise ValueError(f"a bootstrap interval needs at least 2 seeds, got {len(samples)}")
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(samples), size=(n, len(samples)))
-    values = np.array([stat(samples[i]) for i in idx], dtype=float)
-    values = values[np.isfinite(values)]
-    alpha = (1 - level) / 2
-    return float(np.quantile(values, alpha)), float(np.quantile(values, 1 - alpha))
+def by_method_and_seed(records: Iterable[dict], kind: str = "eval") -> dict[str, dict[int, list[dict]]]:
+    """Group records of one ``type`` as ``{method: {seed: [records sorted by step]}}``."""
+    out: dict[str, dict[int, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        if r.get("type") == kind:
+            out[r["method"]][r["seed"]].append(r)
+    return {m: {s: sorted(rs, key=lambda r: r["step"]) for s, rs in seeds.items()} for m, seeds in out.items()}
 
 
-def intervals_overlap(a: Sequence[float], b: Sequence[float]) -> bool:
-    """Whether two ``(low, high)`` intervals overlap."""
-    return a[0] <= b[1] and b[0] <= a[1]
+def steps_to_target(evals: Sequence[dict], target: float) -> tuple[float, bool]:
+    """``(step, reached)``: the first evaluated step (step 0 included) whose held-out accuracy
+    reaches ``target``; a run that never does is censored at its last evaluated step + its
+    evaluation interval, ``(that step, False)``: a lower bound, so a comparison of means is
+    conservative for whoever reaches it. The one steps-to-target rule of every table."""
+    evals = sorted(evals, key=lambda r: r["step"])
+    first = next((r for r in evals if r["eval_accuracy"] >= target), None)
+    if first is not None:
+        return float(first["step"]), True
+    every = evals[-1]["step"] - evals[-2]["step"] if len(evals) > 1 else 1
+    return float(evals[-1]["step"] + every), False
 
 
 def _median(xs):
@@ -59,8 +59,6 @@ def summarize(records: Sequence[dict], *, target: float, methods: Sequence[str] 
     min, max), the best, steps and training wall time to first reach ``target``, the
     median seconds per step in each phase, and per-seed differences to GRPO (``"uniform"``):
     ``{"target": target, "methods": {method: {...}}}``, plain floats, JSON-ready."""
-    from .plots import by_method_and_seed
-
     evals = by_method_and_seed(records, "eval")
     trains = by_method_and_seed(records, "train")
     order = list(methods) if methods else sorted(evals, key=lambda m: (m != "uniform", m))
@@ -70,7 +68,7 @@ def summarize(records: Sequence[dict], *, target: float, methods: Sequence[str] 
         seeds = sorted(runs)
         accs = {s: [r["eval_accuracy"] for r in runs[s]] for s in seeds}
         finals = [accs[s][-1] for s in seeds]
-        reached = [first_reaching(runs[s], target) for s in seeds]
+        reached = [steps_to_target(runs[s], target) for s in seeds]
         steps = [rs for s, rs in trains.get(method, {}).items() if s in runs]
         phase = phase_times(steps)
         curves = [statistics.mean(accs[s][1:] or accs[s][:1]) for s in seeds]
@@ -87,9 +85,10 @@ def summarize(records: Sequence[dict], *, target: float, methods: Sequence[str] 
             # less sensitive to one noisy evaluation than a first crossing of the target.
             "curve_accuracy": statistics.mean(curves),
             "curve_accuracies": curves,
-            "reached": sum(r is not None for r in reached),
-            "steps_to_target": [r["step"] if r else None for r in reached],
-            "time_to_target": [r["wall_time"] if r else None for r in reached],
+            "reached": sum(hit for _, hit in reached),
+            "steps_to_target": [int(step) if hit else None for step, hit in reached],
+            "time_to_target": [next(r["wall_time"] for r in runs[s] if r["step"] == step) if hit else None
+                               for s, (step, hit) in zip(seeds, reached)],
             "final_step": max(runs[s][-1]["step"] for s in seeds),
             "train_reward_last5": statistics.mean(r["reward_mean"] for rs in steps for r in rs[-5:]) if steps else None,
             "weight_std": _median([r["weight_std"] for rs in steps for r in rs]),
@@ -128,16 +127,17 @@ def _fmt_target(values: list, n: int, fmt: str) -> str:
 
 
 def _settings_lines(s: dict) -> list[str]:
+    """The settings and the machine, in words; every credit setting (`CreditConfig`'s, by its label)."""
     lo, hi = s.get("digits") or (None, None)
     digits = "" if lo is None else f"{lo}-digit problems, " if lo == hi else f"{lo}-{hi}-digit problems, "
-    noise = f", OAR-G noise std {s['noise_std']}" if "noise_std" in s else ""
+    credit = "".join(f", {declared.label or name} {s[name]}" for name, declared in settings_of(CreditConfig).items()
+                     if name != "method" and name in s)
     elapsed = f"total {s.get('elapsed_s', 0) / 60:.1f} min"
     if s.get("read_back"):
         elapsed += (f" ({s['read_back']} of {s.get('runs')} runs read back from an earlier invocation, "
                     "so this is not the training time)")
     return [f"Settings: {s.get('steps')} steps x {s.get('prompts_per_step')} prompts x {s.get('group_size')} completions, "
-            f"{digits}learning rate {s.get('learning_rate')}, quantile {s.get('quantile')}, "
-            f"boost {s.get('boost')}, floor {s.get('floor')}{noise}, seeds {s.get('seeds')}, held-out problems "
+            f"{digits}learning rate {s.get('learning_rate')}{credit}, seeds {s.get('seeds')}, held-out problems "
             f"{s.get('eval_size') or 'all'} (greedy, every {s.get('eval_every')} steps), model {s.get('model_dir')}.",
             f"Machine: {s.get('machine')}; {s.get('jobs')} run(s) at a time, {s.get('threads')} torch thread(s) each; "
             f"{elapsed}.", ""]
@@ -145,8 +145,6 @@ def _settings_lines(s: dict) -> list[str]:
 
 def render_markdown(summary: dict) -> str:
     """``compare.md``: the settings, one table row per method, and what happened in words."""
-    from .plots import method_label
-
     methods = summary["methods"]
     lines = ["# GRPO vs OAR on the toy task", ""]
     if summary.get("command"):
@@ -187,8 +185,6 @@ def render_markdown(summary: dict) -> str:
 def terminal_summary(summary: dict, width: int = 80) -> str:
     """What ``demo`` prints: one narrow table (accuracy, paired gap, pace, CPU cost) and the
     verdict wrapped to ``width`` columns; ``compare.md`` (`render_markdown`) has the full tables."""
-    from .plots import method_label
-
     methods, rows = summary["methods"], []
     for method, m in methods.items():
         diffs = m.get("paired_diff_vs_grpo") or []
@@ -203,8 +199,6 @@ def terminal_summary(summary: dict, width: int = 80) -> str:
 
 def verdict(summary: dict) -> list[str]:
     """What happened, in sentences, from the numbers (whichever method wins)."""
-    from .plots import method_label
-
     methods = summary["methods"]
     base = methods.get("uniform")
     out = []
@@ -237,37 +231,3 @@ def verdict(summary: dict) -> list[str]:
         out.append(f"- {method_label(method)}: final accuracy {m['final_accuracy']:.3f} vs GRPO {base['final_accuracy']:.3f} "
                    f"({diff:+.3f}, {word} GRPO); {pace}{cost}.")
     return out
-
-
-# ----------------------------------------------------------------------------- the figure
-
-def save_figure(records: Sequence[dict], path, *, target: float | None = None, methods: Sequence[str] | None = None):
-    """``compare.png``: held-out accuracy against steps and against training wall time, and
-    time per step by phase. When the records carry CPU time (one torch thread per run), a
-    third curve panel shows accuracy against CPU time, which a busy machine does not skew."""
-    # A bare Figure draws to a file without pyplot: no backend switch, nothing left open in
-    # a notebook that calls this (matplotlib.use("Agg") there would stop inline plots).
-    from matplotlib.figure import Figure
-
-    from .plots import by_method_and_seed, plot_curves, plot_phase_times
-
-    fig = Figure(figsize=(12, 8.5))
-    axes = fig.subplots(2, 2).ravel()
-    panels = [("step", "held-out accuracy by step"), ("wall_time", "held-out accuracy by training wall time")]
-    if all("cpu_time" in r for r in records if r.get("type") in ("train", "eval")):
-        panels.append(("cpu_time", "held-out accuracy by training CPU time"))
-    else:
-        axes[2].axis("off")
-    for ax, (x, title) in zip(axes, panels):
-        plot_curves(ax, records, x=x, methods=methods, target=target)
-        ax.set_title(title)
-    if len(panels) == 3:
-        axes[2].set_xlabel("training CPU time (s)")
-    trains = by_method_and_seed(records, "train")
-    plot_phase_times(axes[3], {m: phase_times(trains.get(m, {}).values()) for m in by_method_and_seed(records, "eval")},
-                     methods=methods)
-    axes[3].set_title("wall time per step, by phase")
-    axes[0].legend(loc="lower right", fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    return path

@@ -8,7 +8,7 @@ from typing import Sequence
 
 import torch
 
-from .attribution import _output_cache
+from .attribution.kv import output_cache
 from .checks import check_number
 from .segment import FORMATS, Segments, segment_completion_ids, segments_to_masks
 
@@ -132,7 +132,7 @@ def sample_completions(
             )
     finally:
         model.train(was_training)
-    out, cache = (out.sequences, _output_cache(out)) if keep_cache else (out, None)
+    out, cache = (out.sequences, output_cache(out)) if keep_cache else (out, None)
     P = enc["input_ids"].shape[1]
     completion = out[:, P:]
     is_eos = completion == tokenizer.eos_token_id
