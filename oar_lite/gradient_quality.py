@@ -21,8 +21,7 @@ import torch
 from .attribution import eval_mode, token_weights
 from .grpo import group_advantages, sequence_logprobs
 from .reward import math_reward
-from .rollout import sample_completions
-from .seeding import derive_seed, pick_problems
+from .rollout import sample_batch
 
 
 def _weighting(spec) -> tuple[str, dict]:
@@ -58,7 +57,7 @@ def batch_gradients(
 ) -> tuple[dict[str, torch.Tensor], dict]:
     """Per-batch policy gradients of J_w (module docstring) under each weighting, from the
     same batches: batch b samples ``group_size`` completions for each of ``prompts`` problems
-    (`pick_problems` and `derive_seed` of ``(seed, b)``, as a training step), rewarded by
+    (`oar_lite.rollout.sample_batch` of ``(seed, b)``, as training step b), rewarded by
     `math_reward`; one forward pass serves all weightings.
 
     Args:
@@ -92,11 +91,8 @@ def batch_gradients(
     info = {"rewards": [], "mixed": [], "weights": {label: [] for label in specs}, "rows": []}
     with eval_mode(model):
         for b in range(batches):
-            chosen = pick_problems(problems, prompts, seed=seed, step=b)
-            ro = sample_completions(model, tokenizer, [p["prompt"] for p in chosen], group_size=group_size,
-                                    max_new_tokens=max_new_tokens, temperature=temperature, formats=formats,
-                                    seed=derive_seed(seed, b))
-            rows = [p for p in chosen for _ in range(group_size)]
+            rows, ro = sample_batch(model, tokenizer, problems, prompts=prompts, group_size=group_size, seed=seed, step=b,
+                                    max_new_tokens=max_new_tokens, temperature=temperature, formats=formats)
             rewards = torch.tensor([math_reward(c, p["answer"], formats=formats) for c, p in zip(ro.completions, rows)])
             adv = group_advantages(rewards, group_size)
             reasoning_mask, answer_mask = ro.masks()

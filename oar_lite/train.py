@@ -34,8 +34,8 @@ from .checks import check_settings, setting, settings_of
 from .evaluation import evaluate
 from .grpo import LOSS_TYPES, SCALES, group_advantages, policy_loss, sequence_logprobs, token_advantages
 from .reward import math_reward
-from .rollout import sample_completions
-from .seeding import derive_seed, pick_problems, seed_everything
+from .rollout import sample_batch
+from .seeding import seed_everything
 from .segment import FORMATS
 
 
@@ -221,13 +221,11 @@ def train_step(model, tokenizer, task: Task, config: TrainConfig, optimizer, ste
     model.eval()
 
     # 1. generate: G completions for each of P prompts (the same prompts for every method).
-    problems = pick_problems(task.train_problems, config.prompts_per_step, seed=config.seed, step=step)
-    rollouts = sample_completions(
-        model, tokenizer, [p["prompt"] for p in problems], group_size=config.group_size,
-        max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
-        formats=task.formats, add_special_tokens=task.add_special_tokens, seed=derive_seed(config.seed, step),
+    rows, rollouts = sample_batch(
+        model, tokenizer, task.train_problems, prompts=config.prompts_per_step, group_size=config.group_size,
+        seed=config.seed, step=step, max_new_tokens=config.max_new_tokens, temperature=config.temperature,
+        top_p=config.top_p, formats=task.formats, add_special_tokens=task.add_special_tokens,
         keep_cache=uses_sampled_cache(config.credit.method))  # OAR-P and OAR-G continue from it
-    rows = [p for p in problems for _ in range(config.group_size)]
     timer.lap("generate")
 
     # 2. reward and group-relative advantages.

@@ -9,8 +9,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "oar_lite"
-CORE = {"oar_lite.checks", "oar_lite.grpo", "oar_lite.reshape", "oar_lite.rollout", "oar_lite.segment",
-        "oar_lite.reward", "oar_lite.attribution"}
+CORE = {"oar_lite.checks", "oar_lite.seeding", "oar_lite.grpo", "oar_lite.reshape", "oar_lite.rollout",
+        "oar_lite.segment", "oar_lite.reward", "oar_lite.attribution"}
 """The core and what it may import: GRPO, scores -> weights, the scorers, sampling, answers, rewards."""
 
 

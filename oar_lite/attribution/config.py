@@ -1,8 +1,5 @@
-"""The two things a scorer gets besides the sequence: `CreditConfig`, the settings of the
-credit assignment, and `ScorerContext`, what the caller has at hand (pad token, random
-generator, tokenizer, the sampling's cache). Each setting is declared once, where it acts
-(`oar_lite.reshape.RESHAPING`, `NOISE_STD`, `BATCH_SIZE`, `TOKEN_BUDGET`), and collected here.
-"""
+"""What a scorer gets besides the sequence: `CreditConfig`, the settings (each declared once,
+where it acts), and `ScorerContext`, what the caller has at hand."""
 from __future__ import annotations
 
 import dataclasses
@@ -26,11 +23,8 @@ METHOD = Setting("oar-g", "Token credit method: a scorer name (oar_lite.attribut
 class CreditConfig:
     """How credit is assigned to tokens: the scorer and the reshaping of its scores, checked
     on construction (ValueError). `token_weights` takes it, `oar_lite.train.TrainConfig`
-    nests it, `oar_lite.trl.OARConfig` builds it from its ``oar_*`` fields. Each field's
-    default, range and meaning is its `oar_lite.checks.Setting` (`settings_of`): the
-    reshaping's go to `bilevel_weights`, the others to the scorers that declare them (one
-    config serves every method, so a scorer uses the settings it takes).
-    """
+    nests it, `oar_lite.trl.OARConfig` builds it. Each field is a `oar_lite.checks.Setting`;
+    the reshaping's go to `bilevel_weights`, the others to the scorers that declare them."""
 
     method: str = METHOD.field()
     quantile: float = RESHAPING["quantile"].field()
@@ -64,18 +58,10 @@ CREDIT_RANGES = {name: s.range for name, s in settings_of(CreditConfig).items() 
 
 @dataclass(frozen=True)
 class ScorerContext:
-    """What the caller has at hand for the scorers; each scorer reads the fields it declares
-    (its keyword parameters of these names) and ignores the rest, so one context serves
-    every method.
-
-    Fields:
-        pad_token_id: the token OAR-P (and captum-ig) puts in place of a reasoning token.
-        generator: random numbers (OAR-G's noise, ``random``, the ``shuffled:`` control).
-        tokenizer: decodes toy sequences (the oracles; default: the toy tokenizer).
-        sampled_cache: the sampling's KV cache of these very rows, which batched OAR-P and
-            OAR-G continue from (`oar_lite.rollout.Rollouts.cache`).
-        stats: a dict that OAR-P fills with its pass and token counts.
-    """
+    """What the caller has at hand; a scorer reads the fields it declares (keyword parameters of
+    these names), so one context serves every method: OAR-P's replacement token, a random
+    generator (OAR-G's noise, ``random``, ``shuffled:``), the oracles' tokenizer, the sampling's
+    KV cache of these rows (`oar_lite.rollout.Rollouts.cache`) and a dict for OAR-P's counts."""
 
     pad_token_id: int | None = None
     generator: torch.Generator | None = None

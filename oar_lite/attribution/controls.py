@@ -1,10 +1,6 @@
-"""Controls: method-name prefixes that turn any scorer into a control (notebook 06).
-
-``"inverted:"`` reverses the ranking (misplaced credit: it should learn worse than GRPO),
-``"shuffled:"`` permutes the scores within the row (the same reshaping with the information
-removed: it should learn like GRPO, or worse). They nest, innermost first:
-``"inverted:oar-p:answer_mean"`` is OAR-P's ``answer_mean`` ranking reversed.
-"""
+"""Method-name prefixes that turn any scorer into a control (notebook 06): ``"inverted:"``
+reverses the ranking (misplaced credit: it should learn worse than GRPO), ``"shuffled:"``
+permutes the scores within the row (it should learn like GRPO, or worse). They nest."""
 from __future__ import annotations
 
 import zlib

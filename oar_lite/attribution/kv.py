@@ -1,10 +1,6 @@
-"""KV-cache plumbing and model surgery for the scorers' forward passes.
-
-A forward pass continues from a cache (`cache_kwargs`, `output_cache`); the scorers cut,
-repeat and shift the rows and columns of one (`select_cache`, `frame_cache`, `cache_rows`).
-`last_layer_at_end` runs the last decoder layer only where P_final reads, for the model
-types of `ARCHITECTURES` (looked up by ``config.model_type``); other models run unchanged.
-"""
+"""KV-cache plumbing (continue from a cache; cut, repeat and shift its rows and columns) and
+`last_layer_at_end`, which runs the last decoder layer only where P_final reads, for the
+model types of `ARCHITECTURES`; other models run unchanged."""
 from __future__ import annotations
 
 import contextlib
@@ -13,7 +9,6 @@ import functools
 import inspect
 import operator
 import sys
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -119,20 +114,11 @@ class PrefixKV:
         return (keys, values) if self.cache is None else self.cache.update(keys, values, *args, **kwargs)
 
 
-@dataclass(frozen=True)
-class Architecture:
-    """Where a model type keeps its decoder layers (an attribute path from the base model), and
-    whether its layer is input norm, attention (keys ``k_proj`` + rotary by ``rotate_half``,
-    values ``v_proj``), residual, norm, MLP, residual, so that `layer_at_end` can recompute the
-    keys and values and run the whole layer at the end (else the MLP alone runs there)."""
-
-    layers: str
-    whole_layer: bool
-
-
-ARCHITECTURES = {"llama": Architecture("model.layers", True), "qwen2": Architecture("model.layers", True),
-                 "gpt2": Architecture("transformer.h", False)}
-"""The model types `last_layer_at_end` knows, by ``config.model_type``."""
+ARCHITECTURES = {"llama": ("model.layers", True), "qwen2": ("model.layers", True), "gpt2": ("transformer.h", False)}
+"""By ``config.model_type``: where the decoder layers are (from the base model), and whether a
+layer is input norm, attention (keys ``k_proj`` + rotary by ``rotate_half``, values
+``v_proj``), residual, norm, MLP, residual, so `layer_at_end` can run it whole at the end
+(else its MLP alone runs there)."""
 
 
 def layer_at_end(model, block, keep: int) -> list:
@@ -182,14 +168,14 @@ def layer_at_end(model, block, keep: int) -> list:
     return [block.register_forward_pre_hook(before, with_kwargs=True)]
 
 
-def decoder_layers(model) -> tuple[torch.nn.ModuleList, Architecture] | None:
-    """The decoder's layers and their `Architecture`, looked up by the model type in
-    `ARCHITECTURES` (under a peft wrapper too); None for other model types."""
+def decoder_layers(model) -> tuple[torch.nn.ModuleList, bool] | None:
+    """``(layers, whole_layer)`` of the model's type in `ARCHITECTURES` (under a peft wrapper
+    too); None for other model types."""
     core = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft's PeftModel
-    arch = ARCHITECTURES.get(getattr(getattr(core, "config", None), "model_type", None))
+    path, whole = ARCHITECTURES.get(getattr(getattr(core, "config", None), "model_type", None), (None, False))
     try:
-        return operator.attrgetter(arch.layers)(core), arch
-    except AttributeError:  # arch is None, or a model of that type built otherwise
+        return operator.attrgetter(path)(core), whole
+    except (AttributeError, TypeError):  # another model type, or one of these built otherwise
         return None
 
 
@@ -197,14 +183,13 @@ def decoder_layers(model) -> tuple[torch.nn.ModuleList, Architecture] | None:
 def last_layer_at_end(model, keep: int):
     """Within the block, the last decoder layer runs only at the last ``keep`` positions of
     each forward pass, the ones ``logits_to_keep`` reads: the whole layer and the final norm
-    where the `Architecture` allows it (`layer_at_end`: its output is ``[b, keep, d]``), else
+    where `ARCHITECTURES` allows it (`layer_at_end`: its output is ``[b, keep, d]``), else
     its MLP (zeros elsewhere). Exact for those logits: the layer's output elsewhere only
     feeds per-position norms and logits not computed, and the keys and values (cached or
     attended to) are still computed at every position. Models of other types run unchanged."""
-    found = decoder_layers(model)
-    block, arch = (found[0][-1], found[1]) if found is not None else (None, None)
-    mlp = getattr(block, "mlp", None)
-    handles = layer_at_end(model, block, keep) if mlp is not None and arch.whole_layer else []
+    layers, whole = decoder_layers(model) or ([None], False)
+    mlp = getattr(layers[-1], "mlp", None)
+    handles = layer_at_end(model, layers[-1], keep) if mlp is not None and whole else []
     if mlp is not None and not handles:  # the MLP alone, zero-padded back to full length
         lengths = []  # per call: the positions cut away (0: left as it was)
 

@@ -1,10 +1,6 @@
-"""OAR-G: the input-gradient proxy of OAR-P (spec section 5; notebook 03 builds it).
-
-One forward pass with a little noise on the reasoning embeddings, one backward pass of the
-outcome's change, and ``|<dJ/de_t, e_t>|`` per reasoning token. `gradient_scores` is the
-readable version for one sequence, the reference; `gradient_scores_batch` scores the rows of
-a padded batch in one pass each way, equal to it up to rounding (tested).
-"""
+"""OAR-G, the input-gradient proxy of OAR-P (spec section 5; notebook 03 builds it):
+`gradient_scores`, readable, for one sequence (the reference), and `gradient_scores_batch`
+for a padded batch in one pass each way, equal to it up to rounding (tested)."""
 from __future__ import annotations
 
 import copy

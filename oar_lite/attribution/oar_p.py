@@ -1,11 +1,6 @@
-"""OAR-P: counterfactual perturbation (spec section 4; notebook 02 builds it).
-
-For each reasoning position t, replace token t by the pad token and measure how much P_final
-moves. `perturbation_scores_naive` says it in a loop, one full forward pass per position:
-the reference. `perturbation_scores` computes the same for one sequence in chunks of copies
-that continue from the clean prefix's KV cache, `perturbation_scores_batch` for the rows of a
-padded batch in shared passes; tests keep both equal to the reference.
-"""
+"""OAR-P, counterfactual perturbation (spec section 4; notebook 02 builds it):
+`perturbation_scores_naive` says it in a loop, the reference; `perturbation_scores` (one
+sequence) and `perturbation_scores_batch` (a padded batch) compute it fast, tested equal."""
 from __future__ import annotations
 
 import torch

@@ -1,11 +1,6 @@
-"""Scorers by method name: `SCORERS`, `register_scorer`, and `parse_method`, which reads
-names such as ``"oar-p:answer_joint"`` (a P_final mode after the colon) or
-``"inverted:oracle"`` (control prefixes, `oar_lite.attribution.controls`).
-
-A scorer declares the keywords it takes in its signature: keyword-only parameters such as
-``batch_size`` or ``pad_token_id`` (`declared_options`); the entry points pass it those and
-refuse any other (`oar_lite.attribution.scoring`).
-"""
+"""Scorers by method name (`SCORERS`, `parse_method`: ``"oar-p:answer_joint"``,
+``"inverted:oracle"``). A scorer declares what it takes as keyword-only parameters
+(`declared_options`); the entry points pass it those and refuse any other."""
 from __future__ import annotations
 
 import inspect

@@ -1,10 +1,6 @@
-"""The entry points: `token_scores` scores one sequence with a named method, `token_weights`
-turns a whole batch into token weights (scores, then `bilevel_weights`), as the trainers do.
-
-Nothing is dropped in silence: a keyword is a `CreditConfig` field, a `ScorerContext` field
-or an option the method's scorer declares (`declared_options`); anything else is a
-TypeError that names the valid ones.
-"""
+"""The entry points: `token_scores` (one sequence) and `token_weights` (a batch, as trainers
+call it). A keyword is a `CreditConfig` field, a `ScorerContext` field or an option the
+method's scorer declares; anything else is a TypeError naming the valid ones."""
 from __future__ import annotations
 
 import dataclasses

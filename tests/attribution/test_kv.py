@@ -74,10 +74,11 @@ def test_last_attention_runs_queries_only_where_logits_are_read(make, attention,
     assert not attn._forward_hooks and not attn._forward_pre_hooks
 
 
-def test_last_layer_cut_finds_the_decoder_layers_by_name(sequence):
-    """The last-layer cut hooks the decoder's own last layer: not another list of as many
-    blocks with an ``mlp`` registered after it (which would leave the real last layer whole
-    and zero a decoy's output), and also under a peft LoRA wrapper; OAR-P stays exact."""
+def test_last_layer_cut_finds_the_decoder_layers_by_architecture(sequence):
+    """The last-layer cut hooks the decoder's own last layer, found where the model type keeps
+    it (`ARCHITECTURES`): not another list of as many blocks with an ``mlp`` registered after it
+    (which would leave the real last layer whole and zero a decoy's output), also under a peft
+    LoRA wrapper; OAR-P stays exact. Other model types are left as they are."""
     from peft import LoraConfig, get_peft_model
 
     from oar_lite.attribution.kv import decoder_layers
@@ -101,6 +102,9 @@ def test_last_layer_cut_finds_the_decoder_layers_by_name(sequence):
     torch.testing.assert_close(ol.perturbation_scores(wrapped, ids, reasoning, answer, mode="last", pad_token_id=PAD),
                                base, rtol=1e-6, atol=1e-9)
     assert decoder_layers(torch.nn.Linear(2, 2)) is None
+    unknown = tiny_llama()
+    unknown.config.model_type = "mistral"  # not in ARCHITECTURES: runs unchanged
+    assert decoder_layers(unknown) is None
 
 
 def test_select_cache_fallback_equals_fast_path(llama, sequence):
