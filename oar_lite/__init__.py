@@ -8,7 +8,7 @@ The core, which knows nothing of the toy world or of training: GRPO in `grpo`; t
 scores -> weights in `reshape`; sampling in `rollout`; answer spans in `segment`; rewards in
 `reward`. Around it: models in `models`, `toy` (addition with known pivotal tokens, its
 oracles in `oracle`) and `problems`; training in `train` (with `seeding`, `checkpoint`,
-`evaluation`), `compare`, `report` and `plots`; measuring credit in `credit`,
+`evaluate`), `compare`, `report` and `plots`; measuring credit in `credit`,
 `ground_truth`, `gradient_quality`, `regime` and `stats`. README, "Layout", draws it.
 """
 from .attribution import (

@@ -49,6 +49,12 @@ def write_jsonl(path, records: list[dict]) -> None:
         tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
+def append_jsonl(path, record: dict) -> None:
+    """Append one JSON line to ``path`` and flush it, so a kill loses at most that line."""
+    with open(path, "a") as f:
+        f.write(json.dumps(record) + "\n")
+
+
 def read_jsonl(path) -> list[dict]:
     """Records from a JSONL file; a line that is not JSON (a run killed while writing it)
     raises ValueError naming the file and the line."""
@@ -77,8 +83,7 @@ class JsonlLog:
             return None
         self.records.append(record)
         if self.path is not None:
-            with open(self.path, "a") as f:
-                f.write(json.dumps(record) + "\n")
+            append_jsonl(self.path, record)
         return record
 
 
