@@ -131,3 +131,34 @@ def old_flat_form(config: TrainConfig) -> dict:
     data = dataclasses.asdict(config)
     names = {"batch_size": "attribution_batch_size", "token_budget": "attribution_token_budget"}
     return {**data, **{names.get(k, k): v for k, v in data.pop("credit").items()}}
+
+
+def span_masks(attention_mask, reasoning, answer):
+    """``(reasoning_mask, answer_mask)`` ``[B, T]`` bool from each row's spans."""
+    rm, am = torch.zeros_like(attention_mask, dtype=torch.bool), torch.zeros_like(attention_mask, dtype=torch.bool)
+    for i, (r, a) in enumerate(zip(reasoning, answer)):
+        rm[i, r], am[i, a] = True, True
+    return rm, am
+
+
+def mixed_state_model():
+    """A tiny Llama in a mixed state (training, but one MLP in eval; a ``.grad`` on the LM head;
+    a frozen embedding), and its snapshot for `assert_untouched`."""
+    model = tiny_llama().train()
+    model.model.layers[0].mlp.eval()  # a mixed state, to check every module's own flag is restored
+    model.lm_head.weight.grad = torch.full_like(model.lm_head.weight, 0.5)
+    model.model.embed_tokens.weight.requires_grad_(False)
+    params = {n: (p.requires_grad, None if p.grad is None else p.grad.clone(), p.detach().clone())
+              for n, p in model.named_parameters()}
+    return model, (params, [m.training for m in model.modules()])
+
+
+def assert_untouched(model, snapshot):
+    """The weights, their ``.grad`` and ``requires_grad``, and every module's mode are as before."""
+    params, modes = snapshot
+    for n, p in model.named_parameters():
+        requires_grad, grad, weight = params[n]
+        assert p.requires_grad == requires_grad, f"{n}.requires_grad changed"
+        assert torch.equal(p.detach(), weight), f"{n} changed"
+        assert p.grad is None if grad is None else torch.equal(p.grad, grad), f"{n}.grad changed or was written"
+    assert [m.training for m in model.modules()] == modes

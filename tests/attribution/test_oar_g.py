@@ -3,7 +3,7 @@ form equal to the per-row reference."""
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import padded_rows, tiny_gpt2, tiny_llama
+from conftest import assert_untouched, mixed_state_model, padded_rows, span_masks, tiny_gpt2, tiny_llama
 
 import oar_lite as ol
 from oar_lite.attribution import MODES
@@ -125,32 +125,18 @@ def test_gradient_scores_batch_reproducible_and_noise_matters(llama):
 
 
 def test_gradient_scores_batch_leaves_grads_requires_grad_and_modes():
-    model = tiny_llama().train()
-    model.model.layers[0].mlp.eval()  # a mixed state, to check every module's own flag is restored
-    model.lm_head.weight.grad = torch.full_like(model.lm_head.weight, 0.5)
-    model.model.embed_tokens.weight.requires_grad_(False)
-    before = {n: (p.requires_grad, None if p.grad is None else p.grad.clone()) for n, p in model.named_parameters()}
-    modes = [m.training for m in model.modules()]
+    model, before = mixed_state_model()
     ids, attn, reasoning, answer = padded_rows(model, [2, 0, 5], [3, 2, 1])
     for reuse_prefix in (True, False):
         ol.gradient_scores_batch(model, ids, attn, reasoning, answer, reuse_prefix=reuse_prefix)
-    for n, p in model.named_parameters():
-        requires_grad, grad = before[n]
-        assert p.requires_grad == requires_grad, f"{n}.requires_grad changed"
-        if grad is None:
-            assert p.grad is None, f"{n}.grad was written"
-        else:
-            assert torch.equal(p.grad, grad), f"{n}.grad changed"
-    assert [m.training for m in model.modules()] == modes
+    assert_untouched(model, before)
 
 
 def test_token_weights_oar_g_runs_rows_in_one_pass(llama):
     """token_weights("oar-g") scores all rows in one batched pass: the LM head sees them all
     at once, and the scores equal gradient_scores_batch's with the same generator."""
     ids, attn, reasoning, answer = padded_rows(llama, [2, 0, 5], [3, 2, 1])
-    rm, am = torch.zeros_like(attn, dtype=torch.bool), torch.zeros_like(attn, dtype=torch.bool)
-    for i, (r, a) in enumerate(zip(reasoning, answer)):
-        rm[i, r], am[i, a] = True, True
+    rm, am = span_masks(attn, reasoning, answer)
     am[1] = False  # a row without an answer is not scored
     batch_sizes = []
     hook = llama.lm_head.register_forward_hook(lambda m, i, o: batch_sizes.append(o.shape[0]))
