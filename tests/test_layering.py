@@ -9,9 +9,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "oar_lite"
-CORE = {"oar_lite.checks", "oar_lite.seeding", "oar_lite.grpo", "oar_lite.reshape", "oar_lite.rollout",
-        "oar_lite.segment", "oar_lite.reward", "oar_lite.attribution"}
-"""The core and what it may import: GRPO, scores -> weights, the scorers, sampling, answers, rewards."""
+LAYERS = [
+    {"checks", "seeding", "grpo", "reshape", "rollout", "segment", "reward", "attribution"},  # the core
+    {"toy", "oracle", "models", "problems", "evaluate"},  # the toy world, models, problems
+    {"train", "checkpoint", "trl"},  # training
+    {"stats", "report", "credit", "ground_truth", "gradient_quality", "regime"},  # measuring
+    {"compare", "cli", "__main__", "plots", "progress", "viz"},  # experiments
+]
+"""The layers of the README's table: a module imports from its own layer or the ones before it."""
+CORE = {f"oar_lite.{name}" for name in LAYERS[0]}
 
 
 def module_name(path: Path) -> str:
@@ -60,6 +66,18 @@ def test_the_core_imports_only_the_core():
     outside = {(m, t) for m, targets in edges.items() if in_core(m) for t in targets if not in_core(t)}
     assert not outside, f"core modules import modules above them: {sorted(outside)}"
     assert "oar_lite.toy" in edges and "oar_lite.attribution.registry" in edges  # the graph is read at all
+
+
+def layer(name: str) -> int:
+    top = name.split(".")[1]
+    return next(i for i, names in enumerate(LAYERS) if top in names)
+
+
+def test_every_module_imports_only_its_layer_and_the_ones_before():
+    edges = {m: t for m, t in graph().items() if m != "oar_lite"}
+    assert {m.split(".")[1] for m in edges} == set().union(*LAYERS)  # every module has its layer
+    upward = sorted((m, t) for m, targets in edges.items() for t in targets if layer(t) > layer(m))
+    assert not upward, f"imports of a later layer: {upward}"
 
 
 def test_no_import_circles_counting_imports_inside_functions():
