@@ -1,6 +1,7 @@
 """Statistics the project reports: means with a 95% interval over seeds or completions,
-percentile bootstrap intervals, binomial proportions (Monte-Carlo estimates) and how well
-scores rank tokens (ROC-AUC, precision@k, Spearman). Plain numbers in, plain numbers out.
+percentile bootstrap intervals (over seeds, or seeds and problems crossed), binomial
+proportions (Monte-Carlo estimates) and how well scores rank tokens (ROC-AUC, precision@k,
+Spearman). Plain numbers in, plain numbers out.
 """
 from __future__ import annotations
 
@@ -41,6 +42,22 @@ def bootstrap_interval(stat, samples: np.ndarray, *, n: int = 10_000, seed: int 
     values = values[np.isfinite(values)]
     alpha = (1 - level) / 2
     return float(np.quantile(values, alpha)), float(np.quantile(values, 1 - alpha))
+
+
+def crossed_bootstrap(values: np.ndarray, *, n: int = 4000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of the mean of ``values [S, N]`` (seeds x problems) when both the
+    seeds and the problems are resampled with replacement (the same problems for every
+    seed, as they are in the runs): it counts both sources of chance."""
+    values = np.asarray(values, dtype=float)
+    if values.ndim != 2 or values.shape[0] < 1 or values.shape[1] < 2:
+        raise ValueError(f"values must be [seeds, problems] with >= 2 problems, got shape {values.shape}")
+    rng = np.random.default_rng(seed)
+    S, N = values.shape
+    rows = rng.integers(0, S, size=(n, S))
+    cols = rng.integers(0, N, size=(n, N))
+    means = np.array([values[r][:, c].mean() for r, c in zip(rows, cols)])
+    alpha = (1 - level) / 2
+    return float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
 
 
 def intervals_overlap(a: Sequence[float], b: Sequence[float]) -> bool:

@@ -65,3 +65,13 @@ def test_mean_std_and_normal_interval_by_hand():
     assert stats.std(xs) == pytest.approx(math.sqrt((4 + 1 + 0 + 9) / 3))  # n - 1
     assert stats.ci95(xs) == pytest.approx(1.96 * stats.std(xs) / 2)
     assert all(math.isnan(v) for v in (stats.mean([]), stats.std([1.0]), stats.ci95([1.0])))
+
+
+def test_crossed_bootstrap_covers_both_sources_of_chance():
+    assert stats.crossed_bootstrap(np.full((3, 5), 0.2)) == pytest.approx((0.2, 0.2))
+    rng = np.random.default_rng(0)
+    seeds_only = np.repeat(rng.normal(size=(4, 1)), 50, axis=1)  # all variation between seeds
+    low, high = stats.crossed_bootstrap(seeds_only)
+    assert high - low > 0.3  # resampling problems alone would give a zero-width interval
+    with pytest.raises(ValueError, match="seeds, problems"):
+        stats.crossed_bootstrap(np.zeros(5))
