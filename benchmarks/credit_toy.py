@@ -12,8 +12,6 @@ the tokens to OAR-P in each P_final mode (mean Spearman correlation, 1 = same or
 """
 from __future__ import annotations
 
-import math
-
 from benchmarks import common
 from oar_lite import credit
 from oar_lite.report import markdown_table
@@ -41,15 +39,9 @@ def main(argv=None) -> dict:
     _, report = common.start(args, "credit_toy", argv, n=args.n, seed=args.seed, methods=args.methods)
     results, records = credit.credit_benchmark(args.methods, n=args.n, seed=args.seed, return_records=True,
                                                progress=not args.no_progress)
-    agreement = {}
-    for mode in ("last", "answer_mean", "answer_joint"):
-        p, g = f"oar-p:{mode}", f"oar-g:{mode}"
-        if p in args.methods and g in args.methods:
-            rho = [credit.rank_agreement(r["scores"][p], r["scores"][g]) for r in records]
-            rho = [x for x in rho if not math.isnan(x)]
-            agreement[mode] = {"mean": sum(rho) / len(rho) if rho else float("nan"), "n": len(rho)}
     report.update(results=results, scored=len(records), correct=sum(r["correct"] for r in records),
-                  label_means={m: credit.label_means(records, m) for m in args.methods}, rank_agreement=agreement)
+                  label_means={m: credit.label_means(records, m) for m in args.methods},
+                  rank_agreement=credit.mode_agreement(records, args.methods))
     return common.finish(report, args.out, render)
 
 

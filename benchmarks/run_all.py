@@ -14,7 +14,6 @@ or not; it is skipped when no comparison ran (``python -m oar_lite compare``), n
 """
 from __future__ import annotations
 
-import argparse
 import json
 import time
 import traceback
@@ -55,19 +54,14 @@ def learning(folder: Path, out: Path) -> dict | None:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = common.parser(__doc__, common.DEFAULT_OUT, timing=False, device=True, threads=2)
     ap.add_argument("--quick", action="store_true", help="small sizes (checks that everything runs)")
     ap.add_argument("--only", nargs="+", default=["step_cost", "oar_p_implementations", "scaling", "learning"],
                     choices=["step_cost", "oar_p_implementations", "scaling", "learning"])
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--dtype", choices=sorted(common.DTYPES), default=None,
-                    help="the models' weights (default: bfloat16 on a CUDA GPU that supports it, else float32)")
     ap.add_argument("--scored-rounds", action="store_true",
                     help="step_cost times only steps on which plain GRPO scores a row (its --scored-rounds)")
     ap.add_argument("--compare-folder", type=Path, default=Path("results/default"),
                     help="output folder of `python -m oar_lite compare` for the learning summary")
-    ap.add_argument("--out", type=Path, default=common.DEFAULT_OUT)
     args = ap.parse_args(argv)
 
     from benchmarks import oar_p_implementations, scaling, step_cost
@@ -78,7 +72,8 @@ def main(argv=None) -> None:
         suffix += "_" + args.device.replace(":", "")
     if args.dtype is not None:
         suffix += "_" + args.dtype
-    shared = ["--threads", str(args.threads), "--device", args.device] + (["--dtype", args.dtype] if args.dtype else [])
+    shared = (["--threads", str(args.threads), "--device", args.device] + (["--dtype", args.dtype] if args.dtype else [])
+              + (["--no-progress"] if args.no_progress else []))
     path = args.out / f"summary{suffix}.md"
     sections, failed = [], []
 

@@ -39,7 +39,7 @@ def oar_p_pass_positions(path: str, reasoning: slice, end: int, *, token_budget:
     """The positions of each pass OAR-P plans for one sequence (mode ``last``, ``end`` =
     answer.start), on the per-row path (`plan_chunks`) or the batched one
     (`perturbation_scores_batch`'s planner, one row)."""
-    from oar_lite.attribution import DEFAULT_MAX_WASTE, _plan_passes, plan_chunks
+    from oar_lite.attribution import DEFAULT_MAX_WASTE, plan_chunks, plan_passes
 
     if path == "per-row":
         return [slice(a, b) for a, b in plan_chunks(reasoning.start, reasoning.stop, end, token_budget=token_budget,
@@ -47,7 +47,7 @@ def oar_p_pass_positions(path: str, reasoning: slice, end: int, *, token_budget:
     per_pass = max(1, min(token_budget // end, batch_size or token_budget))
     columns = list(range(reasoning.start, reasoning.stop))
     return [slice(columns[lo], columns[hi - 1] + 1) for lo, hi in
-            _plan_passes(columns, end, per_pass=per_pass, max_waste=DEFAULT_MAX_WASTE, reuse_prefix=True)]
+            plan_passes(columns, end, per_pass=per_pass, max_waste=DEFAULT_MAX_WASTE, reuse_prefix=True)]
 
 
 def measure_length(model, tokenizer, model_name: str, length: int, *, warmup: int, repeats: int, batch_size: int | None,

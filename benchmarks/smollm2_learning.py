@@ -110,7 +110,7 @@ def run(args) -> Path:
 
 def collect(args) -> Path:
     """The finished runs' settings, per-step logs and held-out results as one JSON."""
-    from oar_lite.train import read_jsonl
+    from oar_lite.checkpoint import read_jsonl
 
     runs = []
     for folder in args.runs:

@@ -105,7 +105,8 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
     one line and is passed, with the rounds before it, to ``on_round`` (``result["rounds"]``'s
     entries), so a run stopped early still leaves what it measured.
     """
-    from oar_lite.train import TrainConfig, _rng_state, _set_rng_state, add_lora, train_step
+    from oar_lite.seeding import rng_state, set_rng_state
+    from oar_lite.train import TrainConfig, add_lora, train_step
 
     if scored_rounds and "uniform" not in methods:
         raise ValueError("scored_rounds finds its steps with plain GRPO: methods must include 'uniform'")
@@ -145,7 +146,7 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
     search = None
     steps = [FIRST_STEP + r for r in range(-warmup, repeats)]
     if scored_rounds:
-        rng = _rng_state()
+        rng = rng_state()
         def scored_rows(step):
             rows = rows_scored(run_step("uniform", step))
             print(f"[{model_name}] candidate step {step}: GRPO scores {rows:.0f} rows", flush=True)
@@ -156,7 +157,7 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
                                          max_candidates=max_candidates or CANDIDATES_PER_ROUND * (warmup + repeats))
         finally:
             reset_weights()
-            _set_rng_state(rng)
+            set_rng_state(rng)
         search = {"steps": steps, "candidates": drawn, "first": FIRST_STEP}
 
     # train_step records both clocks per phase: CPU seconds (cpu_*) or wall-clock (time_*), as `setup` chose.

@@ -1,11 +1,15 @@
 """oar-lite: Outcome-grounded Advantage Reshaping (OAR) for GRPO, small and readable.
 
 The algorithm contract is OAR-SPEC (Li et al. 2026, arXiv 2601.07408): docs/oar-spec.md in
-the repository, whose sections the docstrings cite. The notebooks teach it in order. GRPO is in `grpo`; the scorers (OAR-P, OAR-G, baselines) and
-`token_weights` with its `CreditConfig` in `attribution`; scores -> weights in `reshape`;
-answer spans in `segment`; rewards in `reward`; models in `models`, `toy` (addition with
-known pivotal tokens) and `problems`; measuring credit in `credit`, `oracle`,
-`gradient_quality` and `regime`; experiments in `train`, `compare` and `report`.
+the repository, whose sections the docstrings cite. The notebooks teach it in order.
+
+The core, which knows nothing of the toy world or of training: GRPO in `grpo`; the scorers
+(OAR-P, OAR-G, baselines) and `token_weights` with its `CreditConfig` in `attribution`;
+scores -> weights in `reshape`; sampling in `rollout`; answer spans in `segment`; rewards in
+`reward`. Around it: models in `models`, `toy` (addition with known pivotal tokens, its
+oracles in `oracle`) and `problems`; training in `train` (with `seeding`, `checkpoint`,
+`evaluate`), `compare`, `report` and `plots`; measuring credit in `credit`,
+`ground_truth`, `gradient_quality`, `regime` and `stats`. README, "Layout", draws it.
 """
 from .attribution import (
     MODES,
@@ -45,6 +49,7 @@ from .segment import (
 )
 from . import toy
 from . import gradient_quality, oracle, regime, report
-from .credit import credit_benchmark, precision_at_k, results_table, roc_auc
+from .credit import credit_benchmark, results_table
+from .stats import precision_at_k, roc_auc
 
 __version__ = "0.1.0"

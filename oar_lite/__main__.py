@@ -5,6 +5,10 @@
     python -m oar_lite compare --methods uniform oar-g --seeds 0 1 --steps 20 --out results/mine
     python -m oar_lite compare --methods uniform oar-g:answer_mean oar-p:answer_mean --digits 4 --target 0.5
     python -m oar_lite demo                           # the quick comparison, then its table
+
+Every setting of a run has its flag, named, typed, range-checked and explained by its
+declaration (`oar_lite.cli`); flags are never abbreviated, contradictory ones are refused,
+and a bad value is a usage error (exit 2).
 """
 from __future__ import annotations
 
@@ -13,77 +17,73 @@ import os
 import shlex
 import sys
 
+from . import cli, compare, toy
+from .checks import settings_of
+from .report import terminal_summary, verdict
+from .train import TrainConfig
+
+
+def profile_defaults() -> dict[str, str]:
+    """How each flag's default reads in the help: the profiles' values."""
+    def said(get):
+        values = {p: get(compare.PROFILES[p]) for p in ("default", "quick", "credit")}
+        return ", ".join(f"{p} {v}" for p, v in values.items()) if len(set(values.values())) > 1 else values["default"]
+
+    def value(profile, name):
+        return getattr(profile.config if name in settings_of(TrainConfig) else profile.config.credit, name)
+
+    out = {name: said(lambda p, name=name: value(p, name)) for name in cli.run_settings()}
+    return {**out, "target": said(lambda p: p.target), "jobs": "2 (one per core, at most 2)"}
+
 
 def _parser() -> argparse.ArgumentParser:
-    from .compare import COMPARED_TRAINING_METHODS
-
-    parser = argparse.ArgumentParser(prog="python -m oar_lite", description="OAR for GRPO: train and compare.")
+    parser = cli.parser("OAR for GRPO: train and compare.", prog="python -m oar_lite")
     sub = parser.add_subparsers(dest="command", required=True)
+    defaults = profile_defaults()
 
     def common(p):
-        p.add_argument("--methods", nargs="+", default=list(COMPARED_TRAINING_METHODS),
-                       help="credit assignment methods (uniform = plain GRPO; oar-g, oar-p, entropy, random; "
+        p.add_argument("--methods", nargs="+", type=cli.method_name, default=list(compare.COMPARED_TRAINING_METHODS),
+                       help="credit assignment methods (uniform = plain GRPO; oar-g, oar-p, entropy, random, oracle; "
                             "a P_final mode after a colon: oar-p:answer_joint)")
-        p.add_argument("--seeds", nargs="+", type=int, default=None, help="seeds (default: 0 1 2; --quick: 0)")
-        p.add_argument("--steps", type=int, default=None, help="training steps per run (default 30; --quick: 10)")
+        p.add_argument("--seeds", nargs="+", type=cli.checked("seeds", settings_of(TrainConfig)["seed"].range),
+                       default=None, help=f"seeds (default: "
+                                          f"{', '.join(f'{k} {list(v.seeds)}' for k, v in compare.PROFILES.items())})")
         p.add_argument("--out", default="results", help="output folder (default: results)")
-        p.add_argument("--target", type=float, default=None,
-                       help="held-out accuracy to reach (default 0.85; --quick: 0.7)")
-        p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
-                       help="runs trained at the same time, one process each (default: 2)")
-        p.add_argument("--threads", type=int, default=1, help="torch threads per run (default 1)")
         p.add_argument("--model", default=None, help="toy model folder (default: the shipped oar_lite/data/toy-model)")
-        p.add_argument("--lr", type=float, default=None, help="learning rate")
-        p.add_argument("--quantile", type=float, default=None, help="OAR suppression quantile q")
-        p.add_argument("--boost", type=float, default=None, help="OAR boost (the paper's beta)")
-        p.add_argument("--floor", type=float, default=None, help="OAR weight floor")
-        p.add_argument("--prompts", type=int, default=None, help="prompts per step")
-        p.add_argument("--group-size", type=int, default=None, help="completions per prompt")
-        p.add_argument("--iterations", type=int, default=None, help="optimizer steps per batch (num_iterations)")
-        p.add_argument("--beta", type=float, default=None, help="KL coefficient to the initial model")
-        p.add_argument("--noise-std", type=float, default=None, help="OAR-G embedding noise std (default 1e-3)")
         p.add_argument("--digits", type=int, nargs="+", default=None, metavar="D",
                        help="digits of the problems, one number or a low high range (default 2 4); other than "
                             "2-4, the held-out set is 200 fresh problems with those digits")
-        p.add_argument("--eval-every", type=int, default=None, help="evaluate every N steps (default 5)")
-        p.add_argument("--eval-size", type=int, default=None,
-                       help="held-out problems evaluated (default all 200; --quick: 100)")
         p.add_argument("--quiet", action="store_true", help="no progress bars")
         p.add_argument("--verbose", action="store_true",
                        help="show the libraries' warnings, logs and weight-loading bars (hidden by default)")
-        p.add_argument("--profile", default="default", choices=("default", "quick", "credit"),
-                       help="budget and batch settings (oar_lite.compare.PROFILES); 'credit': the regime of notebook 06")
+        p.add_argument("--profile", default=None, choices=("default", "quick", "credit"),
+                       help="budget and batch settings (oar_lite.compare.PROFILES; default: default); "
+                            "'credit': the regime of notebook 06")
         p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # test size
+        cli.add_setting_flags(p, {**compare.RUN_OPTIONS, **cli.run_settings()}, defaults)
 
-    compare = sub.add_parser("compare", help="train GRPO, OAR-G and OAR-P on the toy task and compare them")
-    common(compare)
-    compare.add_argument("--quick", action="store_true", help="one seed, fewer steps: for trying it")
-    demo = sub.add_parser("demo", help="the quick comparison, then its table")
-    common(demo)
+    compare_ = sub.add_parser("compare", help="train GRPO, OAR-G and OAR-P on the toy task and compare them",
+                              allow_abbrev=False)
+    compare_.add_argument("--quick", action="store_true", help="one seed, fewer steps (--profile quick): for trying it")
+    common(compare_)
+    demo = sub.add_parser("demo", help="the quick comparison, then its table", allow_abbrev=False)
     demo.add_argument("--quick", action="store_true", help="accepted for symmetry with compare: the demo is always quick")
+    common(demo)
     return parser
 
 
-def check_flags(args: argparse.Namespace, names: dict[str, str]) -> None:
-    """Range-check the numeric flags with the ranges of the settings they set (``names``: flag
-    to `TrainConfig` or `CreditConfig` field; `oar_lite.compare.RUN_RANGES`); ValueError names the flag."""
-    from .attribution import CREDIT_RANGES
-    from .checks import check_number
-    from .compare import RUN_RANGES
-    from .train import NUMERIC_RANGES
-
-    ranges = {**NUMERIC_RANGES, **CREDIT_RANGES}
-
-    def flag(name: str) -> str:
-        return "--" + name.replace("_", "-")
-
-    for name, field in names.items():
-        check_number("", flag(name), getattr(args, name), **{**ranges[field], "optional": True})
-    check_number("", "--steps", args.steps, **{**NUMERIC_RANGES["steps"], "optional": True})
-    for seed in args.seeds or ():
-        check_number("", "--seeds", seed, **NUMERIC_RANGES["seed"])
-    for name in ("target", "jobs", "threads"):
-        check_number("", flag(name), getattr(args, name), **{**RUN_RANGES[name], "optional": True})
+def chosen_profile(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    """The profile the flags ask for (the hidden ``--tiny``, for tests, shrinks any of them);
+    contradictory flags (``--quick`` or ``demo`` with another ``--profile``) are a usage error."""
+    if args.tiny:
+        return "tiny"
+    asked = {"--profile": args.profile, "--quick": "quick" if args.quick else None,
+             "demo": "quick" if args.command == "demo" else None}
+    given = {k: v for k, v in asked.items() if v is not None}
+    if len(set(given.values())) > 1:
+        parser.error(f"{' and '.join(given)} ask for different profiles ({', '.join(dict.fromkeys(given.values()))}); "
+                     "give one")
+    return next(iter(given.values()), "default")
 
 
 LIBRARIES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "huggingface_hub", "tokenizers")
@@ -116,27 +116,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.verbose:
         quiet_libraries()
-
-    from .compare import compare
-
-    quick = args.command == "demo" or getattr(args, "quick", False)
-    profile = "tiny" if args.tiny else "quick" if quick else args.profile
-    names = {"lr": "learning_rate", "quantile": "quantile", "boost": "boost", "floor": "floor",
-             "prompts": "prompts_per_step", "group_size": "group_size", "iterations": "num_iterations", "beta": "beta",
-             "noise_std": "noise_std", "eval_every": "eval_every", "eval_size": "eval_size"}
-    overrides = {field: getattr(args, flag) for flag, field in names.items() if getattr(args, flag) is not None}
-    try:
-        check_flags(args, names)
-    except ValueError as err:
-        parser.error(str(err))  # exit status 2 with the usage line, no traceback
-    if args.digits is not None and len(args.digits) not in (1, 2):
-        raise ValueError(f"--digits takes one number or a low high pair, got {args.digits}")
-    digits = None if args.digits is None else args.digits[0] if len(args.digits) == 1 else args.digits
-    summary = compare(args.methods, args.seeds, steps=args.steps, out=args.out, profile=profile, target=args.target,
-                      jobs=args.jobs, threads=args.threads, model_dir=args.model, overrides=overrides, digits=digits,
-                      progress=not args.quiet, command="python -m oar_lite " + shlex.join(argv))
-    from .report import terminal_summary, verdict
-
+    profile = chosen_profile(parser, args)
+    digits = args.digits
+    if digits is not None:
+        try:
+            if len(digits) > 2:
+                raise ValueError("expected one number or a low high pair")
+            digits = toy.digit_range(digits[0] if len(digits) == 1 else tuple(digits))
+        except ValueError as err:
+            parser.error(f"--digits {' '.join(map(str, args.digits))}: {err}")
+    overrides = {k: v for k, v in cli.changed_settings(args, cli.run_settings()).items() if k != "steps"}
+    summary = compare.compare(args.methods, args.seeds, steps=args.steps, out=args.out, profile=profile, target=args.target,
+                      jobs=min(2, os.cpu_count() or 1) if args.jobs is None else args.jobs,
+                      threads=1 if args.threads is None else args.threads, model_dir=args.model, overrides=overrides,
+                      digits=digits, progress=not args.quiet, command="python -m oar_lite " + shlex.join(argv))
     print(terminal_summary(summary) if args.command == "demo" else "\n".join(verdict(summary)))
     print(f"wrote {args.out}/compare.md (full tables), compare.png, compare.jsonl")
     return 0

@@ -1,9 +1,50 @@
-"""Range checks for numeric settings, one helper so every config says the same, e.g.
+"""Settings declared once (`Setting`: default, meaning, range) and their range checks, one
+helper so every config says the same, e.g.
 ``TrainConfig.max_grad_norm=0 is out of range: expected a finite number > 0``."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Setting:
+    """One setting, declared once: its default, what it means (``help``: command-line flags,
+    `oar_lite.trl.OARConfig` and the docs reuse it), a short ``label`` for reports (default:
+    the name), its allowed range (`check_number`'s keywords; empty: not a number) and, for
+    `oar_lite.train.TrainConfig`, what a resumed run may change (``resume``: ``"more"``, a
+    run may be given more; ``"bookkeeping"``, never changes a result; ``"evaluation"``,
+    changes the evaluations from where it changes)."""
+
+    default: Any
+    help: str
+    range: dict = field(default_factory=dict)
+    label: str | None = None
+    resume: str | None = None
+
+    def field(self):
+        """A dataclass field with this default that carries the setting in its metadata."""
+        return dataclasses.field(default=self.default, metadata={"setting": self, "help": self.help})
+
+
+def setting(default, help: str, *, label: str | None = None, resume: str | None = None, **allowed):
+    """A dataclass field declared with `Setting` (``allowed``: `check_number`'s range keywords)."""
+    return Setting(default, help, allowed, label, resume).field()
+
+
+def settings_of(config) -> dict[str, Setting]:
+    """``{name: Setting}`` of a dataclass (or instance) declared with `setting`, in field order."""
+    return {f.name: f.metadata["setting"] for f in dataclasses.fields(config) if "setting" in f.metadata}
+
+
+def check_settings(config, owner: str) -> None:
+    """Range-check every numeric `Setting` of the dataclass instance ``config`` (ValueError)."""
+    for name, declared in settings_of(config).items():
+        if declared.range:
+            check_number(owner, name, getattr(config, name), **declared.range)
 
 
 def describe_range(*, integer: bool = False, low=None, high=None, low_open: bool = False, high_open: bool = False,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing as mp
 import os
 import platform
 import time
@@ -22,19 +23,23 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Sequence
 
+import torch
+
+from . import toy
 from .attribution import CREDIT_FIELDS, CreditConfig
-from .checks import check_number
+from .checkpoint import CHECKPOINT, METRICS, config_changes, read_jsonl, resumable, write_json, write_jsonl
+from .checks import Setting, check_number
+from .plots import save_figure
+from .progress import MethodBars
 # Re-exported from `oar_lite.report`, which holds them: notebook 05 and scripts call compare.X.
-from .report import render_markdown, save_figure, summarize, verdict  # noqa: F401
-from .train import CHECKPOINT, METRICS, Task, TrainConfig, atomic_path, config_changes, read_jsonl, train, write_jsonl
+from .report import render_markdown, summarize, verdict  # noqa: F401
+from .train import Task, TrainConfig, train
 
 COMPARED_TRAINING_METHODS = ("uniform", "oar-g", "oar-p")  # the training methods `compare` runs by default
 
-# Training settings shared by every profile (flags and ``overrides`` change them); the learning
-# rate is the one benchmarks/RESULTS.md, "Learning", chose.
-TRAINING = TrainConfig(learning_rate=1e-4, max_new_tokens=66, temperature=1.0, num_iterations=1, beta=0.0,
-                       checkpoint_every=5, credit=CreditConfig("uniform", quantile=0.25, boost=1.0, floor=0.1,
-                                                               noise_std=1e-3, batch_size=64))
+# Training settings shared by every profile (flags and ``overrides`` change them): `TrainConfig`'s
+# defaults (its learning rate is the one benchmarks/RESULTS.md, "Learning", chose) but these.
+TRAINING = TrainConfig(max_new_tokens=66, checkpoint_every=5)
 
 
 @dataclass(frozen=True)
@@ -61,27 +66,27 @@ PROFILES: dict[str, Profile] = {
     "credit": Profile(replace(TRAINING, steps=16, prompts_per_step=2, group_size=4, eval_every=2, eval_size=100,
                               credit=replace(TRAINING.credit, boost=9.0)), seeds=(0, 1, 2, 3, 4), target=0.75),
 }
-DEFAULT_TARGET = 0.85
+DEFAULT_TARGET = PROFILES["default"].target
 TRAIN_POOL = dict(n=4000, seed=12345, digits=(2, 4))
 # Held-out problems for other digit ranges (--digits): fresh ones (the shipped held-out set has too
 # few of any one length), disjoint from it and from the training pool.
 OTHER_EVAL = dict(n=200, seed=54321)
 
 
-# Ranges of compare's own numeric settings (`oar_lite.checks.check_number`).
-RUN_RANGES: dict[str, dict] = {
-    "target": dict(low=0, high=1, low_open=True),
-    "jobs": dict(integer=True, low=1),
-    "threads": dict(integer=True, low=1, optional=True),
+RUN_OPTIONS = {
+    "target": Setting(None, "Held-out accuracy to reach.", dict(low=0, high=1, low_open=True)),
+    "jobs": Setting(1, "Runs trained at the same time, one process each.", dict(integer=True, low=1)),
+    "threads": Setting(1, "Torch threads per run (None: torch's setting).", dict(integer=True, low=1, optional=True)),
 }
+"""`compare`'s own settings, beside the runs' `TrainConfig` (the command line's flags read them)."""
+RUN_SET = ("method", "seed", "progress")
+"""Run settings `compare` sets itself (``methods``, ``seeds``, ``progress``): ``overrides`` may not."""
 
 
 def toy_task(*, eval_size: int | None = None, digits: int | tuple[int, int] | None = None) -> Task:
     """The toy addition task: training problems that avoid the held-out set, and the first
     ``eval_size`` held-out problems. ``digits`` (an int or an inclusive ``(low, high)``) other
     than `TRAIN_POOL`'s sets both; the held-out ones are then fresh (``OTHER_EVAL``)."""
-    from . import toy
-
     held_out = toy.load_eval_set()
     lo, hi = toy.digit_range(TRAIN_POOL["digits"] if digits is None else digits)
     if (lo, hi) != TRAIN_POOL["digits"]:
@@ -101,8 +106,10 @@ def run_config(method: str, seed: int, settings: TrainConfig = TRAINING) -> Trai
 
 def with_overrides(config: TrainConfig, overrides: dict) -> TrainConfig:
     """``config`` with settings changed by name, as command lines give them: a `TrainConfig`
-    field, or a `CreditConfig` field (it changes ``config.credit``). An unknown name, or a
-    value out of range, is a ValueError."""
+    field, or a `CreditConfig` field (it changes ``config.credit``); ``credit`` given as a
+    dict changes the fields it names. An unknown name, or a value out of range, is a ValueError."""
+    if isinstance(overrides.get("credit"), dict):
+        overrides = {**{k: v for k, v in overrides.items() if k != "credit"}, **overrides["credit"]}
     credit = {k: v for k, v in overrides.items() if k in CREDIT_FIELDS}
     unknown = sorted(set(overrides) - set(credit) - {f.name for f in fields(TrainConfig)})
     if unknown:
@@ -114,10 +121,6 @@ def with_overrides(config: TrainConfig, overrides: dict) -> TrainConfig:
 
 def _run_one(job: dict) -> list[dict]:
     """Train (or resume, or read back) one (method, seed) run; returns its records."""
-    import torch
-
-    from . import toy
-
     threads = torch.get_num_threads()
     if job.get("threads"):
         torch.set_num_threads(job["threads"])
@@ -160,7 +163,8 @@ def compare(
         jobs: runs trained at the same time (separate processes); 1 trains in this process.
         threads: torch threads per run (None: torch's setting).
         model_dir: a toy model folder other than the shipped one.
-        overrides: settings to change by name (`with_overrides`), e.g. ``{"boost": 2.0}``.
+        overrides: settings to change by name (`with_overrides`), e.g. ``{"boost": 2.0}``;
+            not those `compare` sets itself (`RUN_SET`, and ``steps`` when ``steps`` is given).
         digits: train and evaluate on problems with this many digits (see `toy_task`).
         progress: progress bars.
         command: the command line, recorded in ``compare.md``.
@@ -172,17 +176,21 @@ def compare(
         raise ValueError(f"unknown profile {profile!r}; expected one of {sorted(PROFILES)}")
     if not methods:
         raise ValueError("methods is empty; expected e.g. ('uniform', 'oar-g', 'oar-p')")
-    check_number("compare", "jobs", jobs, **RUN_RANGES["jobs"])
-    check_number("compare", "threads", threads, **RUN_RANGES["threads"])
+    overrides = dict(overrides or {})
+    credit = overrides.get("credit") if isinstance(overrides.get("credit"), dict) else {}
+    refused = [k for k in (*overrides, *credit) if k in RUN_SET]
+    refused += ["steps"] if steps is not None and "steps" in overrides else []
+    if refused:
+        raise ValueError(f"overrides {refused} are set by compare's own arguments (methods, seeds, steps, progress); "
+                         "give them there")
     preset = PROFILES[profile]
-    changes = {**(overrides or {}), "progress": progress, **({} if steps is None else {"steps": steps})}
-    settings = with_overrides(preset.config, changes)
+    settings = with_overrides(preset.config, {**overrides, "progress": progress, **({} if steps is None else
+                                                                                    {"steps": steps})})
     target = preset.target if target is None else target
-    check_number("compare", "target", target, **RUN_RANGES["target"])
+    for name, value in (("jobs", jobs), ("threads", threads), ("target", target)):
+        check_number("compare", name, value, **RUN_OPTIONS[name].range)
     if digits is not None:
-        from .toy import digit_range
-
-        digits = digit_range(digits if isinstance(digits, int) else tuple(digits))  # raises ValueError
+        digits = toy.digit_range(digits if isinstance(digits, int) else tuple(digits))  # raises ValueError
         digits = None if digits == TRAIN_POOL["digits"] else digits
     seeds = preset.seeds if seeds is None else tuple(seeds)
     if not seeds:
@@ -205,7 +213,7 @@ def compare(
     out.mkdir(parents=True, exist_ok=True)
     for job in runs:
         Path(job["out"]).mkdir(parents=True, exist_ok=True)
-        _write_json(Path(job["out"]) / RUN_SETTINGS, job.pop("settings"))
+        write_json(Path(job["out"]) / RUN_SETTINGS, job.pop("settings"))
     # Runs finished by an earlier invocation are read back, not trained: the elapsed time
     # below then says nothing about the training, and compare.md says so.
     read_back = sum(_finished(Path(job["out"]), job["config"].steps) for job in runs)
@@ -214,7 +222,6 @@ def compare(
     if jobs == 1:
         results = [_run_one(job) for job in runs]
     else:
-        import multiprocessing as mp
 
         # The workers' bars would overwrite each other: they stay quiet, and MethodBars reports.
         for job in runs:
@@ -222,8 +229,6 @@ def compare(
         # Costliest runs first (OAR-P, then OAR-G), so the workers finish at about the same time.
         cost = {"oar-p": 0, "oar-g": 1}
         order = sorted(range(len(runs)), key=lambda i: cost.get(runs[i]["config"].credit.method.partition(":")[0], 2))
-        from .progress import MethodBars
-
         results = [None] * len(runs)
         bars = MethodBars([(job["config"].credit.method, job["out"], job["config"].steps) for job in runs],
                           disable=not progress)
@@ -256,8 +261,7 @@ def compare(
                            "model_dir": str(model_dir) if model_dir else "oar_lite/data/toy-model",
                            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform(terse=True)}"}
     summary["command"] = command
-    with open(out / "compare.json", "w") as f:
-        json.dump(summary, f, indent=1)
+    write_json(out / "compare.json", summary)
     (out / "compare.md").write_text(render_markdown(summary))
     save_figure(records, out / "compare.png", target=target, methods=methods)
     return summary
@@ -283,10 +287,6 @@ def _finished(run_dir: Path, steps: int) -> bool:
 # ----------------------------------------------------------------------------- run settings and reuse
 
 RUN_SETTINGS = "run.json"
-# TrainConfig fields that never change what a run learns or records.
-_BOOKKEEPING = ("progress", "checkpoint_every", "eval_batch_size")
-# Fields that change only the evaluations from the point where they change.
-_EVALUATION = ("eval_every", "eval_size")
 
 
 def _refuse_duplicates(what: str, keys: list, given: list) -> None:
@@ -303,8 +303,6 @@ def _model_fingerprint(model_dir) -> str | None:
     """A hash of the toy model's files (config, weights, tokenizer): the same model copied
     elsewhere has the same fingerprint, a retrained one another. None if the folder is
     missing (loading it then raises its own error)."""
-    from . import toy
-
     folder = Path(model_dir) if model_dir else toy.MODEL_DIR
     files = [folder / name for name in ("config.json", "model.safetensors", "tokenizer.json")]
     if not all(f.is_file() for f in files):
@@ -321,15 +319,10 @@ def _run_settings(config: TrainConfig, model: str | None, digits) -> dict:
             "digits": list(digits) if digits else list(TRAIN_POOL["digits"])}
 
 
-def _write_json(path: Path, data: dict) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(data, indent=1))
-
-
 def _check_reuse(run_dir: Path, config: TrainConfig, settings: dict) -> None:
     """Refuse to reuse ``run_dir`` if it holds a run with other settings; ValueError names each
-    difference. Allowed to differ: bookkeeping, more steps (the run continues) and, for a run
-    that is not finished or gets more steps, how often and on how many problems it is evaluated."""
+    difference. Allowed to differ (`oar_lite.checkpoint.resumable`): bookkeeping, more steps (the
+    run continues) and, for a run that is not finished or gets more steps, its evaluations."""
     held = [name for name in (CHECKPOINT, METRICS) if (run_dir / name).exists()]
     path = run_dir / RUN_SETTINGS
     if not held:
@@ -348,8 +341,10 @@ def _check_reuse(run_dir: Path, config: TrainConfig, settings: dict) -> None:
     open_run = more_steps or not _finished(run_dir, saved_steps)
     diffs = [f"{key}={saved.get(key)!r} (now {settings[key]!r})" for key in ("model", "digits")
              if saved.get(key) != settings[key]]
+    allowed = {"bookkeeping": True, "more": more_steps, "evaluation": open_run}
+    may_change = resumable(config)
     for key, (old, new) in sorted(changes.items()):
-        if key in _BOOKKEEPING or (key == "steps" and more_steps) or (key in _EVALUATION and open_run):
+        if allowed.get(may_change.get(key)):
             continue
         diffs.append(f"{key}={old!r} (now {new!r})")
     if diffs:

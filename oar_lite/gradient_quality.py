@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+import numpy as np
 import torch
 
 from .attribution import eval_mode, token_weights
 from .grpo import group_advantages, sequence_logprobs
 from .reward import math_reward
-from .rollout import sample_completions
+from .rollout import sample_batch
 
 
 def _weighting(spec) -> tuple[str, dict]:
@@ -56,7 +57,8 @@ def batch_gradients(
 ) -> tuple[dict[str, torch.Tensor], dict]:
     """Per-batch policy gradients of J_w (module docstring) under each weighting, from the
     same batches: batch b samples ``group_size`` completions for each of ``prompts`` problems
-    (seeded by ``(seed, b)``), rewarded by `math_reward`; one forward pass serves all weightings.
+    (`oar_lite.rollout.sample_batch` of ``(seed, b)``, as training step b), rewarded by
+    `math_reward`; one forward pass serves all weightings.
 
     Args:
         model, tokenizer: the policy (left unchanged: no optimizer step, ``.grad`` untouched).
@@ -85,18 +87,12 @@ def batch_gradients(
     specs = {label: _weighting(spec) for label, spec in weightings.items()}
     base = {"pad_token_id": tokenizer.pad_token_id, **(reshape or {})}
     params = [p for p in model.parameters() if p.requires_grad]
-    import numpy as np
-
     grads = {label: [] for label in specs}
     info = {"rewards": [], "mixed": [], "weights": {label: [] for label in specs}, "rows": []}
     with eval_mode(model):
         for b in range(batches):
-            rng = np.random.default_rng([seed, b])
-            chosen = [problems[int(i)] for i in rng.choice(len(problems), size=prompts, replace=len(problems) < prompts)]
-            ro = sample_completions(model, tokenizer, [p["prompt"] for p in chosen], group_size=group_size,
-                                    max_new_tokens=max_new_tokens, temperature=temperature, formats=formats,
-                                    seed=seed * 1_000_003 + b)
-            rows = [p for p in chosen for _ in range(group_size)]
+            rows, ro = sample_batch(model, tokenizer, problems, prompts=prompts, group_size=group_size, seed=seed, step=b,
+                                    max_new_tokens=max_new_tokens, temperature=temperature, formats=formats)
             rewards = torch.tensor([math_reward(c, p["answer"], formats=formats) for c, p in zip(ro.completions, rows)])
             adv = group_advantages(rewards, group_size)
             reasoning_mask, answer_mask = ro.masks()
@@ -206,8 +202,6 @@ def snr_ratio_intervals(gradients: Mapping[str, torch.Tensor], *, reference: str
     ``gradients`` as for `gradient_stats`; ``n_boot`` resamples from ``seed``, coverage
     ``level``. Returns ``{label: (low, high)}`` of SNR(label) / SNR(reference), dropping the
     resamples where the reference's SNR is 0."""
-    import numpy as np
-
     if reference not in gradients:
         raise ValueError(f"gradients needs the reference weighting {reference!r}; got {sorted(gradients)}")
     N = gradients[reference].shape[0]

@@ -16,6 +16,8 @@ from typing import Sequence
 
 import numpy as np
 
+from .stats import crossed_bootstrap
+
 LOG_DIR = resources.files("oar_lite") / "data" / "smollm2_learning"
 METHOD_NAMES = {"none": "GRPO", "oar-g": "OAR-G", "oar-p": "OAR-P"}
 
@@ -50,22 +52,6 @@ def per_problem(run: dict, step: int, decoding: str = "greedy") -> np.ndarray:
             return np.array([np.mean(c) for c in r["correct"]], dtype=float)
     raise ValueError(f"run {run['name']} has no {decoding!r} measurement at step {step}; it has "
                      f"{heldout_steps(run, decoding)}")
-
-
-def crossed_bootstrap(values: np.ndarray, *, n: int = 4000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
-    """Percentile interval of the mean of ``values [S, N]`` (seeds x problems) when both the
-    seeds and the problems are resampled with replacement (the same problems for every
-    seed, as they are in the runs): it counts both sources of chance."""
-    values = np.asarray(values, dtype=float)
-    if values.ndim != 2 or values.shape[0] < 1 or values.shape[1] < 2:
-        raise ValueError(f"values must be [seeds, problems] with >= 2 problems, got shape {values.shape}")
-    rng = np.random.default_rng(seed)
-    S, N = values.shape
-    rows = rng.integers(0, S, size=(n, S))
-    cols = rng.integers(0, N, size=(n, N))
-    means = np.array([values[r][:, c].mean() for r, c in zip(rows, cols)])
-    alpha = (1 - level) / 2
-    return float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
 
 
 def heldout_change(log: dict, method: str, *, decoding: str = "greedy", start: int = 0, end: int | None = None,

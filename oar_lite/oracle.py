@@ -7,25 +7,20 @@ blame) and ``"oracle-pivotal"`` (`pivotal_oracle_scores`, influence by construct
 scores are binary, so `oar_lite.reshape.bilevel_weights` gives a marked token ``1 + boost``
 times the weight of the others before the mass is rescaled (``boost=9``: "0.1 elsewhere").
 
-Controls are prefixes of any method name, nestable (`apply_controls`): ``"inverted:"``
-reverses the ranking (misplaced credit: it should learn worse than GRPO), ``"shuffled:"``
-permutes the scores within the row (the same reshaping with the information removed: it
-should learn like GRPO, or worse). So ``"inverted:oar-p:answer_mean"`` is OAR-P's
-``answer_mean`` ranking reversed.
+The oracles register themselves with `oar_lite.attribution.register_scorer` (the core knows
+nothing of the toy world); the controls any credit must beat, ``"inverted:"`` and
+``"shuffled:"`` prefixes, are `oar_lite.attribution.controls`.
 """
 from __future__ import annotations
 
 import functools
 import re
-import zlib
 
 import torch
 
 from . import toy
+from .attribution import register_scorer
 from .segment import completion_offsets
-
-CONTROLS = ("inverted", "shuffled")
-"""Method-name prefixes that turn any scorer into a control."""
 
 _PROMPT = re.compile(r"(\d+)\+(\d+):\s*$")
 
@@ -119,47 +114,8 @@ def pivotal_oracle_scores(model, input_ids: torch.Tensor, reasoning: slice, answ
     return scores if scores.any() else torch.ones(R)
 
 
-# ----------------------------------------------------------------------------- controls
-
-def split_controls(method: str) -> tuple[tuple[str, ...], str]:
-    """``"inverted:shuffled:oar-p:last"`` -> ``(("inverted", "shuffled"), "oar-p:last")``."""
-    if not isinstance(method, str):
-        raise ValueError(f"method must be a str such as 'oar-g' or 'inverted:oracle', got {method!r}")
-    controls = []
-    head, sep, rest = method.partition(":")
-    while sep and head in CONTROLS:
-        controls.append(head)
-        method = rest
-        head, sep, rest = method.partition(":")
-    if method in CONTROLS:
-        raise ValueError(f"{method!r} is a control, not a method: write e.g. '{method}:oracle'")
-    return tuple(controls), method
-
-
-def inverted(scores: torch.Tensor) -> torch.Tensor:
-    """The ranking reversed: ``log1p`` of the result is ``log1p(max) + log1p(min) - log1p(s)``,
-    so `bilevel_weights`' normalised scores become ``1 - n``. ``[R] -> [R]``, >= 0."""
-    s = torch.log1p(scores.double())
-    return torch.expm1(s.max() + s.min() - s).clamp(min=0).to(scores.dtype if scores.is_floating_point() else torch.float32)
-
-
-def shuffled(scores: torch.Tensor, input_ids: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-    """The scores permuted within the row: by ``generator`` if given, else by a generator
-    seeded from the row's tokens (the same row always gets the same permutation)."""
-    if generator is None:
-        seed = zlib.crc32(input_ids.detach().cpu().to(torch.int64).numpy().tobytes())
-        generator = torch.Generator().manual_seed(seed)
-    return scores[torch.randperm(scores.numel(), generator=generator).to(scores.device)]
-
-
-def apply_controls(controls, scores: torch.Tensor, input_ids: torch.Tensor, options: dict) -> torch.Tensor:
-    """Apply the controls of `split_controls` to one row's scores, innermost first."""
-    for control in reversed(controls):
-        if control == "inverted":
-            scores = inverted(scores)
-        else:
-            scores = shuffled(scores, input_ids, options.get("generator"))
-    return scores
+register_scorer("oracle", oracle_scores)
+register_scorer("oracle-pivotal", pivotal_oracle_scores)
 
 
 # ----------------------------------------------------------------------------- influence vs blame

@@ -1,23 +1,20 @@
 """Matplotlib pictures of training runs, drawn on an axis you give, so notebooks and
 ``python -m oar_lite compare`` draw the same: learning curves over seeds and time per phase
-from `oar_lite.train`'s metric records, TRL log histories, and the Monte-Carlo ground truth.
+from `oar_lite.train`'s metric records, TRL log histories, the Monte-Carlo ground truth, and
+``compare.png`` (`save_figure`).
 """
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Iterable, Sequence
 
 import numpy as np
 
+from .ground_truth import PIVOT_THRESHOLD, probability_jumps
+from .report import by_method_and_seed, method_label, phase_times
 from .train import PHASES
 
 METHOD_COLORS = {"uniform": "#555555", "oar-g": "#1f77b4", "oar-p": "#d62728", "entropy": "#2ca02c", "random": "#9467bd"}
 PHASE_COLORS = {"generate": "#8da0cb", "reward": "#a6d854", "attribute": "#fc8d62", "update": "#66c2a5"}
-
-
-def method_label(method: str) -> str:
-    """Display name: ``"uniform"`` is plain GRPO."""
-    return "GRPO (uniform)" if method == "uniform" else method.upper() if method in ("oar-g", "oar-p") else method
 
 
 def method_color(method: str, index: int = 0) -> str:
@@ -39,15 +36,6 @@ def _moving_average(window: int, x: np.ndarray, *ys: np.ndarray) -> tuple[np.nda
         return (x, *ys)
     kernel = np.ones(window) / window
     return (x[window - 1:], *(np.convolve(y, kernel, mode="valid") for y in ys))
-
-
-def by_method_and_seed(records: Iterable[dict], kind: str = "eval") -> dict[str, dict[int, list[dict]]]:
-    """Group records of one ``type`` as ``{method: {seed: [records sorted by step]}}``."""
-    out: dict[str, dict[int, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    for r in records:
-        if r.get("type") == kind:
-            out[r["method"]][r["seed"]].append(r)
-    return {m: {s: sorted(rs, key=lambda r: r["step"]) for s, rs in seeds.items()} for m, seeds in out.items()}
 
 
 def seed_band(runs: Sequence[Sequence[dict]], x: str, y: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -153,15 +141,13 @@ def plot_log_history(ax, log_history: Iterable[dict], keys: str | Sequence[str],
 
 def plot_ground_truth(axes, completion: dict, *, methods: Sequence[str] = ("oar-p:answer_mean", "oar-g:answer_mean"),
                       threshold: float | None = None, title: str | None = None):
-    """One completion of the Monte-Carlo ground truth (`oar_lite.credit.load_ground_truth`).
+    """One completion of the Monte-Carlo ground truth (`oar_lite.ground_truth.load_ground_truth`).
 
     On ``axes = (top, bottom)`` sharing x: P(correct | prefix) after each reasoning token with
     its 95% Wilson band, pivotal tokens (``|delta P| >= threshold``, default
-    `oar_lite.credit.PIVOT_THRESHOLD`) shaded; below, each of ``methods``' scores in
+    `oar_lite.ground_truth.PIVOT_THRESHOLD`) shaded; below, each of ``methods``' scores in
     ``completion["scores"]`` over its maximum, as grouped bars.
     """
-    from .credit import PIVOT_THRESHOLD, probability_jumps
-
     threshold = PIVOT_THRESHOLD if threshold is None else threshold
     top, bottom = axes
     p = np.asarray(completion["p"], dtype=float)
@@ -199,3 +185,33 @@ def plot_ground_truth(axes, completion: dict, *, methods: Sequence[str] = ("oar-
     bottom.set_xlim(-1.5, R - 0.5)
     bottom.set_xlabel("reasoning token (shaded: pivotal)")
     return axes
+
+
+def save_figure(records: Sequence[dict], path, *, target: float | None = None, methods: Sequence[str] | None = None):
+    """``compare.png``: held-out accuracy against steps and against training wall time, and
+    time per step by phase. When the records carry CPU time (one torch thread per run), a
+    third curve panel shows accuracy against CPU time, which a busy machine does not skew."""
+    # A bare Figure draws to a file without pyplot: no backend switch, nothing left open in
+    # a notebook that calls this (matplotlib.use("Agg") there would stop inline plots).
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 8.5))
+    axes = fig.subplots(2, 2).ravel()
+    panels = [("step", "held-out accuracy by step"), ("wall_time", "held-out accuracy by training wall time")]
+    if all("cpu_time" in r for r in records if r.get("type") in ("train", "eval")):
+        panels.append(("cpu_time", "held-out accuracy by training CPU time"))
+    else:
+        axes[2].axis("off")
+    for ax, (x, title) in zip(axes, panels):
+        plot_curves(ax, records, x=x, methods=methods, target=target)
+        ax.set_title(title)
+    if len(panels) == 3:
+        axes[2].set_xlabel("training CPU time (s)")
+    trains = by_method_and_seed(records, "train")
+    plot_phase_times(axes[3], {m: phase_times(trains.get(m, {}).values()) for m in by_method_and_seed(records, "eval")},
+                     methods=methods)
+    axes[3].set_title("wall time per step, by phase")
+    axes[0].legend(loc="lower right", fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return path

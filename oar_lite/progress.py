@@ -10,7 +10,7 @@ from typing import Sequence
 
 from tqdm.auto import tqdm
 
-from .train import METRICS
+from .checkpoint import METRICS
 
 
 class MethodBars:

@@ -14,8 +14,8 @@ from typing import Sequence
 
 import numpy as np
 
-# Re-exported: notebook 06 calls regime.intervals_overlap.
-from .report import bootstrap_interval, intervals_overlap, steps_to_target  # noqa: F401
+from .report import by_method_and_seed, markdown_table, steps_to_target
+from .stats import bootstrap_interval, intervals_overlap
 
 RESULTS_DIR = Path(str(resources.files(__package__) / "data" / "when_credit_matters"))
 """The measured results notebook 06 reads (written by ``benchmarks/credit_regime.py`` and
@@ -25,8 +25,6 @@ RESULTS_DIR = Path(str(resources.files(__package__) / "data" / "when_credit_matt
 def _paired_runs(records: Sequence[dict], methods: Sequence[str] | None, reference: str):
     """``(evals, methods, seeds)``: eval records by method and seed, the methods asked for
     (default: all) that have runs, and the seeds every one of them ran."""
-    from .plots import by_method_and_seed
-
     evals = by_method_and_seed(records, "eval")
     if reference not in evals:
         raise ValueError(f"the records hold no {reference!r} runs to compare with; got {sorted(evals)}")
@@ -42,9 +40,8 @@ def learning_table(records: Sequence[dict], *, target: float, methods: Sequence[
                    n_boot: int = 10_000) -> dict:
     """Steps to ``target`` per method over seeds, with intervals, speed-up and recovered fraction.
 
-    Steps to target: per run, the first evaluated step whose held-out accuracy reaches it; a
-    run that never does is censored at its last step + ``eval_every`` (a lower bound, so the
-    comparison is conservative for whoever reaches it). Intervals: 95% bootstrap over seeds,
+    Steps to target: `oar_lite.report.steps_to_target` (a run that never reaches it is censored
+    at its last step + ``eval_every``). Intervals: 95% bootstrap over seeds,
     resampled jointly across methods for the speed-up (GRPO's mean / the method's) and the
     recovered fraction ``(S_grpo - S_method) / (S_grpo - S_oracle)`` (1: as good as the
     oracle, 0: no better than GRPO; None when the oracle saves nothing).
@@ -70,10 +67,7 @@ def learning_table(records: Sequence[dict], *, target: float, methods: Sequence[
     for m in methods:
         rows = []
         for s in seeds:
-            ev = evals[m][s]
-            last = ev[-1]["step"]
-            every = ev[-1]["step"] - ev[-2]["step"] if len(ev) > 1 else 1
-            rows.append(steps_to_target(ev, target, censor=last + every))
+            rows.append(steps_to_target(evals[m][s], target))
         steps[m] = np.array([r[0] for r in rows])
         reached[m] = [r[1] for r in rows]
         finals[m] = np.array([evals[m][s][-1]["eval_accuracy"] for s in seeds])
@@ -160,3 +154,68 @@ def accuracy_area_table(records: Sequence[dict], *, methods: Sequence[str] | Non
         out[m] = entry
     return {"seeds": seeds, "steps": steps, "methods": out}
 
+
+
+# ----------------------------------------------------------------------------- does credit pay?
+
+PAYS_SPEEDUP = 1.5
+"""The project's bar: a method pays when it reaches the target at least this much faster than GRPO..."""
+PAYS_SEEDS = 5
+"""... with disjoint 95% intervals of steps, on at least this many seeds (fewer: a screen)."""
+
+
+def pays(table: dict, method: str = "oracle", reference: str = "uniform") -> bool:
+    """Whether ``method`` meets the bar (`PAYS_SPEEDUP`, disjoint intervals) in a `learning_table`."""
+    m, g = table["methods"][method], table["methods"][reference]
+    return m["speedup"] is not None and m["speedup"] >= PAYS_SPEEDUP and not intervals_overlap(m["ci"], g["ci"])
+
+
+def verdict(table: dict, method: str = "oracle") -> str:
+    """`pays` in words; below `PAYS_SEEDS` seeds a screen, which only points the way."""
+    if len(table["seeds"]) < PAYS_SEEDS:
+        return f"screen ({len(table['seeds'])} seeds): {'promising' if pays(table, method) else 'no gain'}"
+    return f"**pays** (>= {PAYS_SPEEDUP:g}x, intervals disjoint)" if pays(table, method) else "does not pay"
+
+
+def same_settings(a: dict, b: dict) -> bool:
+    """Whether two regime entries (``regimes.json``) trained with the same batch, boost,
+    learning rate, digits and model."""
+    keys = ("prompts_per_step", "group_size", "boost", "learning_rate", "digits")
+    model = lambda e: Path(e["settings"].get("model_dir") or "toy-model").name  # the shipped model moved folders
+    return all(a["settings"].get(k) == b["settings"].get(k) for k in keys) and model(a) == model(b)
+
+
+def superseded(name: str, regimes: dict) -> str | None:
+    """A later entry with the same settings and more seeds, if any (its verdict is the one to read)."""
+    e = regimes[name]
+    return next((n for n, f in regimes.items() if n != name and same_settings(e, f) and "oracle" in f["table"]["methods"]
+                 and len(f["table"]["seeds"]) > len(e["table"]["seeds"])), None)
+
+
+def oracle_regimes(regimes: dict) -> list[str]:
+    """The entries that trained the oracle themselves (reused oracle runs listed once)."""
+    return [n for n, e in regimes.items() if "oracle" in e["table"]["methods"]
+            and "oracle" not in e.get("reused", {}).get("methods", [])]
+
+
+def regime_table(regimes: dict) -> str:
+    """The regimes tried, GRPO against the oracle in each, with their `verdict`, as markdown
+    (``regimes.json``; notebook 06 and ``benchmarks/credit_regime.py --render`` show it)."""
+    def ci(low_high, fmt=".1f"):
+        return f"{low_high[0]:{fmt}} to {low_high[1]:{fmt}}"
+
+    rows = []
+    for name in oracle_regimes(regimes):
+        e = regimes[name]
+        t, s = e["table"], e["settings"]
+        g, o = t["methods"]["uniform"], t["methods"]["oracle"]
+        a = e.get("area", {}).get("methods", {}).get("oracle")
+        later = superseded(name, regimes)
+        rows.append([name, e["note"], f"{s['prompts_per_step']}x{s['group_size']}, {s['steps']} steps", f"{t['target']:g}",
+                     len(t["seeds"]), f"{g['mean']:.1f} ({ci(g['ci'])})", f"{o['mean']:.1f} ({ci(o['ci'])})",
+                     f"{o['speedup']:.2f}x ({ci(o['speedup_ci'], '.2f')})",
+                     None if a is None else f"{a['diff']:+.3f} ({ci(a['diff_ci'], '+.3f')})",
+                     verdict(t) + (f"; not confirmed by '{later}'" if later else "")])
+    return "\n".join(markdown_table(["regime", "what changes", "batch, budget", "target", "seeds", "GRPO steps (95% CI)",
+                                     "oracle steps (95% CI)", "speed-up (95% CI)",
+                                     "mean accuracy, oracle - GRPO (95% CI)", "oracle credit"], rows))

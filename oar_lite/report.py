@@ -1,54 +1,52 @@
-"""What a comparison's records say (`oar_lite.compare` writes them): statistics over seeds,
-markdown tables (`markdown_table`, which the benchmarks use too), the verdict in words and
-the figure."""
+"""What a comparison's records say (`oar_lite.compare` writes them): records by method and
+seed, steps to a target (`steps_to_target`, the one rule), statistics over seeds, markdown
+tables (`markdown_table`, which the benchmarks use too) and the verdict in words. The
+figure is `oar_lite.plots.save_figure`.
+"""
 from __future__ import annotations
 
 import statistics
 import textwrap
+from collections import defaultdict
 from typing import Iterable, Sequence
 
-import numpy as np
-
+from .attribution import CreditConfig
+from .checks import settings_of
 from .train import PHASES
 
 
-# ----------------------------------------------------------------------------- statistics
+# ----------------------------------------------------------------------------- records and statistics
+
+def method_label(method: str) -> str:
+    """Display name: ``"uniform"`` is plain GRPO."""
+    return "GRPO (uniform)" if method == "uniform" else method.upper() if method in ("oar-g", "oar-p") else method
+
+
+def by_method_and_seed(records: Iterable[dict], kind: str = "eval") -> dict[str, dict[int, list[dict]]]:
+    """Group records of one ``type`` as ``{method: {seed: [records sorted by step]}}``."""
+    out: dict[str, dict[int, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        if r.get("type") == kind:
+            out[r["method"]][r["seed"]].append(r)
+    return {m: {s: sorted(rs, key=lambda r: r["step"]) for s, rs in seeds.items()} for m, seeds in out.items()}
+
 
 def first_reaching(evals: Sequence[dict], target: float) -> dict | None:
     """The first eval record by step (step 0 included) with ``eval_accuracy >= target``, else None."""
     return next((r for r in sorted(evals, key=lambda r: r["step"]) if r["eval_accuracy"] >= target), None)
 
 
-def steps_to_target(evals: Sequence[dict], target: float, *, censor: float) -> tuple[float, bool]:
-    """``(step, reached)`` of `first_reaching`; ``(censor, False)`` for a run that never gets there."""
+def steps_to_target(evals: Sequence[dict], target: float) -> tuple[float, bool]:
+    """``(step, reached)``: the first evaluated step (step 0 included) whose held-out accuracy
+    reaches ``target``; a run that never does is censored at its last evaluated step + its
+    evaluation interval, ``(that step, False)``: a lower bound, so a comparison of means is
+    conservative for whoever reaches it. The one steps-to-target rule of every table."""
+    evals = sorted(evals, key=lambda r: r["step"])
     first = first_reaching(evals, target)
-    return (float(first["step"]), True) if first else (float(censor), False)
-
-
-def _censor_step(evals: Sequence[dict]) -> float:
-    """Where `steps_to_target` censors a run that never reached the target: its last evaluated
-    step plus one evaluation interval (the gap between its last two evaluations)."""
-    steps = sorted(r["step"] for r in evals)
-    return float(steps[-1] + (steps[-1] - steps[-2] if len(steps) > 1 else 1))
-
-
-def bootstrap_interval(stat, samples: np.ndarray, *, n: int = 10_000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
-    """Percentile bootstrap interval of ``stat(samples[idx])`` over rows resampled with
-    replacement (``samples: [S, ...]``, one row per seed; columns stay together)."""
-    samples = np.asarray(samples, dtype=float)
-    if len(samples) < 2:
-        raise ValueError(f"a bootstrap interval needs at least 2 seeds, got {len(samples)}")
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(samples), size=(n, len(samples)))
-    values = np.array([stat(samples[i]) for i in idx], dtype=float)
-    values = values[np.isfinite(values)]
-    alpha = (1 - level) / 2
-    return float(np.quantile(values, alpha)), float(np.quantile(values, 1 - alpha))
-
-
-def intervals_overlap(a: Sequence[float], b: Sequence[float]) -> bool:
-    """Whether two ``(low, high)`` intervals overlap."""
-    return a[0] <= b[1] and b[0] <= a[1]
+    if first is not None:
+        return float(first["step"]), True
+    every = evals[-1]["step"] - evals[-2]["step"] if len(evals) > 1 else 1
+    return float(evals[-1]["step"] + every), False
 
 
 def _median(xs):
@@ -71,8 +69,6 @@ def summarize(records: Sequence[dict], *, target: float, methods: Sequence[str] 
     never reaches the target is censored at its last evaluated step + one evaluation interval,
     a lower bound, and counted in the mean, never left out of it (``target_reached`` says which
     were); its time to target is censored at its last evaluation's training wall time."""
-    from .plots import by_method_and_seed
-
     evals = by_method_and_seed(records, "eval")
     trains = by_method_and_seed(records, "train")
     order = list(methods) if methods else sorted(evals, key=lambda m: (m != "uniform", m))
@@ -82,7 +78,7 @@ def summarize(records: Sequence[dict], *, target: float, methods: Sequence[str] 
         seeds = sorted(runs)
         accs = {s: [r["eval_accuracy"] for r in runs[s]] for s in seeds}
         finals = [accs[s][-1] for s in seeds]
-        targets = [steps_to_target(runs[s], target, censor=_censor_step(runs[s])) for s in seeds]
+        targets = [steps_to_target(runs[s], target) for s in seeds]
         firsts = [first_reaching(runs[s], target) for s in seeds]
         steps = [rs for s, rs in trains.get(method, {}).items() if s in runs]
         phase = phase_times(steps)
@@ -144,16 +140,17 @@ def _fmt_target(values: list, reached: list, fmt: str) -> str:
 
 
 def _settings_lines(s: dict) -> list[str]:
+    """The settings and the machine, in words; every credit setting (`CreditConfig`'s, by its label)."""
     lo, hi = s.get("digits") or (None, None)
     digits = "" if lo is None else f"{lo}-digit problems, " if lo == hi else f"{lo}-{hi}-digit problems, "
-    noise = f", OAR-G noise std {s['noise_std']}" if "noise_std" in s else ""
+    credit = "".join(f", {declared.label or name} {s[name]}" for name, declared in settings_of(CreditConfig).items()
+                     if name != "method" and name in s)
     elapsed = f"total {s.get('elapsed_s', 0) / 60:.1f} min"
     if s.get("read_back"):
         elapsed += (f" ({s['read_back']} of {s.get('runs')} runs read back from an earlier invocation, "
                     "so this is not the training time)")
     return [f"Settings: {s.get('steps')} steps x {s.get('prompts_per_step')} prompts x {s.get('group_size')} completions, "
-            f"{digits}learning rate {s.get('learning_rate')}, quantile {s.get('quantile')}, "
-            f"boost {s.get('boost')}, floor {s.get('floor')}{noise}, seeds {s.get('seeds')}, held-out problems "
+            f"{digits}learning rate {s.get('learning_rate')}{credit}, seeds {s.get('seeds')}, held-out problems "
             f"{s.get('eval_size') or 'all'} (greedy, every {s.get('eval_every')} steps), model {s.get('model_dir')}.",
             f"Machine: {s.get('machine')}; {s.get('jobs')} run(s) at a time, {s.get('threads')} torch thread(s) each; "
             f"{elapsed}.", ""]
@@ -161,8 +158,6 @@ def _settings_lines(s: dict) -> list[str]:
 
 def render_markdown(summary: dict) -> str:
     """``compare.md``: the settings, one table row per method, and what happened in words."""
-    from .plots import method_label
-
     methods = summary["methods"]
     lines = ["# GRPO vs OAR on the toy task", ""]
     if summary.get("command"):
@@ -204,8 +199,6 @@ def render_markdown(summary: dict) -> str:
 def terminal_summary(summary: dict, width: int = 80) -> str:
     """What ``demo`` prints: one narrow table (accuracy, paired gap, pace, CPU cost) and the
     verdict wrapped to ``width`` columns; ``compare.md`` (`render_markdown`) has the full tables."""
-    from .plots import method_label
-
     methods, rows = summary["methods"], []
     for method, m in methods.items():
         diffs = m.get("paired_diff_vs_grpo") or []
@@ -220,8 +213,6 @@ def terminal_summary(summary: dict, width: int = 80) -> str:
 
 def verdict(summary: dict) -> list[str]:
     """What happened, in sentences, from the numbers (whichever method wins)."""
-    from .plots import method_label
-
     methods = summary["methods"]
     base = methods.get("uniform")
     out = []
@@ -250,37 +241,3 @@ def verdict(summary: dict) -> list[str]:
         out.append(f"- {method_label(method)}: final accuracy {m['final_accuracy']:.3f} vs GRPO {base['final_accuracy']:.3f} "
                    f"({diff:+.3f}, {word} GRPO); {pace}{cost}.")
     return out
-
-
-# ----------------------------------------------------------------------------- the figure
-
-def save_figure(records: Sequence[dict], path, *, target: float | None = None, methods: Sequence[str] | None = None):
-    """``compare.png``: held-out accuracy against steps and against training wall time, and
-    time per step by phase. When the records carry CPU time (one torch thread per run), a
-    third curve panel shows accuracy against CPU time, which a busy machine does not skew."""
-    # A bare Figure draws to a file without pyplot: no backend switch, nothing left open in
-    # a notebook that calls this (matplotlib.use("Agg") there would stop inline plots).
-    from matplotlib.figure import Figure
-
-    from .plots import by_method_and_seed, plot_curves, plot_phase_times
-
-    fig = Figure(figsize=(12, 8.5))
-    axes = fig.subplots(2, 2).ravel()
-    panels = [("step", "held-out accuracy by step"), ("wall_time", "held-out accuracy by training wall time")]
-    if all("cpu_time" in r for r in records if r.get("type") in ("train", "eval")):
-        panels.append(("cpu_time", "held-out accuracy by training CPU time"))
-    else:
-        axes[2].axis("off")
-    for ax, (x, title) in zip(axes, panels):
-        plot_curves(ax, records, x=x, methods=methods, target=target)
-        ax.set_title(title)
-    if len(panels) == 3:
-        axes[2].set_xlabel("training CPU time (s)")
-    trains = by_method_and_seed(records, "train")
-    plot_phase_times(axes[3], {m: phase_times(trains.get(m, {}).values()) for m in by_method_and_seed(records, "eval")},
-                     methods=methods)
-    axes[3].set_title("wall time per step, by phase")
-    axes[0].legend(loc="lower right", fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    return path

@@ -8,7 +8,19 @@ from typing import Sequence
 
 import torch
 
-from .checks import check_number
+from .checks import Setting, check_number
+
+RESHAPING = {
+    "quantile": Setting(0.25, "Suppression quantile q in [0, 1]: the share of reasoning tokens (by normalised score) "
+                              "below the threshold tau; 0 suppresses nothing.", dict(low=0, high=1)),
+    "boost": Setting(1.0, "Boost of the most important token, whose weight reaches 1 + boost (>= 0; the paper's "
+                          "beta, not TRL's KL beta).", dict(low=0)),
+    "floor": Setting(0.1, "Smallest weight a suppressed token keeps, in [0, 1].", dict(low=0, high=1)),
+    "preserve_mass": Setting(True, "Rescale each completion's weights to sum to its reasoning length (the total "
+                                   "advantage is kept).", label="preserve mass"),
+}
+"""The reshaping's settings (`bilevel_weights`' keywords), declared once: `oar_lite.attribution.CreditConfig`,
+`oar_lite.trl.OARConfig`, the command line and the docs take their defaults, ranges and meanings from here."""
 
 
 def _normalised(scores: torch.Tensor, quantile: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -25,10 +37,10 @@ def _normalised(scores: torch.Tensor, quantile: float) -> tuple[torch.Tensor, to
 def bilevel_weights(
     scores: torch.Tensor,
     *,
-    quantile: float = 0.25,
-    boost: float = 1.0,
-    floor: float = 0.1,
-    preserve_mass: bool = True,
+    quantile: float = RESHAPING["quantile"].default,
+    boost: float = RESHAPING["boost"].default,
+    floor: float = RESHAPING["floor"].default,
+    preserve_mass: bool = RESHAPING["preserve_mass"].default,
 ) -> torch.Tensor:
     """Token weights from importance scores of one completion's reasoning tokens: below the
     ``quantile`` of the normalised ``log1p`` scores suppressed towards ``floor``, above it
@@ -36,11 +48,7 @@ def bilevel_weights(
 
     Args:
         scores: ``[R]`` non-negative importance scores I_t (OAR-P, OAR-G, ...).
-        quantile: q, the share of tokens (by normalised score) below the suppression
-            threshold tau; ``0`` suppresses nothing.
-        boost: how much the most important token is boosted (weight up to ``1 + boost``).
-        floor: the smallest weight a suppressed token keeps, in ``[0, 1]``.
-        preserve_mass: rescale so the weights sum to R (the total advantage is kept).
+        quantile, boost, floor, preserve_mass: the reshaping (`RESHAPING`).
 
     Returns:
         ``[R]`` weights in the scores' floating dtype (float32 for integer scores; bf16 and
@@ -53,9 +61,8 @@ def bilevel_weights(
         scores = torch.as_tensor(scores, dtype=torch.float32)
     if scores.dim() != 1:
         raise ValueError(f"scores must be 1-D [R], got shape {tuple(scores.shape)}")
-    check_number("bilevel_weights", "quantile", quantile, low=0, high=1)
-    check_number("bilevel_weights", "boost", boost, low=0)
-    check_number("bilevel_weights", "floor", floor, low=0, high=1)
+    for name, value in (("quantile", quantile), ("boost", boost), ("floor", floor)):
+        check_number("bilevel_weights", name, value, **RESHAPING[name].range)
     if scores.numel() == 0:
         return scores.float()
     if not torch.isfinite(scores).all():
@@ -76,8 +83,8 @@ def weight_uniformity(
     scores: Sequence[torch.Tensor | None],
     weights: Sequence[torch.Tensor],
     *,
-    quantile: float = 0.25,
-    floor: float = 0.1,
+    quantile: float = RESHAPING["quantile"].default,
+    floor: float = RESHAPING["floor"].default,
 ) -> list[dict]:
     """How far from uniform (plain GRPO) the reshaped weights of each completion are.
 

@@ -8,8 +8,9 @@ from typing import Sequence
 
 import torch
 
-from .attribution import _output_cache
+from .attribution.kv import output_cache
 from .checks import check_number
+from .seeding import derive_seed, pick_problems
 from .segment import FORMATS, Segments, segment_completion_ids, segments_to_masks
 
 
@@ -132,7 +133,7 @@ def sample_completions(
             )
     finally:
         model.train(was_training)
-    out, cache = (out.sequences, _output_cache(out)) if keep_cache else (out, None)
+    out, cache = (out.sequences, output_cache(out)) if keep_cache else (out, None)
     P = enc["input_ids"].shape[1]
     completion = out[:, P:]
     is_eos = completion == tokenizer.eos_token_id
@@ -151,3 +152,15 @@ def sample_completions(
                     group_size=group_size, completions=texts, completion_ids=completion_ids,
                     prompts=[p for p in prompts for _ in range(group_size)], segments=segments,
                     cache=cache)
+
+
+def sample_batch(model, tokenizer, problems: Sequence[dict], *, prompts: int, group_size: int, seed: int, step: int,
+                 **sampling) -> tuple[list[dict], Rollouts]:
+    """The batch of step ``step`` of a run seeded ``seed``: ``prompts`` problems (`pick_problems`),
+    ``group_size`` completions of each sampled from the step's seed (`derive_seed`), so every
+    method, a resumed run and gradient quality's batch ``step`` see the same. ``sampling``: the
+    other keywords of `sample_completions`. Returns ``(problem of each row [B], rollouts)``."""
+    chosen = pick_problems(problems, prompts, seed=seed, step=step)
+    rollouts = sample_completions(model, tokenizer, [p["prompt"] for p in chosen], group_size=group_size,
+                                  seed=derive_seed(seed, step), **sampling)
+    return [p for p in chosen for _ in range(group_size)], rollouts

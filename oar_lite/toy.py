@@ -36,6 +36,7 @@ from typing import Iterable, Sequence
 
 import torch
 
+from .evaluate import evaluate as evaluate_model
 from .reward import math_reward, math_rewards
 from .segment import completion_offsets, segment_completion_ids
 
@@ -426,11 +427,9 @@ def max_new_tokens(digits: int, filler_rate: float = 0.3, max_fillers: int = 2) 
 @torch.no_grad()
 def evaluate(model, tokenizer, problems: Sequence[dict], *, group_size: int = 1, temperature: float = 0.0,
              batch_size: int = 64, seed: int = 0, max_new: int | None = None, progress: bool = False) -> dict:
-    """`oar_lite.train.evaluate` on toy problems with the toy's answer format and room for
+    """`oar_lite.evaluate.evaluate` on toy problems with the toy's answer format and room for
     the longest chain (`max_new_tokens`) unless ``max_new``; its keys plus ``parsed``, the
     share of completions `parse_chain` reads."""
-    from .train import evaluate as evaluate_model
-
     if not problems:
         raise ValueError("problems is empty")
     cap = max_new or max(max_new_tokens(p.get("digits", len(str(p["a"])))) for p in problems)

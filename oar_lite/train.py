@@ -1,4 +1,4 @@
-"""The readable GRPO + OAR training loop, one file, top to bottom (OAR-SPEC sections 1 and 7).
+"""The readable GRPO + OAR training loop, top to bottom (OAR-SPEC sections 1 and 7).
 
 Each step: 1. generate G completions for each of P prompts (`rollout.sample_completions`);
 2. reward them, group-relative advantages A_i (`grpo.group_advantages`); 3. attribute:
@@ -9,142 +9,110 @@ GRPO. Only the weights change between methods: a seed gives the same prompts to 
 
 A run appends one record per step to ``out_dir/metrics.jsonl`` and writes
 ``out_dir/checkpoint.pt`` atomically every ``checkpoint_every`` steps and at the end;
-``train(..., resume=True)`` continues it with the results of a run that never stopped.
+``train(..., resume=True)`` continues it with the results of a run that never stopped
+(`oar_lite.checkpoint`).
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import hashlib
 import json
 import os
-import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .attribution import CREDIT_FIELDS, CreditConfig, token_weights, uses_sampled_cache
-from .reshape import summarize_uniformity, weight_uniformity
-from .checks import check_number
+from .attribution import CreditConfig, token_weights, uses_sampled_cache
+from .checkpoint import CHECKPOINT, METRICS, JsonlLog, load_checkpoint, save_checkpoint, write_jsonl
+from .checks import check_settings, setting, settings_of
+from .evaluate import evaluate
 from .grpo import LOSS_TYPES, SCALES, group_advantages, policy_loss, sequence_logprobs, token_advantages
-from .reward import math_reward, math_rewards
-from .rollout import sample_completions
+from .reshape import summarize_uniformity, weight_uniformity
+from .reward import math_reward
+from .rollout import sample_batch
+from .seeding import seed_everything
 from .segment import FORMATS
-
-CHECKPOINT = "checkpoint.pt"
-METRICS = "metrics.jsonl"
 
 
 # ----------------------------------------------------------------------------- configuration
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Everything a run depends on. Frozen: change it with ``dataclasses.replace``.
+    """Everything a run depends on, each field a `oar_lite.checks.Setting` (default, range,
+    meaning: `settings_of`). Frozen: change it with ``dataclasses.replace``.
 
     ``credit`` is the credit assignment (`CreditConfig`; the default, ``"uniform"``, is
     plain GRPO), so the reshaping's boost (the paper's "beta") is ``credit.boost`` and
-    ``beta`` is the KL coefficient (TRL's name). Out-of-range values raise ValueError.
+    ``beta`` is the KL coefficient (TRL's name). Out-of-range values raise ValueError; a
+    ``credit`` dict updates the default credit's fields.
     """
 
-    credit: CreditConfig = CreditConfig(method="uniform", batch_size=64)
-    steps: int = 50
-    prompts_per_step: int = 8            # P prompts per step
-    group_size: int = 8                  # G completions per prompt
-    seed: int = 0
+    credit: CreditConfig = setting(CreditConfig(method="uniform", batch_size=64),
+                                   "Credit assignment (a CreditConfig); 'uniform' is plain GRPO.")
+    steps: int = setting(50, "Training steps.", resume="more", integer=True, low=1)
+    prompts_per_step: int = setting(8, "Prompts per step (P).", label="prompts", integer=True, low=1)
+    group_size: int = setting(8, "Completions per prompt (G; a group needs a spread of rewards).",
+                              label="completions", integer=True, low=2)
+    seed: int = setting(0, "Seed: it gives every method the same prompts.", integer=True, low=0, high=2**63, high_open=True)
     # sampling
-    max_new_tokens: int = 64
-    temperature: float = 1.0
-    top_p: float = 1.0
+    max_new_tokens: int = setting(64, "Most new tokens per completion.", integer=True, low=1)
+    temperature: float = setting(1.0, "Sampling temperature (> 0: greedy gives every row of a group the same text).",
+                                 low=0, low_open=True)
+    top_p: float = setting(1.0, "Nucleus sampling's p, in (0, 1].", low=0, high=1, low_open=True)
     # the GRPO update
-    learning_rate: float = 1e-4
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
-    num_iterations: int = 1              # optimizer steps per batch (PPO epochs); > 1 makes the ratio matter
-    clip_eps: float = 0.2
-    clip_eps_high: float | None = None   # DAPO's clip-higher (None: same as clip_eps)
-    beta: float = 0.0                    # KL coefficient to the frozen reference (0: no reference kept)
-    loss_type: str = "grpo"              # "grpo" (mean per sequence) or "dapo" (mean per token)
-    advantage_scale: str = "group"       # "group", "batch" or "none" (TRL's scale_rewards)
-    micro_batch_size: int | None = None  # rows per forward/backward in the update (None: all at once)
+    learning_rate: float = setting(1e-4, "Learning rate (AdamW).", label="learning rate", low=0, high=1, low_open=True)
+    weight_decay: float = setting(0.0, "Weight decay (AdamW).", low=0)
+    max_grad_norm: float = setting(1.0, "Gradient clipping norm (> 0; 0 would zero every gradient).", low=0,
+                                   low_open=True)
+    num_iterations: int = setting(1, "Optimizer steps per batch (PPO epochs); > 1 makes the ratio matter.",
+                                  integer=True, low=1)
+    clip_eps: float = setting(0.2, "Clip range epsilon of the ratio, in (0, 1).", low=0, high=1, low_open=True,
+                              high_open=True)
+    clip_eps_high: float | None = setting(None, "DAPO's clip-higher (None: same as clip_eps).", low=0, low_open=True,
+                                          optional=True)
+    beta: float = setting(0.0, "KL coefficient to the initial model (0: no reference kept).", low=0)
+    loss_type: str = setting("grpo", "'grpo' (mean per sequence) or 'dapo' (mean per token).")
+    advantage_scale: str = setting("group", "'group', 'batch' or 'none' (TRL's scale_rewards).")
+    micro_batch_size: int | None = setting(None, "Rows per forward/backward in the update (None: all at once).",
+                                           integer=True, low=1, optional=True)
     # LoRA through peft (the model's weights stay frozen; only the adapter trains)
-    lora: bool = False
-    lora_rank: int = 8
-    lora_alpha: int = 16
-    lora_dropout: float = 0.0
-    lora_target_modules: Any = "all-linear"
+    lora: bool = setting(False, "Train a peft LoRA adapter instead of every weight.")
+    lora_rank: int = setting(8, "LoRA rank.", integer=True, low=1)
+    lora_alpha: int = setting(16, "LoRA alpha.", low=0, low_open=True)
+    lora_dropout: float = setting(0.0, "LoRA dropout, in [0, 1).", low=0, high=1, high_open=True)
+    lora_target_modules: Any = setting("all-linear", "Modules LoRA adapts (peft's target_modules).")
     # held-out evaluation (greedy accuracy) at step 0, every eval_every steps and at the end
-    eval_every: int = 10                 # 0: only at step 0 and at the end
-    eval_size: int | None = None         # first N held-out problems (None: all)
-    eval_batch_size: int = 64
+    eval_every: int = setting(10, "Evaluate every N steps (0: only at step 0 and at the end).", resume="evaluation",
+                              integer=True, low=0)
+    eval_size: int | None = setting(None, "Held-out problems evaluated, the first N (None: all).", label="held-out problems",
+                                    resume="evaluation", integer=True, low=0, optional=True)
+    eval_batch_size: int = setting(64, "Prompts per evaluation batch.", resume="bookkeeping", integer=True, low=1)
     # bookkeeping
-    checkpoint_every: int = 10           # also at the end (needs out_dir); 0: only at the end
-    progress: bool = True                # tqdm bar
+    checkpoint_every: int = setting(10, "Checkpoint every N steps and at the end (needs out_dir; 0: at the end only).",
+                                    resume="bookkeeping", integer=True, low=0)
+    progress: bool = setting(True, "Show a progress bar.", resume="bookkeeping")
 
     def __post_init__(self):
-        if isinstance(self.credit, dict):  # as `dataclasses.asdict` wrote it (a checkpoint, run.json)
-            object.__setattr__(self, "credit", CreditConfig(**self.credit))
+        if isinstance(self.credit, dict):  # as `dataclasses.asdict` wrote it (a checkpoint, run.json), or some fields
+            default = settings_of(TrainConfig)["credit"].default
+            object.__setattr__(self, "credit", CreditConfig(**{**dataclasses.asdict(default), **self.credit}))
         if not isinstance(self.credit, CreditConfig):
             raise ValueError(f"TrainConfig.credit must be a CreditConfig, got {type(self.credit).__name__}")
-        for name, allowed in NUMERIC_RANGES.items():
-            check_number("TrainConfig", name, getattr(self, name), **allowed)
+        check_settings(self, "TrainConfig")
         if self.loss_type not in LOSS_TYPES:
             raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
         if self.advantage_scale not in SCALES:
             raise ValueError(f"advantage_scale must be one of {SCALES}, got {self.advantage_scale!r}")
 
 
-def config_changes(saved: dict, config: TrainConfig) -> dict[str, tuple]:
-    """``{name: (saved, now)}`` for each setting in which ``saved`` (a config as checkpoints
-    and run.json store it, `dataclasses.asdict`, or the flat form of versions before
-    `CreditConfig`) differs from ``config``; credit settings are named ``credit.<field>``."""
-    saved = _jsonable(saved)
-    if "credit" not in saved:  # the older flat form
-        names = {"attribution_batch_size": "batch_size", "attribution_token_budget": "token_budget"}
-        saved["credit"] = {names.get(k, k): saved.pop(k) for k in list(saved) if names.get(k, k) in CREDIT_FIELDS}
-
-    def flat(data: dict) -> dict:
-        return {**{k: v for k, v in data.items() if k != "credit"}, **{f"credit.{k}": v for k, v in data["credit"].items()}}
-
-    old, now = flat(saved), flat(_jsonable(dataclasses.asdict(config)))
-    return {k: (old.get(k), v) for k, v in now.items() if old.get(k) != v}
-
-
-# The allowed range of every numeric TrainConfig field (`oar_lite.checks.check_number`);
-# the credit settings' ranges are `oar_lite.attribution.CREDIT_RANGES`.
-NUMERIC_RANGES: dict[str, dict] = {
-    "steps": dict(integer=True, low=1),
-    "prompts_per_step": dict(integer=True, low=1),
-    "group_size": dict(integer=True, low=2),            # a group needs a spread of rewards
-    "seed": dict(integer=True, low=0, high=2**63, high_open=True),
-    "max_new_tokens": dict(integer=True, low=1),
-    "temperature": dict(low=0, low_open=True),          # greedy (0) gives every row of a group the same text
-    "top_p": dict(low=0, high=1, low_open=True),
-    "learning_rate": dict(low=0, high=1, low_open=True),
-    "weight_decay": dict(low=0),
-    "max_grad_norm": dict(low=0, low_open=True),        # 0 would zero every gradient, < 0 flip it
-    "num_iterations": dict(integer=True, low=1),
-    "clip_eps": dict(low=0, high=1, low_open=True, high_open=True),
-    "clip_eps_high": dict(low=0, low_open=True, optional=True),
-    "beta": dict(low=0),
-    "micro_batch_size": dict(integer=True, low=1, optional=True),
-    "lora_rank": dict(integer=True, low=1),
-    "lora_alpha": dict(low=0, low_open=True),
-    "lora_dropout": dict(low=0, high=1, high_open=True),
-    "eval_every": dict(integer=True, low=0),
-    "eval_size": dict(integer=True, low=0, optional=True),
-    "eval_batch_size": dict(integer=True, low=1),
-    "checkpoint_every": dict(integer=True, low=0),
-}
-
-
-# Fields that may change between a run and its resumption (they do not change what is learned).
-RESUMABLE_CHANGES = ("steps", "checkpoint_every", "progress", "eval_every", "eval_size", "eval_batch_size")
+NUMERIC_RANGES = {name: s.range for name, s in settings_of(TrainConfig).items() if s.range}
+"""The allowed range of every numeric `TrainConfig` field (`oar_lite.checks.check_number`)."""
 
 
 @dataclass
@@ -217,7 +185,7 @@ def train(model, tokenizer, task: Task, config: TrainConfig, *, out_dir: str | o
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         write_jsonl(out / METRICS, records)  # a resumed run drops records past its checkpoint
-    log = _Logger(out / METRICS if out is not None else None, records)
+    log = JsonlLog(out / METRICS if out is not None else None, records)
 
     wall = records[-1]["wall_time"] if records else 0.0
     cpu = next((r["cpu_time"] for r in reversed(records) if "cpu_time" in r), 0.0)
@@ -254,13 +222,11 @@ def train_step(model, tokenizer, task: Task, config: TrainConfig, optimizer, ste
     model.eval()
 
     # 1. generate: G completions for each of P prompts (the same prompts for every method).
-    problems = pick_problems(task.train_problems, config.prompts_per_step, seed=config.seed, step=step)
-    rollouts = sample_completions(
-        model, tokenizer, [p["prompt"] for p in problems], group_size=config.group_size,
-        max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
-        formats=task.formats, add_special_tokens=task.add_special_tokens, seed=step_seed(config.seed, step),
+    rows, rollouts = sample_batch(
+        model, tokenizer, task.train_problems, prompts=config.prompts_per_step, group_size=config.group_size,
+        seed=config.seed, step=step, max_new_tokens=config.max_new_tokens, temperature=config.temperature,
+        top_p=config.top_p, formats=task.formats, add_special_tokens=task.add_special_tokens,
         keep_cache=uses_sampled_cache(config.credit.method))  # OAR-P and OAR-G continue from it
-    rows = [p for p in problems for _ in range(config.group_size)]
     timer.lap("generate")
 
     # 2. reward and group-relative advantages.
@@ -397,63 +363,6 @@ def _uniformity(scores: list, weights: torch.Tensor, reasoning_mask: torch.Tenso
             "taus": summary["taus"]}
 
 
-# ----------------------------------------------------------------------------- problems, evaluation
-
-def pick_problems(problems: Sequence[dict], n: int, *, seed: int, step: int) -> list[dict]:
-    """The ``n`` problems of one step: a function of (seed, step) only, so every method and
-    a resumed run see the same prompts. Without replacement when the pool is big enough."""
-    if n < 1 or len(problems) == 0:
-        raise ValueError(f"need n >= 1 problems from a non-empty pool, got n={n} from {len(problems)}")
-    rng = np.random.default_rng([seed, step])
-    idx = rng.choice(len(problems), size=n, replace=len(problems) < n)
-    return [problems[int(i)] for i in idx]
-
-
-def evaluate(model, tokenizer, problems: Sequence[dict], *, group_size: int = 1, temperature: float = 0.0,
-             seed: int | None = None, max_new_tokens: int = 64, batch_size: int = 64,
-             formats: Sequence[str] = FORMATS, add_special_tokens: bool = True,
-             shares: dict[str, Callable[[str], bool]] | None = None, progress: bool = False) -> dict:
-    """Accuracy on held-out problems: greedy by default, or ``group_size`` samples each.
-
-    ``seed``: batch k is sampled after ``torch.manual_seed(seed + k)`` (None: the global RNG is
-    left alone). ``shares``: ``{name: test(completion)}``, each reported as the share that passes.
-
-    Returns ``{"accuracy", "answer_rate", "mixed", "solved", "failed", "mean_tokens", "n"}`` and
-    the ``shares``: the shares of completions right and with a parseable answer; of problems
-    whose group is mixed (0 when ``group_size == 1``), all right, all wrong; the mean completion
-    length in tokens; the number of problems.
-    """
-    if len(problems) == 0:
-        raise ValueError("no problems to evaluate; expected dicts with 'prompt' and 'answer'")
-    if batch_size < 1 or group_size < 1:
-        raise ValueError(f"batch_size and group_size must be >= 1, got {batch_size} and {group_size}")
-    groups, answered, lengths, counts = [], 0, [], dict.fromkeys(shares or {}, 0)
-    batches = range(0, len(problems), batch_size)
-    for k, i in enumerate(tqdm(batches, desc="eval", disable=not progress, leave=False)):
-        batch = problems[i:i + batch_size]
-        rollouts = sample_completions(model, tokenizer, [p["prompt"] for p in batch], group_size=group_size,
-                                      max_new_tokens=max_new_tokens, temperature=temperature, formats=formats,
-                                      add_special_tokens=add_special_tokens, seed=None if seed is None else seed + k)
-        right = math_rewards(rollouts.completions, [p["answer"] for p in batch for _ in range(group_size)],
-                             formats=formats)
-        groups += [right[j:j + group_size] for j in range(0, len(right), group_size)]
-        answered += sum(s is not None for s in rollouts.segments)
-        lengths += [len(ids) for ids in rollouts.completion_ids]
-        for name, test in (shares or {}).items():
-            counts[name] += sum(bool(test(c)) for c in rollouts.completions)
-    n, completions = len(groups), len(groups) * group_size
-    return {
-        "accuracy": sum(map(sum, groups)) / completions,
-        "answer_rate": answered / completions,
-        "mixed": sum(0 < sum(g) < group_size for g in groups) / n if group_size > 1 else 0.0,
-        "solved": sum(sum(g) == group_size for g in groups) / n,
-        "failed": sum(sum(g) == 0 for g in groups) / n,
-        "mean_tokens": sum(lengths) / len(lengths),
-        "n": n,
-        **{name: count / completions for name, count in counts.items()},
-    }
-
-
 def _eval_record(model, tokenizer, task: Task, config: TrainConfig, *, step: int, wall_time: float,
                  cpu_time: float) -> dict | None:
     if len(task.eval_problems) == 0 or config.eval_size == 0:
@@ -480,166 +389,6 @@ def add_lora(model, config: TrainConfig):
     lora = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
                       target_modules=config.lora_target_modules, task_type="CAUSAL_LM")
     return get_peft_model(model, lora)
-
-
-# ----------------------------------------------------------------------------- seeds, checkpoints, logs
-
-def seed_everything(seed: int) -> None:
-    """Seed python, numpy and torch (CPU and CUDA)."""
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-def step_seed(seed: int, step: int) -> int:
-    """The seed of step ``step`` of a run seeded ``seed``: its sampling and scoring noise
-    depend on the run's seed and the step only (not on what ran before), so a resumed run
-    draws what an uninterrupted one would. Both trainers use it (`train_step` and
-    `oar_lite.trl.OARGRPOTrainer`); the prime keeps (seed, step) pairs apart."""
-    return (seed * 1_000_003 + step) % 2**63
-
-
-def _rng_state() -> dict:
-    name, keys, pos, has_gauss, gauss = np.random.get_state()
-    state = {"python": random.getstate(), "numpy": [name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss],
-             "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _set_rng_state(state: dict) -> None:
-    random.setstate(_as_tuples(state["python"]))
-    name, keys, pos, has_gauss, gauss = state["numpy"]
-    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def _as_tuples(x):
-    return tuple(_as_tuples(v) for v in x) if isinstance(x, (list, tuple)) else x
-
-
-def _trainable_state(model) -> dict[str, torch.Tensor]:
-    """The weights that training changes: all of them, or only the adapter with LoRA."""
-    names = {n for n, p in model.named_parameters() if p.requires_grad}
-    return {k: v.detach().clone() for k, v in model.state_dict().items() if k in names}
-
-
-def save_checkpoint(path, model, optimizer, config: TrainConfig, step: int, records: list[dict], *,
-                    task: Task | None = None) -> None:
-    """Write weights (or adapter), optimizer, RNG states, step, config, records and the
-    task's fingerprint to ``path`` atomically: a temporary file renamed over the old one,
-    so a crash leaves either the previous checkpoint or the new one, never half of one."""
-    path = Path(path)
-    state = {"step": step, "config": dataclasses.asdict(config), "records": records,
-             "task": task.fingerprint() if task is not None else None,
-             "model": _trainable_state(model), "optimizer": optimizer.state_dict(), "rng": _rng_state()}
-    with atomic_path(path) as tmp:
-        torch.save(state, tmp)
-
-
-def load_checkpoint(path, model, optimizer, config: TrainConfig, *, task: Task | None = None) -> tuple[int, list[dict]]:
-    """Restore a checkpoint written by `save_checkpoint` into ``model`` and ``optimizer``
-    and the RNGs. Returns ``(step, records)``. Refuses a checkpoint of a different run:
-    another config, or (when both sides know it) another task."""
-    state = _read_checkpoint(path)
-    changed = {k: v for k, v in config_changes(state["config"], config).items() if k not in RESUMABLE_CHANGES}
-    if changed:
-        raise ValueError(f"{path} was written by a different run: "
-                         f"{', '.join(f'{k}={old!r} (now {new!r})' for k, (old, new) in changed.items())}")
-    if task is not None and state.get("task") and state["task"] != task.fingerprint():
-        raise ValueError(f"{path} was written by a run on other problems (task {state['task']}, now "
-                         f"{task.fingerprint()}); use another output folder")
-    expected = set(_trainable_state(model))
-    if set(state["model"]) != expected:
-        raise ValueError(f"{path} holds weights {sorted(set(state['model']) ^ expected)[:5]}... that do not match the model's trainable weights")
-    model.load_state_dict(state["model"], strict=False)
-    optimizer.load_state_dict(state["optimizer"])
-    _set_rng_state(state["rng"])
-    return int(state["step"]), list(state["records"])
-
-
-_CHECKPOINT_KEYS = ("step", "config", "records", "model", "optimizer", "rng")
-
-
-def _read_checkpoint(path) -> dict:
-    """``torch.load`` of a checkpoint, with an error that names the file and what to do
-    when it is not a whole checkpoint (truncated, overwritten, not one at all)."""
-    advice = ("delete it to start the run over (or restore it from a copy); the run's metrics.jsonl "
-              "is rewritten from the checkpoint on resume")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 - torch raises EOFError, RuntimeError, UnpicklingError, ...
-        raise ValueError(f"{path} is not a readable checkpoint ({type(err).__name__}: {str(err)[:200]}); "
-                         f"{advice}") from err
-    missing = [k for k in _CHECKPOINT_KEYS if not isinstance(state, dict) or k not in state]
-    if missing:
-        raise ValueError(f"{path} is not an oar-lite checkpoint (missing {', '.join(missing)}); {advice}")
-    return state
-
-
-def _jsonable(x):
-    return json.loads(json.dumps(x))
-
-
-@contextlib.contextmanager
-def atomic_path(path) -> Iterator[Path]:
-    """A temporary sibling of ``path`` to write, renamed over ``path`` when the block ends
-    without error (removed if it raised), so a crash or a kill leaves the previous file
-    whole, never half of the new one."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def write_jsonl(path, records: list[dict]) -> None:
-    """Write ``records`` to ``path`` (one JSON object per line), replacing it atomically."""
-    with atomic_path(path) as tmp:
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
-
-
-def append_jsonl(path, record: dict) -> None:
-    """Append one JSON line to ``path`` and flush it, so a kill loses at most that line."""
-    with open(path, "a") as f:
-        f.write(json.dumps(record) + "\n")
-
-
-def read_jsonl(path) -> list[dict]:
-    """Records from a JSONL file; a line that is not JSON (a run killed while writing it)
-    raises ValueError naming the file and the line."""
-    records = []
-    with open(path) as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path} line {number} is not JSON ({err.msg}): the file is damaged (a run killed "
-                                 "while writing?); resume the run to rewrite it from its checkpoint, or delete the "
-                                 "line") from None
-    return records
-
-
-class _Logger:
-    """Appends records to the list and to the JSONL file (flushed every line)."""
-
-    def __init__(self, path: Path | None, records: list[dict]):
-        self.path, self.records = path, records
-
-    def __call__(self, record: dict | None) -> dict | None:
-        if record is None:
-            return None
-        self.records.append(record)
-        if self.path is not None:
-            append_jsonl(self.path, record)
-        return record
 
 
 class _PhaseTimer:

@@ -62,16 +62,16 @@ else:  # TRL < 1.16 takes no such argument: it re-enables gradient checkpointing
     def unwrap_model_for_generation(model, accelerator, gradient_checkpointing_kwargs=None, **kwargs):
         return _trl_unwrap_model_for_generation(model, accelerator, **kwargs)
 
-from .attribution import CREDIT_FIELDS, CREDIT_RANGES, SCORERS, CreditConfig, parse_method, token_weights  # noqa: E402
-from .checks import check_number  # noqa: E402
+from .attribution import (CONTROLS, CREDIT_FIELDS, CREDIT_RANGES, SCORERS, CreditConfig, default_mode,  # noqa: E402
+                          parse_method, split_controls, token_weights)
+from .checkpoint import append_jsonl, read_jsonl  # noqa: E402
+from .evaluate import heldout_accuracy  # noqa: E402
+from .checks import check_number, settings_of  # noqa: E402
 from .grpo import token_advantages  # noqa: E402
-from .oracle import CONTROLS, split_controls  # noqa: E402
 from .reshape import summarize_uniformity, weight_uniformity  # noqa: E402
+from .seeding import derive_seed  # noqa: E402
 from .segment import FORMATS, check_formats, segment_completion_ids, segments_to_masks  # noqa: E402
-from .train import NUMERIC_RANGES, append_jsonl, read_jsonl, step_seed  # noqa: E402
-
-DEFAULT_MODES = {"oar-p": "last", "oar-g": "answer_mean"}
-"""P_final mode used when ``oar_mode`` is left unset (the paper's recommendations)."""
+from .train import NUMERIC_RANGES, TrainConfig  # noqa: E402
 
 _LIGER_MESSAGE = (
     "use_liger_kernel=True is not supported by OARGRPOTrainer: OAR hands TRL per-token advantages [B, T] through "
@@ -82,14 +82,8 @@ _LIGER_MESSAGE = (
 
 
 # Each numeric ``oar_`` field's range: its `CreditConfig` field's, checked under the name the user wrote.
-OAR_NUMERIC_RANGES: dict[str, dict] = {
-    "oar_quantile": CREDIT_RANGES["quantile"],
-    "oar_boost": CREDIT_RANGES["boost"],
-    "oar_floor": CREDIT_RANGES["floor"],
-    "oar_noise_std": CREDIT_RANGES["noise_std"],
-    "oar_batch_size": {**CREDIT_RANGES["batch_size"], "optional": False},
-    "oar_token_budget": CREDIT_RANGES["token_budget"],
-}
+OAR_NUMERIC_RANGES = {f"oar_{name}": {**allowed, **({"optional": False} if name == "batch_size" else {})}
+                      for name, allowed in CREDIT_RANGES.items()}
 
 # TRL's numeric fields that the loss depends on, checked before TRL's checks (which let NaN and
 # infinities through); ``max_grad_norm=0`` turns clipping off, as in Hugging Face.
@@ -107,12 +101,20 @@ TRL_NUMERIC_RANGES: dict[str, dict] = {
 }
 
 
+def _oar(name: str, **changed):
+    """The field ``oar_<name>``: `CreditConfig`'s setting ``<name>`` (its default and meaning), or ``changed``."""
+    declared = settings_of(CreditConfig)[name]
+    return field(default=changed.get("default", declared.default), metadata={"help": declared.help})
+
+
 @dataclass
 class OARConfig(GRPOConfig):
     """`trl.GRPOConfig` plus the OAR settings, named ``oar_*`` (meanings: their ``help``, docs/trl.md).
 
-    TRL's own fields keep their meaning (``beta`` is the KL coefficient; OAR's boost is
-    ``oar_boost``). `oar_credit` turns the ``oar_*`` fields into a `CreditConfig`.
+    Each `CreditConfig` field but the method has its ``oar_`` twin, with the default and the
+    meaning `CreditConfig` declares (OAR-P's batch size is `oar_lite.train.TrainConfig`'s, as
+    in training). TRL's own fields keep their meaning (``beta`` is the KL coefficient; OAR's
+    boost is ``oar_boost``). `oar_credit` turns the ``oar_*`` fields into a `CreditConfig`.
     """
 
     oar_method: str = field(
@@ -122,20 +124,16 @@ class OARConfig(GRPOConfig):
     )
     oar_mode: str | None = field(
         default=None,
-        metadata={"help": "P_final mode: 'last', 'answer_mean' or 'answer_joint'. Default: 'last' for oar-p, "
-                          "'answer_mean' for oar-g."},
+        metadata={"help": "P_final mode: 'last', 'answer_mean' or 'answer_joint'. Default: the scorer's ('last' "
+                          "for oar-p, 'answer_mean' for oar-g)."},
     )
-    oar_quantile: float = field(default=0.25, metadata={"help": "Suppression quantile q in [0, 1]."})
-    oar_boost: float = field(default=1.0, metadata={"help": "Boost of the most important token (>= 0); not TRL's beta."})
-    oar_floor: float = field(default=0.1, metadata={"help": "Smallest weight of a suppressed token, in [0, 1]."})
-    oar_preserve_mass: bool = field(default=True, metadata={"help": "Rescale weights to sum to the reasoning length."})
-    oar_noise_std: float = field(default=1e-3, metadata={"help": "OAR-G embedding noise sigma (>= 0)."})
-    oar_batch_size: int = field(default=64, metadata={"help": "OAR-P: at most this many perturbed copies per forward pass (>= 1)."})
-    oar_token_budget: int | None = field(
-        default=None,
-        metadata={"help": "OAR-P: at most this many tokens per forward pass (>= 1), which bounds its memory. "
-                          "Default: the device's (oar_lite.attribution.default_token_budget)."},
-    )
+    oar_quantile: float = _oar("quantile")
+    oar_boost: float = _oar("boost")
+    oar_floor: float = _oar("floor")
+    oar_preserve_mass: bool = _oar("preserve_mass")
+    oar_noise_std: float = _oar("noise_std")
+    oar_batch_size: int = _oar("batch_size", default=settings_of(TrainConfig)["credit"].default.batch_size)
+    oar_token_budget: int | None = _oar("token_budget")
     oar_answer_formats: list[str] = field(
         default_factory=lambda: list(FORMATS),
         metadata={"help": f"Answer formats to look for, in order of preference; a subset of {list(FORMATS)}."},
@@ -159,9 +157,9 @@ class OARConfig(GRPOConfig):
             hint = " (give the P_final mode in oar_mode)" if isinstance(base, str) and ":" in base else ""
             raise ValueError(f"oar_method={self.oar_method!r} is unknown{hint}; expected one of {methods}, "
                              f"optionally behind the controls {CONTROLS} (e.g. 'inverted:oracle')")
-        takes_mode = base != "none" and "mode" in inspect.signature(SCORERS[base]).parameters
+        takes_mode = base != "none" and default_mode(base) is not None
         if self.oar_mode is None:
-            self.oar_mode = DEFAULT_MODES.get(base)
+            self.oar_mode = default_mode(base) if takes_mode else None
         elif not takes_mode:
             raise ValueError(f"oar_mode={self.oar_mode!r} was given but oar_method={self.oar_method!r} has no "
                              "P_final mode; leave oar_mode unset")
@@ -188,7 +186,7 @@ class OARConfig(GRPOConfig):
         `oar_method_spec`."""
         if self.oar_method == "none":
             return None
-        settings = {name: getattr(self, f"oar_{name}") for name in CREDIT_FIELDS if hasattr(self, f"oar_{name}")}
+        settings = {name: getattr(self, f"oar_{name}") for name in CREDIT_FIELDS if name != "method"}
         return CreditConfig(**{**settings, "method": self.oar_method_spec})
 
 
@@ -259,10 +257,10 @@ class OARGRPOTrainer(GRPOTrainer):
         args = self.args
         tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
         # Reproducible and resume-safe: the noise of OAR-G (and the random baseline) depends on
-        # the seed, the step (`oar_lite.train.step_seed`, as the CPU trainer) and the process,
-        # not on how many batches came before in this run.
+        # the seed, the step (as the CPU trainer) and the process, not on how many batches came
+        # before in this run.
         generator = torch.Generator().manual_seed(
-            step_seed(int(args.seed), int(self.state.global_step)) + 7_919 * self.accelerator.process_index)
+            derive_seed(int(args.seed), int(self.state.global_step), self.accelerator.process_index))
         with unwrap_model_for_generation(
             self.model_wrapped, self.accelerator, gather_deepspeed3_params=args.ds3_gather_for_generation,
             gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,
@@ -411,8 +409,6 @@ class HeldOutAccuracyCallback(TrainerCallback):
         self.done = {(r["step"], r["decoding"]) for r in read_jsonl(self.path)} if self.path.exists() else set()
 
     def _measure(self, state, model) -> None:
-        from .evaluate import heldout_accuracy
-
         step = int(state.global_step)
         if step not in self.at_steps or not state.is_world_process_zero:
             return

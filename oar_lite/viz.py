@@ -11,7 +11,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import torch
 
-from .reshape import bilevel_weights
+from .reshape import RESHAPING, bilevel_weights
 
 
 def _as_array(values) -> np.ndarray:
@@ -290,17 +290,16 @@ def plot_token_advantages(
     return image
 
 
-def plot_scores_to_weights(ax, scores, *, quantile: float = 0.25, boost: float = 1.0, floor: float = 0.1,
-                           preserve_mass: bool = True, color: str = "#1f77b4"):
+def plot_scores_to_weights(ax, scores, *, color: str = "#1f77b4", **reshaping):
     """Scatter of one completion's ``[R]`` scores (log1p scale) against their weights under
-    `bilevel_weights` with these settings, the suppressed region shaded; returns the ``[R]``
-    weights."""
+    `bilevel_weights` with the ``reshaping`` settings (its keywords; default: theirs), the
+    suppressed region shaded; returns the ``[R]`` weights."""
     s = _as_tensor(scores)
-    w = bilevel_weights(s, quantile=quantile, boost=boost, floor=floor, preserve_mass=preserve_mass)
+    w = bilevel_weights(s, **reshaping)
     x = torch.log1p(s).numpy()
     ax.scatter(x, w.numpy(), s=18, color=color, zorder=3)
     ax.axhline(1.0, color="#888", lw=0.8, ls="--", label="plain GRPO (w = 1)")
-    raw = bilevel_weights(s, quantile=quantile, boost=boost, floor=floor, preserve_mass=False)
+    raw = bilevel_weights(s, **{**reshaping, "preserve_mass": False})
     below = (raw < 1).numpy()
     if below.any():
         ax.axvspan(x.min(), x[below].max(), color="#fdd", zorder=0, label="suppressed")
@@ -336,10 +335,11 @@ def reshape_widget(tokens: Sequence[str], scores, *, labels: Sequence[int] | Non
     scores = _as_tensor(scores)
     if len(tokens) != scores.numel():
         raise ValueError(f"{len(tokens)} tokens but {scores.numel()} scores")
-    quantile = widgets.FloatSlider(value=0.25, min=0.0, max=0.9, step=0.05, description="quantile")
-    boost = widgets.FloatSlider(value=1.0, min=0.0, max=3.0, step=0.1, description="boost")
-    floor = widgets.FloatSlider(value=0.1, min=0.0, max=1.0, step=0.05, description="floor")
-    preserve = widgets.Checkbox(value=True, description="preserve mass")
+    default = {name: s.default for name, s in RESHAPING.items()}
+    quantile = widgets.FloatSlider(value=default["quantile"], min=0.0, max=0.9, step=0.05, description="quantile")
+    boost = widgets.FloatSlider(value=default["boost"], min=0.0, max=3.0, step=0.1, description="boost")
+    floor = widgets.FloatSlider(value=default["floor"], min=0.0, max=1.0, step=0.05, description="floor")
+    preserve = widgets.Checkbox(value=default["preserve_mass"], description="preserve mass")
     plot_out, text_out = widgets.Output(), widgets.HTML()
 
     def current():

@@ -10,7 +10,7 @@ the share that ends with the right answer (`oar_lite.reward.math_reward`) estima
 P(correct | prefix). Token t moves it from ``p[t]`` to ``p[t + 1]``; tokens where it
 jumps are pivotal. The same completions are then scored by the credit methods
 (OAR-P, OAR-G, entropy, Captum IG, random), and everything is written to one JSON file,
-`oar_lite.credit.GROUND_TRUTH_PATH`, that `oar_lite.credit.ground_truth_table` reads.
+`oar_lite.ground_truth.GROUND_TRUTH_PATH`, that `oar_lite.ground_truth.ground_truth_table` reads.
 
 Phases (``--phase all`` runs them in order; each writes into ``--work`` and skips what is
 there, so a killed run resumes where it stopped):
@@ -27,7 +27,7 @@ there, so a killed run resumes where it stopped):
 3. ``score``: the methods of ``--methods`` on each completion (`oar_lite.attribution.token_scores`).
 4. ``assemble``: writes the data file with all settings, seeds and CPU seconds.
 
-``--phase report`` (separately; no model) prints the table of `oar_lite.credit.ground_truth_table`
+``--phase report`` (separately; no model) prints the table of `oar_lite.ground_truth.ground_truth_table`
 and the summary, and draws docs/ground_truth.png.
 """
 from __future__ import annotations
@@ -42,11 +42,12 @@ from pathlib import Path
 
 import torch
 
-from oar_lite import credit
-from oar_lite.attribution import token_scores
+from oar_lite import ground_truth, stats
+from oar_lite.attribution import route_options, takes, token_scores
 from oar_lite.models import load_smollm2, smollm2_cache_path
 from oar_lite.problems import format_prompt, make_problems
 from oar_lite.reward import math_reward
+from oar_lite.seeding import derive_seed
 from oar_lite.segment import segment_completion_ids
 
 METHODS = ("oar-p:last", "oar-p:answer_mean", "oar-g:answer_mean", "entropy", "captum-ig:answer_joint", "random")
@@ -72,8 +73,8 @@ def _sample_problem(args, model, tokenizer, i: int, problem) -> tuple[list[dict]
     right and wrong ones (ended, a parseable answer, 3 .. ``--max-reasoning`` reasoning tokens)."""
     eos = tokenizer.eos_token_id
     prompt_ids = tokenizer(format_prompt(problem, tokenizer), add_special_tokens=False)["input_ids"]
-    rows = credit.sample_continuations(model, tokenizer, prompt_ids, k=args.group_size,
-                                       max_new_tokens=args.sample_tokens, seed=args.seed * 1000 + i)
+    rows = ground_truth.sample_continuations(model, tokenizer, prompt_ids, k=args.group_size,
+                                       max_new_tokens=args.sample_tokens, seed=derive_seed(args.seed, i))
     texts = [tokenizer.decode(row, skip_special_tokens=True) for row in rows]
     group_correct = sum(math_reward(text, problem.answer) == 1.0 for text in texts)
     right, wrong = [], []
@@ -185,11 +186,11 @@ def monte_carlo(args, model, tokenizer, chosen: list[dict]) -> dict:
                 first = {**_all_mc(args), **done}[f"{i}/1"]["counts"]  # pass 1 may be in another shard's file
                 positions = [t for t, c in enumerate(first) if 0 < c < args.k]
             t0, w0 = time.process_time(), time.time()
-            counts = credit.prefix_success_counts(
+            counts = ground_truth.prefix_success_counts(
                 model, tokenizer, rec["prompt_ids"], rec["completion_ids"],
                 lambda text, a=rec["answer"]: math_reward(text, a) == 1.0, positions=positions, k=k,
                 max_new_tokens=[min(args.max_new_tokens, C - t + args.slack) for t in positions],
-                seed=args.seed + 7919 * pass_no + 104729 * i).tolist()
+                seed=derive_seed(args.seed, 0, pass_no, i)).tolist()
             done[key] = {"positions": positions, "counts": counts, "k": k,
                          "cpu_seconds": time.process_time() - t0, "wall_seconds": time.time() - w0}
             write_json(path, done)
@@ -214,14 +215,16 @@ def score(args, model, tokenizer, chosen: list[dict]) -> dict:
         ids = torch.tensor(rec["prompt_ids"] + rec["completion_ids"])
         reasoning = slice(P + rec["reasoning"][0], P + rec["reasoning"][1])
         answer = slice(P + rec["answer_span"][0], P + rec["answer_span"][1])
+        limits = {"batch_size": args.oar_p_batch, "n_steps": args.ig_steps}  # OAR-P's and captum-ig's, where scored
+        options = route_options(args.methods, {"pad_token_id": tokenizer.pad_token_id, "generator": generator,
+                                               **{k: v for k, v in limits.items() if any(k in takes(m) for m in args.methods)}})
         for m in args.methods:
             key = f"{i}/{m}"
             if key in done:
                 continue
-            generator.manual_seed(args.seed * 1000 + i)
+            generator.manual_seed(derive_seed(args.seed, i))
             t0 = time.process_time()
-            s = token_scores(m, model, ids, reasoning, answer, pad_token_id=tokenizer.pad_token_id,
-                             batch_size=args.oar_p_batch, generator=generator, n_steps=args.ig_steps)
+            s = token_scores(m, model, ids, reasoning, answer, **options[m])
             done[key] = {"scores": [float(x) for x in s.tolist()], "cpu_seconds": time.process_time() - t0}
             write_json(path, done)
             log(f"score: completion {i + 1}/{len(chosen)} {m}: {done[key]['cpu_seconds']:.1f} CPU s")
@@ -244,8 +247,8 @@ def assemble(args, tokenizer, chosen: list[dict], mc: dict, scores: dict) -> Non
             for t, c in zip(extra["positions"], extra["counts"]):
                 counts[t] += c
                 rollouts[t] += extra["k"]
-        se = credit.mc_standard_error(counts, rollouts)
-        low, high = credit.wilson_interval(counts, rollouts)
+        se = stats.mc_standard_error(counts, rollouts)
+        low, high = stats.wilson_interval(counts, rollouts)
         ids = rec["completion_ids"]
         completions.append({
             **{k: rec[k] for k in ("question", "answer", "template", "steps", "completion", "correct",
@@ -269,8 +272,9 @@ def assemble(args, tokenizer, chosen: list[dict], mc: dict, scores: dict) -> Non
         "rollout_sampling": "temperature 1, top_p 1, no top-k; continuation cap min(max_new_tokens, remaining completion tokens + slack); "
                             "a rollout is correct when oar_lite.reward.math_reward(completion[:t] + continuation, answer) == 1",
         "refinement": "pass 2 adds k_extra rollouts at prefixes whose pass-1 estimate is strictly between 0 and 1",
-        "seeds": "selection: torch.manual_seed(seed * 1000 + problem index); rollouts of completion i, pass q, prefix t: "
-                 "torch.manual_seed((seed + 7919 q + 104729 i) * 1000003 + t)",
+        "seeds": "oar_lite.seeding.derive_seed: selection: torch.manual_seed(derive_seed(seed, problem index)); rollouts "
+                 "of completion i, pass q, prefix t: torch.manual_seed(derive_seed(derive_seed(seed, 0, q, i), t)) "
+                 "(for seed 0, the seeds the shipped file was made with)",
         "standard_error": "se = sqrt(p (1 - p) / K), 0 at p = 0 or 1; wilson_low/high: 95% Wilson score interval, "
                           "which stays informative there (K = 16, p = 0 gives [0, 0.19])",
         "mc_cpu_seconds": round(sum(v["cpu_seconds"] for v in mc.values()), 1),
@@ -280,7 +284,7 @@ def assemble(args, tokenizer, chosen: list[dict], mc: dict, scores: dict) -> Non
     })
     data = {"description": "Monte-Carlo P(correct | prefix) along SmolLM2 completions of oar_lite.problems word problems, "
                            "with credit scores of the same tokens (scripts/mc_ground_truth.py; read with "
-                           "oar_lite.credit.load_ground_truth / ground_truth_table)",
+                           "oar_lite.ground_truth.load_ground_truth / ground_truth_table)",
             "settings": settings, "completions": completions}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_json(args.out, data)
@@ -296,27 +300,27 @@ def report(args) -> None:
 
     from oar_lite.plots import plot_ground_truth
 
-    data = credit.load_ground_truth(args.out)
-    summary = credit.ground_truth_summary(data, threshold=args.threshold)
-    print(credit.ground_truth_markdown(credit.ground_truth_table(data, threshold=args.threshold)))
+    data = ground_truth.load_ground_truth(args.out)
+    summary = ground_truth.ground_truth_summary(data, threshold=args.threshold)
+    print(ground_truth.ground_truth_markdown(ground_truth.ground_truth_table(data, threshold=args.threshold)))
     print(json.dumps(summary, indent=1))
     passes = [c.get("mc_passes", 1) for c in data["completions"]]
     print("\n" + error_statement(summary, passes.count(2)) + "\n")
     for r in sorted({c.get("selection_round", 1) for c in data["completions"]}):
         part = {**data, "completions": [c for c in data["completions"] if c.get("selection_round", 1) == r]}
-        n_pivot = credit.ground_truth_summary(part, threshold=args.threshold)["completions_with_pivot"]
+        n_pivot = ground_truth.ground_truth_summary(part, threshold=args.threshold)["completions_with_pivot"]
         print(f"selection round {r}: {len(part['completions'])} completions, {n_pivot} with a pivot")
         if n_pivot:
-            print(credit.ground_truth_markdown(credit.ground_truth_table(part, threshold=args.threshold)))
+            print(ground_truth.ground_truth_markdown(ground_truth.ground_truth_table(part, threshold=args.threshold)))
     print("per completion (round, template, right, R, pivots, largest |delta P|, K at 0 < p < 1):")
     for i, c in enumerate(data["completions"]):
-        delta, _ = credit.probability_jumps(c)
+        delta, _ = ground_truth.probability_jumps(c)
         ks = sorted({k for k, p in zip(c["rollouts"], c["p"]) if 0 < p < 1})
         print(f"  {i:2d} r{c.get('selection_round', 1)} {c['template']:15s} {'right' if c['correct'] else 'wrong'} "
               f"R={len(delta):2d} pivots={int((delta.abs() >= args.threshold - 1e-9).sum())} "
               f"max={float(delta.abs().max()):.2f} K={ks}")
     # the figure: the completions with the largest total movement of P, one right and one wrong if there are both
-    ranked = sorted(data["completions"], key=lambda r: -float(credit.probability_jumps(r)[0].abs().sum()))
+    ranked = sorted(data["completions"], key=lambda r: -float(ground_truth.probability_jumps(r)[0].abs().sum()))
     shown = [next((r for r in ranked if not r["correct"]), None), next((r for r in ranked if r["correct"]), None)]
     shown = [r for r in shown if r is not None] or ranked[:2]
     fig, axes = plt.subplots(2, len(shown), figsize=(6.5 * len(shown), 6), sharex="col", squeeze=False,
@@ -332,7 +336,7 @@ def report(args) -> None:
 
 
 def error_statement(summary: dict, refined: int) -> str:
-    """The Monte-Carlo error paragraph of benchmarks/RESULTS.md, from `credit.ground_truth_summary`
+    """The Monte-Carlo error paragraph of benchmarks/RESULTS.md, from `ground_truth.ground_truth_summary`
     and the number of completions whose pass 2 is done (``refined``)."""
     noise = summary["pivotal_tokens"] - summary["pivotal_tokens_beyond_2se"]
     return (f"**Monte-Carlo error** (from the file, `--phase report`). SE = sqrt(p(1-p)/K) per prefix: "
@@ -356,9 +360,9 @@ def _wrap(text: str, width: int) -> list[str]:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--phase", default="all", choices=["select", "mc", "score", "assemble", "all", "report"])
-    ap.add_argument("--threshold", type=float, default=credit.PIVOT_THRESHOLD, help="pivot threshold (report)")
+    ap.add_argument("--threshold", type=float, default=ground_truth.PIVOT_THRESHOLD, help="pivot threshold (report)")
     ap.add_argument("--figure", type=Path, default=Path(__file__).resolve().parent.parent / "docs" / "ground_truth.png")
-    ap.add_argument("--out", type=Path, default=credit.GROUND_TRUTH_PATH)
+    ap.add_argument("--out", type=Path, default=ground_truth.GROUND_TRUTH_PATH)
     ap.add_argument("--work", type=Path, default=Path.home() / ".cache" / "oar-lite" / "mc_ground_truth",
                     help="partial results (resumable)")
     ap.add_argument("--completions", type=int, default=10)

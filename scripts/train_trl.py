@@ -39,7 +39,8 @@ OFFLINE_MODELS = ("toy", "smollm2")
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="Any other OARConfig / GRPOConfig field is accepted as --<field_name> VALUE.")
+                                 epilog="Any other OARConfig / GRPOConfig field is accepted as --<field_name> VALUE.",
+                                 allow_abbrev=False)
     ap.add_argument("--model", default="toy",
                     help="'toy' (oar_lite/data/toy-model), 'smollm2' (offline SmolLM2-135M-Instruct), or a hub id / local path")
     ap.add_argument("--dataset", default="toy", choices=DATASETS,
@@ -157,9 +158,12 @@ def build_config(known, rest, formats, max_completion_length):
     if known.eval_problems:
         defaults.update(eval_strategy="steps", eval_steps=known.eval_steps,
                         per_device_eval_batch_size=defaults["num_generations"] * 2)
-    parser = HfArgumentParser(OARConfig)
+    parser = HfArgumentParser(OARConfig, allow_abbrev=False)  # --oar_boo is no --oar_boost
     parser.set_defaults(**defaults)
-    (config,) = parser.parse_args_into_dataclasses(rest)
+    try:
+        (config,) = parser.parse_args_into_dataclasses(rest)
+    except ValueError as err:  # an unknown field or a value out of range: a usage error, not a traceback
+        parser.error(str(err))
     return config
 
 

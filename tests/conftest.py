@@ -1,4 +1,5 @@
 """Shared fixtures: tiny deterministic causal LMs built in-process (nothing downloaded)."""
+import dataclasses
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -7,6 +8,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+import oar_lite as ol
+from oar_lite import toy
+from oar_lite.train import TrainConfig
 
 torch.set_num_threads(2)
 
@@ -29,6 +34,29 @@ def tiny_gpt2(seed: int = 0, dtype=torch.float64) -> GPT2LMHeadModel:
     cfg = GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=128,
                      bos_token_id=1, eos_token_id=2, pad_token_id=PAD)
     return GPT2LMHeadModel(cfg).to(dtype).eval()
+
+
+def tiny_qwen2(seed: int = 0, dtype=torch.float64):
+    """A 2-layer Qwen2 (biases on q, k, v): the other model type whose last attention runs its
+    queries only where P_final reads."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = Qwen2Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128, pad_token_id=PAD)
+    return Qwen2ForCausalLM(cfg).to(dtype).eval()
+
+
+@pytest.fixture(scope="session")
+def tok():
+    """The toy world's tokenizer."""
+    return toy.build_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def shipped():
+    """The shipped toy model and its tokenizer."""
+    return toy.load_model()
 
 
 @pytest.fixture(scope="session")
@@ -69,3 +97,68 @@ def char_tokenizer():
 @pytest.fixture(scope="session")
 def chars():
     return char_tokenizer()
+
+
+def padded_rows(model_dtype_rows, left, right, seed=3, answer_lengths=(3, 3, 3)):
+    """Three random rows with ``left`` / ``right`` padding each; spans into the padded rows."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = [26, 30, 22]
+    T = max(n + l + r for n, l, r in zip(lengths, left, right))
+    ids = torch.full((3, T), PAD)
+    attn = torch.zeros((3, T), dtype=torch.long)
+    reasoning, answer = [], []
+    for i, (n, p) in enumerate(zip(lengths, left)):
+        ids[i, p:p + n] = torch.randint(3, VOCAB, (n,), generator=g)
+        attn[i, p:p + n] = 1
+        reasoning.append(slice(p + 4 + i, p + n - 6))
+        answer.append(slice(p + n - 1 - answer_lengths[i], p + n - 1))
+    return ids, attn, reasoning, answer
+
+
+def marked(tok, ex, scores):
+    """The reasoning tokens (text) whose score is the row's maximum, in order."""
+    ids = ex["input_ids"][ex["reasoning"]]
+    top = scores.max()
+    return [tok.decode([int(i)]) for i, s in zip(ids, scores) if s == top and not bool((scores == top).all())]
+
+
+def toy_scores(method, ex, **options):
+    return ol.token_scores(method, None, ex["input_ids"], ex["reasoning"], ex["answer"], **options)
+
+
+def old_flat_form(config: TrainConfig) -> dict:
+    """A config as versions before `CreditConfig` stored it: the credit settings beside the others."""
+    data = dataclasses.asdict(config)
+    names = {"batch_size": "attribution_batch_size", "token_budget": "attribution_token_budget"}
+    return {**data, **{names.get(k, k): v for k, v in data.pop("credit").items()}}
+
+
+def span_masks(attention_mask, reasoning, answer):
+    """``(reasoning_mask, answer_mask)`` ``[B, T]`` bool from each row's spans."""
+    rm, am = torch.zeros_like(attention_mask, dtype=torch.bool), torch.zeros_like(attention_mask, dtype=torch.bool)
+    for i, (r, a) in enumerate(zip(reasoning, answer)):
+        rm[i, r], am[i, a] = True, True
+    return rm, am
+
+
+def mixed_state_model():
+    """A tiny Llama in a mixed state (training, but one MLP in eval; a ``.grad`` on the LM head;
+    a frozen embedding), and its snapshot for `assert_untouched`."""
+    model = tiny_llama().train()
+    model.model.layers[0].mlp.eval()  # a mixed state, to check every module's own flag is restored
+    model.lm_head.weight.grad = torch.full_like(model.lm_head.weight, 0.5)
+    model.model.embed_tokens.weight.requires_grad_(False)
+    params = {n: (p.requires_grad, None if p.grad is None else p.grad.clone(), p.detach().clone())
+              for n, p in model.named_parameters()}
+    return model, (params, [m.training for m in model.modules()])
+
+
+def assert_untouched(model, snapshot):
+    """The weights, their ``.grad`` and ``requires_grad``, and every module's mode are as before."""
+    params, modes = snapshot
+    for n, p in model.named_parameters():
+        requires_grad, grad, weight = params[n]
+        assert p.requires_grad == requires_grad, f"{n}.requires_grad changed"
+        assert torch.equal(p.detach(), weight), f"{n} changed"
+        assert p.grad is None if grad is None else torch.equal(p.grad, grad), f"{n}.grad changed or was written"
+    assert [m.training for m in model.modules()] == modes

@@ -1,11 +1,15 @@
 """`python -m oar_lite compare` and `demo`: the files they write, and the summary they compute."""
+import dataclasses
 import json
 
 import pytest
+from conftest import old_flat_form
 
+from oar_lite import compare
 from oar_lite.__main__ import main
+from oar_lite.checkpoint import read_jsonl
 from oar_lite.compare import load_records, render_markdown, summarize, toy_task, verdict
-from oar_lite.train import read_jsonl
+from oar_lite.train import TrainConfig
 
 
 def test_demo_at_tiny_size_writes_the_comparison(tmp_path, capsys):
@@ -38,9 +42,13 @@ def test_demo_at_tiny_size_writes_the_comparison(tmp_path, capsys):
     assert "3 of 3 runs read back" in (out / "compare.md").read_text()
 
 
-def test_compare_rejects_an_unknown_method(tmp_path):
-    with pytest.raises(ValueError, match="unknown method"):
+def test_compare_rejects_an_unknown_method(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:  # a usage error, listing the methods
         main(["compare", "--tiny", "--jobs", "1", "--out", str(tmp_path), "--quiet", "--methods", "uniform", "oar-z"])
+    assert exit_info.value.code == 2
+    assert "unknown method 'oar-z'; expected one of [" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="unknown method"):
+        compare.compare(["uniform", "oar-z"], out=tmp_path, profile="tiny", progress=False)
 
 
 def _runs(method, seed, accuracies, step_time):
@@ -99,8 +107,9 @@ def test_a_run_folder_refuses_other_digits(tmp_path):
     assert main(args) == 0  # 2-4-digit problems
     with pytest.raises(ValueError, match=r"digits=\[2, 4\] \(now \[4, 4\]\)"):  # run.json knows the problems
         main(args + ["--digits", "4"])
-    with pytest.raises(ValueError, match="digits"):
+    with pytest.raises(SystemExit) as exit_info:
         main(args + ["--digits", "2", "3", "4"])
+    assert exit_info.value.code == 2
 
 
 def test_save_figure_leaves_the_backend_and_pyplot_alone(tmp_path):
@@ -178,3 +187,44 @@ def test_a_run_folder_without_its_settings_is_refused(tmp_path):
     (run / "metrics.jsonl").write_text('{"type": "train", "step": 1}\n')
     with pytest.raises(ValueError, match="run.json"):
         main(TINY + ["--out", str(tmp_path)])
+
+
+def test_profiles_are_train_config_presets():
+    for name, profile in compare.PROFILES.items():
+        assert isinstance(profile.config, TrainConfig) and profile.seeds and 0 < profile.target <= 1, name
+    credit = compare.PROFILES["credit"].config.credit
+    assert credit.boost == 9.0 and credit.method == "uniform"
+    run = compare.run_config("oar-p:answer_mean", 3, compare.PROFILES["tiny"].config)
+    assert (run.credit.method, run.seed, run.steps) == ("oar-p:answer_mean", 3, compare.PROFILES["tiny"].config.steps)
+
+
+def test_compare_refuses_an_unknown_override_before_writing(tmp_path):
+    with pytest.raises(ValueError, match=r"unknown TrainConfig setting\(s\) \['prompts'\]"):
+        compare.compare(["uniform"], profile="tiny", out=tmp_path / "out", overrides={"prompts": 4}, progress=False)
+    with pytest.raises(ValueError, match=r"CreditConfig\.boost=-1"):
+        compare.compare(["uniform"], profile="tiny", out=tmp_path / "out", overrides={"boost": -1}, progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("form", ["old flat", "nested"])
+def test_a_run_recorded_in_either_form_is_reused(tmp_path, form):
+    from oar_lite.__main__ import main
+
+    tiny = ["compare", "--tiny", "--jobs", "1", "--quiet", "--methods", "uniform", "--out", str(tmp_path)]
+    assert main(tiny) == 0
+    run = tmp_path / "runs" / "uniform-seed0"
+    saved = json.loads((run / "run.json").read_text())
+    assert saved["config"]["credit"]["method"] == "uniform" and saved["config"]["credit"]["boost"] == 1.0  # nested
+    config = TrainConfig(**saved["config"])
+    if form == "old flat":
+        saved["config"] = old_flat_form(config)
+        del saved["config"]["attribution_token_budget"]
+    else:
+        saved["config"] = dataclasses.asdict(config)
+    (run / "run.json").write_text(json.dumps(saved))
+    checkpoint = (run / "checkpoint.pt").read_bytes()
+    assert main(tiny) == 0
+    assert (run / "checkpoint.pt").read_bytes() == checkpoint  # read back, not trained again
+    (run / "run.json").write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match=r"boost=1.0 \(now 2.0\)"):
+        main(tiny + ["--boost", "2"])

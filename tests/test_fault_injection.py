@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from oar_lite.train import CHECKPOINT, METRICS, read_jsonl
+from oar_lite.checkpoint import CHECKPOINT, METRICS, read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from oar_lite import credit, toy
+from oar_lite import ground_truth, stats, toy
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def test_finished_completion_is_judged_as_it_stands(toy_case):
     wrong = right[: right.index("A=") + 2] + str(int(problem["answer"]) + 1)
     for text, expected in ((right, 8), (wrong, 0)):
         ids = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-        counts = credit.prefix_success_counts(model, tokenizer, prompt_ids, ids, judge(problem),
+        counts = ground_truth.prefix_success_counts(model, tokenizer, prompt_ids, ids, judge(problem),
                                               positions=[len(ids)], k=8, max_new_tokens=8)
         assert counts.tolist() == [expected]
 
@@ -42,14 +42,14 @@ def test_estimates_lie_in_range_repeat_and_do_not_depend_on_the_other_positions(
     C = len(completion_ids)
     positions = [0, 1, C // 2, C - 1, C]
     kwargs = dict(k=6, max_new_tokens=30, seed=3)
-    counts = credit.prefix_success_counts(model, tokenizer, prompt_ids, completion_ids, judge(problem),
+    counts = ground_truth.prefix_success_counts(model, tokenizer, prompt_ids, completion_ids, judge(problem),
                                           positions=positions, **kwargs)
     assert counts.shape == (len(positions),) and counts.dtype == torch.long
     assert ((counts >= 0) & (counts <= 6)).all()
-    again = credit.prefix_success_counts(model, tokenizer, prompt_ids, completion_ids, judge(problem),
+    again = ground_truth.prefix_success_counts(model, tokenizer, prompt_ids, completion_ids, judge(problem),
                                          positions=positions, **kwargs)
     assert torch.equal(counts, again)
-    some = credit.prefix_success_counts(model, tokenizer, prompt_ids, completion_ids, judge(problem),
+    some = ground_truth.prefix_success_counts(model, tokenizer, prompt_ids, completion_ids, judge(problem),
                                         positions=[C // 2, 1], **kwargs)
     assert some.tolist() == [counts[2].item(), counts[1].item()]
     # the greedy completion of an easy problem is right, and once its answer is written so is every rollout
@@ -60,24 +60,12 @@ def test_estimates_lie_in_range_repeat_and_do_not_depend_on_the_other_positions(
 def test_estimator_rejects_bad_input(toy_case):
     model, tokenizer, problem, prompt_ids, completion_ids = toy_case
     with pytest.raises(ValueError, match="positions"):
-        credit.prefix_success_counts(model, tokenizer, prompt_ids, completion_ids, judge(problem),
+        ground_truth.prefix_success_counts(model, tokenizer, prompt_ids, completion_ids, judge(problem),
                                      positions=[len(completion_ids) + 1])
     with pytest.raises(ValueError, match="temperature"):
-        credit.prefix_success_counts(model, tokenizer, prompt_ids, completion_ids, judge(problem), temperature=0)
+        ground_truth.prefix_success_counts(model, tokenizer, prompt_ids, completion_ids, judge(problem), temperature=0)
     with pytest.raises(ValueError, match="prompt_ids"):
-        credit.prefix_success_counts(model, tokenizer, [], completion_ids, judge(problem))
-
-
-def test_standard_error_and_wilson_interval():
-    se = credit.mc_standard_error([8, 0, 16, 4], 16)
-    assert se.tolist() == pytest.approx([0.125, 0.0, 0.0, math.sqrt(0.25 * 0.75 / 16)])
-    low, high = credit.wilson_interval([0, 16, 16], [16, 16, 32])
-    assert low[0] == 0.0 and high[0] == pytest.approx(0.1936, abs=1e-4)  # non-zero width at p = 0
-    assert high[1] == 1.0 and low[1] == pytest.approx(1 - 0.1936, abs=1e-4)
-    assert 0.5 - 1.96 * 0.0884 < low[2] < 0.5 < high[2] < 0.5 + 1.96 * 0.0884  # at p = 1/2 inside p +- 1.96 SE
-    assert high[2] - 0.5 == pytest.approx(0.5 - low[2])  # symmetric at p = 1/2
-    with pytest.raises(ValueError, match="counts"):
-        credit.mc_standard_error([17], 16)
+        ground_truth.prefix_success_counts(model, tokenizer, [], completion_ids, judge(problem))
 
 
 def make_file(tmp_path, completions, name="gt.json"):
@@ -87,7 +75,7 @@ def make_file(tmp_path, completions, name="gt.json"):
 
 
 def completion(p, scores, correct=False):
-    se = credit.mc_standard_error([round(x * 16) for x in p], 16).tolist()
+    se = stats.mc_standard_error([round(x * 16) for x in p], 16).tolist()
     return {"p": p, "se": se, "rollouts": [16] * len(p), "reasoning": [0, len(p) - 1], "correct": correct,
             "scores": scores}
 
@@ -105,7 +93,7 @@ def test_table_on_a_hand_made_file(tmp_path):
 
     path = make_file(tmp_path, [completion(p1, methods(jump1)), completion(p2, methods(jump2), True),
                                 completion(p3, methods(jump3), True)])
-    table = credit.ground_truth_table(path)
+    table = ground_truth.ground_truth_table(path)
     assert list(table) == ["perfect", "inverted", "constant"]
     assert table["perfect"]["auc_mean"] == 1.0 and table["inverted"]["auc_mean"] == 0.0
     assert table["constant"]["auc_mean"] == 0.5
@@ -114,35 +102,35 @@ def test_table_on_a_hand_made_file(tmp_path):
     assert table["inverted"]["spearman_mean"] == pytest.approx(-1.0)
     assert table["constant"]["spearman_n"] == 0 and math.isnan(table["constant"]["spearman_mean"])
     # a higher threshold leaves only the 0.75 / 0.8 jumps pivotal, but the perfect score still ranks them first
-    strict = credit.ground_truth_table(path, threshold=0.7, methods=["perfect"])
+    strict = ground_truth.ground_truth_table(path, threshold=0.7, methods=["perfect"])
     assert list(strict) == ["perfect"] and strict["perfect"]["auc_mean"] == 1.0
-    assert "| `perfect` | 1.00" in credit.ground_truth_markdown(table)
+    assert "| `perfect` | 1.00" in ground_truth.ground_truth_markdown(table)
 
-    summary = credit.ground_truth_summary(path)
+    summary = ground_truth.ground_truth_summary(path)
     assert summary["completions"] == 3 and summary["right"] == 2 and summary["wrong"] == 1
     assert summary["reasoning_tokens"] == 10 and summary["pivotal_tokens"] == 4
     assert summary["completions_with_pivot"] == 2 and summary["rollouts_min"] == 16
     assert summary["pivotal_tokens_beyond_2se"] == 4  # 1 -> 0.75 has SE 0.108: beyond 2 SE
     assert summary["prefixes"] == 13 and summary["prefixes_inside"] == 8 and summary["rollouts_inside_min"] == 16
-    inside_se = [s for rec in (p1, p2, p3) for s, x in zip(credit.mc_standard_error([round(x * 16) for x in rec], 16).tolist(), rec)
+    inside_se = [s for rec in (p1, p2, p3) for s, x in zip(stats.mc_standard_error([round(x * 16) for x in rec], 16).tolist(), rec)
                  if 0 < x < 1]
     assert summary["se_mean_inside"] == pytest.approx(sum(inside_se) / 8) and summary["se_mean_inside"] > summary["se_mean"]
-    noisy = credit.ground_truth_summary(make_file(tmp_path, [completion([0.5, 0.75], {"m": [1.0]})], "noisy.json"))
+    noisy = ground_truth.ground_truth_summary(make_file(tmp_path, [completion([0.5, 0.75], {"m": [1.0]})], "noisy.json"))
     assert noisy["pivotal_tokens"] == 1 and noisy["pivotal_tokens_beyond_2se"] == 0  # 0.25 < 2 * 0.165
 
 
 def test_table_rejects_bad_files(tmp_path):
     good = completion([0.0, 1.0], {"m": [1.0]})
     with pytest.raises(ValueError, match="R \\+ 1"):
-        credit.load_ground_truth(make_file(tmp_path, [{**good, "p": [0.0, 1.0, 1.0]}]))
+        ground_truth.load_ground_truth(make_file(tmp_path, [{**good, "p": [0.0, 1.0, 1.0]}]))
     with pytest.raises(ValueError, match="expected R"):
-        credit.load_ground_truth(make_file(tmp_path, [{**good, "scores": {"m": [1.0, 2.0]}}]))
+        ground_truth.load_ground_truth(make_file(tmp_path, [{**good, "scores": {"m": [1.0, 2.0]}}]))
     with pytest.raises(ValueError, match="no ground-truth file"):
-        credit.load_ground_truth(tmp_path / "missing.json")
+        ground_truth.load_ground_truth(tmp_path / "missing.json")
     with pytest.raises(ValueError, match="not scored in the file"):
-        credit.ground_truth_table(make_file(tmp_path, [good]), methods=["other"])
+        ground_truth.ground_truth_table(make_file(tmp_path, [good]), methods=["other"])
     with pytest.raises(ValueError, match="threshold"):
-        credit.ground_truth_table(make_file(tmp_path, [good]), threshold=0)
+        ground_truth.ground_truth_table(make_file(tmp_path, [good]), threshold=0)
 
 
 def test_plot_marks_the_pivotal_tokens():
@@ -167,21 +155,21 @@ def test_plot_marks_the_pivotal_tokens():
 def test_a_method_scored_on_some_completions_counts_only_those(tmp_path):
     a = completion([0.5, 1.0, 1.0], {"m": [2.0, 1.0], "slow": [0.0, 1.0]})
     b = completion([1.0, 0.0, 0.0], {"m": [1.0, 0.0]})
-    table = credit.ground_truth_table(make_file(tmp_path, [a, b]))
+    table = ground_truth.ground_truth_table(make_file(tmp_path, [a, b]))
     assert table["m"]["auc_n"] == 2 and table["m"]["auc_mean"] == 1.0
     assert table["slow"]["auc_n"] == 1 and table["slow"]["auc_mean"] == 0.0
 
 
 def test_the_shipped_file_loads_and_gives_a_table_without_a_model():
-    data = credit.load_ground_truth()  # credit.GROUND_TRUTH_PATH
-    table = credit.ground_truth_table(data)
+    data = ground_truth.load_ground_truth()  # ground_truth.GROUND_TRUTH_PATH
+    table = ground_truth.ground_truth_table(data)
     assert {"oar-p:last", "oar-p:answer_mean", "oar-g:answer_mean", "entropy", "captum-ig:answer_joint"} <= set(table)
     for row in table.values():
         assert row["auc_n"] >= 1 and 0.0 <= row["auc_mean"] <= 1.0 and -1.0 <= row["spearman_mean"] <= 1.0
-    summary = credit.ground_truth_summary(data)
+    summary = ground_truth.ground_truth_summary(data)
     assert summary["right"] >= 1 and summary["wrong"] >= 1 and summary["rollouts_min"] >= 16
     for rec in data["completions"]:  # the recorded error is the formula's
-        se = credit.mc_standard_error(rec["successes"], rec["rollouts"])
+        se = stats.mc_standard_error(rec["successes"], rec["rollouts"])
         assert se.tolist() == pytest.approx(rec["se"], abs=1e-5)
         assert [c / k for c, k in zip(rec["successes"], rec["rollouts"])] == pytest.approx(rec["p"], abs=1e-5)
 
@@ -191,14 +179,14 @@ def test_the_shipped_file_is_complete_and_follows_its_selection_rule():
     (0, 1), k after pass 1 and k + k_extra after pass 2; the AUC has an interval (two or
     more completions with a pivot); round 2 of the selection holds one right and one wrong
     completion of each of its problems, all after round 1's."""
-    data = credit.load_ground_truth()
+    data = ground_truth.load_ground_truth()
     settings, completions = data["settings"], data["completions"]
     k = settings["k"]
     for rec in completions:
         assert set(rec["scores"]) == set(settings["methods"])
         inside_k = k + settings["k_extra"] if rec["mc_passes"] == 2 else k
         assert all(n == (inside_k if 0 < p < 1 else k) for n, p in zip(rec["rollouts"], rec["p"]))
-    summary = credit.ground_truth_summary(data)
+    summary = ground_truth.ground_truth_summary(data)
     assert summary["completions_with_pivot"] >= 2
     first = [rec for rec in completions if rec["selection_round"] == 1]
     second = [rec for rec in completions if rec["selection_round"] == 2]

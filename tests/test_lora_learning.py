@@ -1,6 +1,5 @@
 """oar_lite.lora_learning: held-out gains with intervals over seeds and problems, curves and
 step costs, on small synthetic logs with known answers."""
-import numpy as np
 import pytest
 
 from oar_lite import lora_learning as ll
@@ -33,16 +32,6 @@ def test_heldout_change_and_its_paired_difference():
     paired = ll.heldout_change(log, "oar-g", against="none")
     assert paired["mean"] == pytest.approx(0.125)  # (2 + 1) / 8 gained against (1 + 1) / 8
     assert "+0.125" in ll.describe(paired)
-
-
-def test_crossed_bootstrap_covers_both_sources_of_chance():
-    assert ll.crossed_bootstrap(np.full((3, 5), 0.2)) == pytest.approx((0.2, 0.2))
-    rng = np.random.default_rng(0)
-    seeds_only = np.repeat(rng.normal(size=(4, 1)), 50, axis=1)  # all variation between seeds
-    low, high = ll.crossed_bootstrap(seeds_only)
-    assert high - low > 0.3  # resampling problems alone would give a zero-width interval
-    with pytest.raises(ValueError, match="seeds, problems"):
-        ll.crossed_bootstrap(np.zeros(5))
 
 
 def test_curves_and_missing_things_say_what_is_there():

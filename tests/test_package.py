@@ -127,41 +127,6 @@ def test_oldest_trl_tested_is_the_supported_lower_bound():
     assert oldest.split(".")[:2] == lower.split(".")[:2], (oldest, TRL_SUPPORTED)
 
 
-QUIET_PROBE = """
-import sys, warnings
-if sys.argv[1] == "quiet":
-    from oar_lite.__main__ import quiet_libraries
-    quiet_libraries()
-from oar_lite import toy
-toy.load_model()
-warnings.warn_explicit("library-api-change", FutureWarning, "lib.py", 1, module="transformers.modeling_utils")
-warnings.warn_explicit("library-user-warning", UserWarning, "lib.py", 1, module="torch.utils.data")
-warnings.warn_explicit("oar-lite-own-warning", UserWarning, "own.py", 1, module="oar_lite.compare")
-"""
-
-
-@pytest.mark.parametrize("mode", ["quiet", "verbose"])
-def test_cli_hides_library_noise_unless_verbose(mode, tmp_path):
-    import os
-    import subprocess
-
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("HF_HUB_DISABLE_PROGRESS_BARS", "TRANSFORMERS_VERBOSITY", "PYTHONWARNINGS")}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    proc = subprocess.run([sys.executable, "-c", QUIET_PROBE, mode], env=env, cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "oar-lite-own-warning" in proc.stderr  # ours always show
-    noise = ("Loading weights" in proc.stderr, "library-api-change" in proc.stderr, "library-user-warning" in proc.stderr)
-    assert noise == ((False,) * 3 if mode == "quiet" else (True,) * 3), proc.stderr[-3000:]
-
-
-def test_verbose_flag_reaches_main():
-    from oar_lite.__main__ import _parser
-
-    assert _parser().parse_args(["demo", "--verbose"]).verbose
-    assert not _parser().parse_args(["compare", "--quick"]).verbose
-    assert _parser().parse_args(["demo", "--quick"]).command == "demo"
 
 
 def test_every_spec_section_the_code_cites_is_in_the_shipped_spec():

@@ -1,9 +1,8 @@
-"""The threshold-free learning measure (mean held-out accuracy over a run, paired against
-GRPO) and the bootstrap interval of a weighting's SNR against uniform's."""
+"""`oar_lite.regime`: steps to a target over seeds, the threshold-free mean held-out accuracy
+over a run (paired against GRPO), and whether credit pays (one rule, `regime.pays`)."""
 import pytest
-import torch
 
-from oar_lite import gradient_quality as gq, regime
+from oar_lite import regime
 
 
 def _records(method, seed, accs, every=2):
@@ -53,37 +52,6 @@ def test_results_dir_is_package_data():
     assert regime.RESULTS_DIR.parent.name == "data" and regime.RESULTS_DIR.parent.parent.name == "oar_lite"
 
 
-def test_snr_ratio_interval_ranks_a_quieter_weighting():
-    torch.manual_seed(0)
-    truth = torch.randn(40)
-    batches = 80
-    loud = truth + 3.0 * torch.randn(batches, 40)
-    quiet = truth + 1.0 * torch.randn(batches, 40)       # same signal, a third of the noise
-    same = truth + 3.0 * torch.randn(batches, 40)        # as noisy as uniform
-    grads = {"uniform": loud, "quiet": quiet, "same": same}
-    stats = gq.gradient_stats(grads)
-    ci = gq.snr_ratio_intervals(grads, n_boot=500)
-    assert ci["uniform"] == (1.0, 1.0)
-    ratio = stats["quiet"]["snr"] / stats["uniform"]["snr"]
-    assert ci["quiet"][0] < ratio < ci["quiet"][1] and ci["quiet"][0] > 3  # clearly above uniform
-    assert ci["same"][0] < 1 < ci["same"][1]                             # indistinguishable from uniform
-    with pytest.raises(ValueError, match="reference"):
-        gq.snr_ratio_intervals({"quiet": quiet})
-    with pytest.raises(ValueError, match="same 80 batches"):
-        gq.snr_ratio_intervals({"uniform": loud, "short": quiet[:10]})
-
-
-def test_snr_ratio_intervals_do_not_depend_on_the_column_blocks(monkeypatch):
-    """The Gram matrices summed over blocks of 7 columns give the intervals of one block."""
-    g = torch.Generator().manual_seed(1)
-    grads = {"uniform": torch.randn(12, 40, generator=g), "quiet": 0.3 * torch.randn(12, 40, generator=g) + 1}
-    whole = gq.snr_ratio_intervals(grads, n_boot=200)
-    monkeypatch.setattr(gq, "STATS_BLOCK_BYTES", 12 * 7 * 8)
-    blocked = gq.snr_ratio_intervals(grads, n_boot=200)
-    for label in grads:
-        assert blocked[label] == pytest.approx(whole[label], rel=1e-10)
-
-
 def test_credit_regime_benchmark_reuses_grpo_runs_and_reports_the_area(tmp_path):
     """A screen that changes only the boost trains the oracle and reads GRPO's runs from another folder."""
     from benchmarks import credit_regime as bench
@@ -92,7 +60,7 @@ def test_credit_regime_benchmark_reuses_grpo_runs_and_reports_the_area(tmp_path)
                         "--target", "0.95", "--out", str(tmp_path / "a"), "--json", str(js)])
     assert set(first["table"]["methods"]) == {"uniform", "oracle"}
     second = bench.main(["--name", "boost 3", "--profile", "tiny", "--seeds", "0", "1", "--methods", "oracle",
-                         "--set", "boost=3", "--target", "0.95", "--out", str(tmp_path / "b"), "--json", str(js),
+                         "--boost", "3", "--target", "0.95", "--out", str(tmp_path / "b"), "--json", str(js),
                          "--reuse", str(tmp_path / "a")])
     assert list(second["table"]["methods"]) == ["uniform", "oracle"]  # GRPO reused, the oracle retrained
     assert second["table"]["methods"]["uniform"]["steps"] == first["table"]["methods"]["uniform"]["steps"]
@@ -101,3 +69,65 @@ def test_credit_regime_benchmark_reuses_grpo_runs_and_reports_the_area(tmp_path)
     assert area["uniform"]["diff"] == 0 and len(area["oracle"]["area"]) == 2
     assert set(bench.json.loads(js.read_text())) == {"base", "boost 3"}
     assert "Mean held-out accuracy over the run" in bench.render(second)
+
+
+def test_learning_table_speedup_recovered_fraction_and_censoring():
+    from oar_lite import regime
+    recs = []
+    for s in range(5):
+        recs += _records("uniform", s, [0.5, 0.6, 0.7, 0.7, 0.8 if s % 2 else 0.79, 0.8])      # step 8 or 10
+        recs += _records("oracle", s, [0.5, 0.7, 0.8, 0.8, 0.8, 0.8])                         # step 4
+        recs += _records("half", s, [0.5, 0.6, 0.7, 0.8, 0.8, 0.8])                           # step 6
+        recs += _records("never", s, [0.5, 0.5, 0.5, 0.5, 0.5, 0.5])                          # censored at 12
+    t = regime.learning_table(recs, target=0.8, methods=["uniform", "oracle", "half", "never"], n_boot=500)
+    m = t["methods"]
+    assert m["oracle"]["steps"] == [4.0] * 5 and m["uniform"]["steps"] == [10.0, 8.0, 10.0, 8.0, 10.0]
+    assert m["oracle"]["speedup"] == pytest.approx(9.2 / 4)
+    assert m["oracle"]["speedup_ci"][0] > 1.5
+    assert not regime.intervals_overlap(m["oracle"]["ci"], m["uniform"]["ci"])
+    assert m["half"]["recovered"] == pytest.approx((9.2 - 6) / (9.2 - 4))
+    assert m["never"]["censored"] == 5 and m["never"]["steps"] == [12.0] * 5 and m["never"]["recovered"] < 0
+    assert m["uniform"]["recovered"] is None and m["oracle"]["recovered"] is None
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        regime.learning_table(_records("uniform", 0, [0.5]), target=0.8)
+
+
+def test_learning_table_reads_longer_runs_at_the_budget():
+    from oar_lite import regime
+    recs = []
+    for s in range(3):
+        recs += _records("uniform", s, [0.5, 0.6, 0.7, 0.8])  # reaches 0.8 at step 6
+        recs += _records("oracle", s, [0.5, 0.8, 0.8, 0.8])   # step 2
+    t = regime.learning_table(recs, target=0.8, max_step=4, n_boot=200)
+    assert t["methods"]["uniform"]["steps"] == [6.0] * 3 and t["methods"]["uniform"]["censored"] == 3
+    assert t["methods"]["oracle"]["steps"] == [2.0] * 3
+
+
+def _entry(speedup, oracle_ci, seeds, prompts=2, steps=30, reused=()):
+    table = {"target": 0.75, "seeds": list(range(seeds)),
+             "methods": {"uniform": {"mean": 12.0, "ci": (10.0, 14.0), "speedup": 1.0, "speedup_ci": (1.0, 1.0)},
+                         "oracle": {"mean": 12.0 / speedup, "ci": oracle_ci, "speedup": speedup,
+                                    "speedup_ci": (speedup - 0.2, speedup + 0.2)}}}
+    return {"note": "", "table": table, "reused": {"methods": list(reused)},
+            "settings": {"prompts_per_step": prompts, "group_size": 4, "steps": steps, "boost": 9.0,
+                         "learning_rate": 1e-4, "digits": [2, 4]}}
+
+
+def test_pays_needs_the_speedup_and_disjoint_intervals_and_enough_seeds():
+    assert regime.pays(_entry(2.0, (5.0, 7.0), 10)["table"])
+    assert not regime.pays(_entry(1.4, (7.0, 9.0), 10)["table"])  # too small a speed-up
+    assert not regime.pays(_entry(2.0, (5.0, 10.0), 10)["table"])  # intervals overlap
+    assert regime.verdict(_entry(2.0, (5.0, 7.0), 10)["table"]).startswith("**pays**")
+    assert regime.verdict(_entry(2.0, (5.0, 7.0), 3)["table"]) == "screen (3 seeds): promising"
+    assert regime.verdict(_entry(1.0, (10.0, 14.0), 10)["table"]) == "does not pay"
+
+
+def test_regime_table_reads_each_oracle_once_and_says_what_superseded_it():
+    regimes = {"screen": _entry(2.0, (5.0, 7.0), 3), "confirm": _entry(1.1, (9.0, 13.0), 10),
+               "other batch": _entry(1.2, (9.0, 11.0), 3, prompts=4), "reused": _entry(1.0, (10.0, 14.0), 10,
+                                                                                       reused=["oracle"])}
+    assert regime.oracle_regimes(regimes) == ["screen", "confirm", "other batch"]
+    assert regime.superseded("screen", regimes) == "confirm" and regime.superseded("other batch", regimes) is None
+    table = regime.regime_table(regimes).split("\n")
+    assert len(table) == 2 + 3 and "| screen (3 seeds): promising; not confirmed by 'confirm' |" in table[2]
+    assert table[3].endswith("| does not pay |") and "2.00x (1.80 to 2.20)" in table[2]

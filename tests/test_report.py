@@ -1,5 +1,4 @@
 """`oar_lite.report`: the statistics of a comparison against values computed by hand."""
-import numpy as np
 import pytest
 
 from oar_lite import regime, report
@@ -10,24 +9,14 @@ def _evals(accs, every=5):
             for i, a in enumerate(accs)]
 
 
-def test_first_reaching_and_steps_to_target():
+def test_steps_to_target_is_the_first_crossing_or_censored_one_interval_late():
     evals = _evals([0.4, 0.7, 0.6, 0.9])[::-1]  # out of order: the first by step counts
-    assert report.first_reaching(evals, 0.7)["step"] == 5
-    assert report.first_reaching(evals, 0.4)["step"] == 0  # step 0 counts
-    assert report.first_reaching(evals, 0.95) is None
-    assert report.steps_to_target(evals, 0.85, censor=20) == (15.0, True)
-    assert report.steps_to_target(evals, 0.95, censor=20) == (20.0, False)
-    assert regime.steps_to_target is report.steps_to_target  # one rule, two import paths
-
-
-def test_bootstrap_interval_brackets_the_mean_and_needs_two_seeds():
-    x = np.array([1.0, 2.0, 3.0, 4.0])
-    lo, hi = report.bootstrap_interval(np.mean, x[:, None], n=2000)
-    assert 1.0 <= lo < 2.5 < hi <= 4.0
-    assert report.bootstrap_interval(np.mean, np.array([[2.0], [2.0]]), n=100) == (2.0, 2.0)
-    with pytest.raises(ValueError, match="at least 2 seeds"):
-        report.bootstrap_interval(np.mean, x[:1, None])
-    assert report.intervals_overlap((0, 1), (1, 2)) and not report.intervals_overlap((0, 1), (1.5, 2))
+    assert report.steps_to_target(evals, 0.7) == (5.0, True)
+    assert report.steps_to_target(evals, 0.4) == (0.0, True)  # step 0 counts
+    assert report.steps_to_target(evals, 0.85) == (15.0, True)
+    assert report.steps_to_target(evals, 0.95) == (20.0, False)  # the last step + the evaluation interval
+    assert report.steps_to_target(_evals([0.1]), 0.5) == (1.0, False)  # one evaluation: an interval of 1
+    assert regime.steps_to_target is report.steps_to_target  # one rule: the regime tables read the same
 
 
 def _runs(method, seed, accs, phase_s):

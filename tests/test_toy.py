@@ -1,24 +1,12 @@
 """The toy world: tokenizer, problems, chains, ground-truth labels, shipped model, benchmark."""
-import math
 import random
 
 import pytest
 import torch
-from conftest import PAD, tiny_llama
 
 import oar_lite as ol
-from oar_lite import credit, toy
+from oar_lite import toy
 from oar_lite.toy import NEUTRAL as N, OUTSIDE as O, PIVOTAL as P, SUPPORT as S
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return toy.build_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def shipped():
-    return toy.load_model()
 
 
 # ------------------------------------------------------------------ tokenizer
@@ -182,75 +170,6 @@ def test_shipped_model_loads_offline_and_writes_parseable_chains(shipped):
     assert all(s is not None for s, c in zip(ro.segments, chains) if c is not None)
 
 
-def test_evaluate_reports_accuracy_and_mixed_groups(shipped):
-    model, tokenizer = shipped
-    problems = toy.load_eval_set(n=4)
-    out = toy.evaluate(model, tokenizer, problems, group_size=4, temperature=1.0, seed=0)
-    assert out["n"] == 4 and 0 <= out["accuracy"] <= 1 and 0 < out["parsed"] <= 1
-    assert out["mixed"] + out["solved"] + out["failed"] == pytest.approx(1.0)
-    assert out == toy.evaluate(model, tokenizer, problems, group_size=4, temperature=1.0, seed=0)
-
-
 # ------------------------------------------------------------------ metrics and benchmark
 
-def test_roc_auc_handles_ties_exactly():
-    pos = torch.tensor([1, 1, 0, 0, 0], dtype=torch.bool)
-    assert credit.roc_auc(torch.ones(5), pos) == 0.5
-    assert credit.roc_auc(torch.tensor([5.0, 4, 3, 2, 1]), pos) == 1.0
-    assert credit.roc_auc(torch.tensor([1.0, 2, 3, 4, 5]), pos) == 0.0
-    # pairs (pos, neg): 3 vs {3,1,0}: 0.5+1+1; 2 vs {3,1,0}: 0+1+1 -> 4.5 / 6
-    assert credit.roc_auc(torch.tensor([3.0, 2, 3, 1, 0]), pos) == pytest.approx(0.75)
-    neg = torch.tensor([0, 0, 0, 1, 1], dtype=torch.bool)  # leave token 2 out
-    assert credit.roc_auc(torch.tensor([3.0, 2, 9, 1, 0]), pos, neg) == 1.0
-    assert math.isnan(credit.roc_auc(torch.ones(3), torch.zeros(3, dtype=torch.bool)))
-    with pytest.raises(ValueError, match="NaN"):
-        credit.roc_auc(torch.tensor([float("nan"), 1.0]), torch.tensor([True, False]))
 
-
-def test_precision_at_k_breaks_ties_in_expectation():
-    pos = torch.tensor([1, 0, 1, 0, 0, 0], dtype=torch.bool)
-    assert credit.precision_at_k(torch.ones(6), pos) == pytest.approx(2 / 6)
-    assert credit.precision_at_k(torch.tensor([9.0, 0, 8, 1, 2, 3]), pos) == 1.0
-    assert credit.precision_at_k(torch.tensor([9.0, 5, 1, 5, 0, 0]), pos) == pytest.approx(0.5)
-    # top-2 = {9, one of three 5s}; the tied slot is a positive with probability 1/3
-    assert credit.precision_at_k(torch.tensor([9.0, 5, 5, 5, 0, 0]), pos) == pytest.approx((1 + 1 / 3) / 2)
-
-
-def test_rank_agreement():
-    a = torch.tensor([1.0, 2, 3, 4])
-    assert credit.rank_agreement(a, a * 10) == pytest.approx(1.0)
-    assert credit.rank_agreement(a, -a) == pytest.approx(-1.0)
-
-
-def test_captum_peer_scores_every_reasoning_token(chars):
-    model = tiny_llama(dtype=torch.float32)
-    text = "12+34:2+4+0=06 1+3+0=04 A=46"  # one token per character
-    ids = torch.tensor(chars(text).input_ids)
-    assert len(ids) == len(text)
-    reasoning, answer = slice(6, text.index("A=")), slice(len(text) - 2, len(text))
-    scores = ol.token_scores("captum-ig:last", model, ids, reasoning, answer, pad_token_id=PAD, n_steps=4)
-    assert scores.shape == (reasoning.stop - 6,) and torch.isfinite(scores).all() and scores.max() > 0
-    with pytest.raises(ValueError, match="answer_mean"):
-        ol.token_scores("captum-ig:answer_mean", model, ids, reasoning, answer, pad_token_id=PAD)
-
-
-def test_benchmark_on_a_few_completions_is_sane(shipped):
-    model, tokenizer = shipped
-    methods = ["uniform", "random", "entropy", "oar-p:answer_mean", "oar-g:answer_mean"]
-    results, records = credit.credit_benchmark(methods, n=8, seed=0, model=model, tokenizer=tokenizer,
-                                               return_records=True, progress=False)
-    assert set(results) == set(methods)
-    assert results["uniform"]["auc_mean"] == 0.5 and results["uniform"]["auc_std"] == 0.0
-    assert 0.3 < results["random"]["auc_mean"] < 0.7
-    assert results["oar-p:answer_mean"]["auc_mean"] > 0.6  # the shipped model reads the result digits
-    for m, r in results.items():
-        assert 5 <= r["n"] <= 8 and r["n_sampled"] == 8
-        assert all(math.isfinite(r[k]) for k in ("auc_mean", "auc_all_mean", "p_at_k_mean", "seconds_per_completion"))
-        assert 0 <= r["auc_mean"] <= 1 and 0 <= r["p_at_k_mean"] <= 1
-    for rec in records:
-        R = rec["reasoning"].stop - rec["reasoning"].start
-        assert rec["labels"].shape == (R,) and all(s.shape == (R,) for s in rec["scores"].values())
-    table = credit.results_table(results)
-    assert table.count("\n") == len(methods) + 1 and "`oar-p:answer_mean`" in table
-    with pytest.raises(ValueError, match="unknown method"):
-        credit.credit_benchmark(["oar-x"], n=2, model=model, tokenizer=tokenizer)

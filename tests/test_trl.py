@@ -7,6 +7,7 @@ wrong and missing, and the advantages are never all zero; everything after gener
 """
 import copy
 import dataclasses
+import math
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -16,12 +17,14 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func warns tha
 import pytest
 import torch
 from datasets import Dataset
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 from trl import GRPOConfig, GRPOTrainer
 
 from oar_lite import toy
-from oar_lite.attribution import token_weights
+from oar_lite.attribution import CreditConfig, token_weights
 from oar_lite.grpo import group_advantages
 from oar_lite.reward import math_reward
 from oar_lite.segment import segment_completion_ids, segments_to_masks
@@ -351,6 +354,58 @@ def test_same_seed_same_lora_adapter(tmp_path):
     assert adapters[0] and all(torch.equal(adapters[0][k], adapters[1][k]) for k in adapters[0])
 
 
+numbers = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-(10**40), 10**40),
+                    st.sampled_from([0, 0.0, -0.0, 1, 2, 1e-300, 1e300]))
+
+
+def oar_config(**kw):
+    from oar_lite.trl import OARConfig
+
+    return OARConfig(output_dir="/tmp/oar-validation", report_to="none", use_cpu=True, **kw)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(field=st.sampled_from(["oar_quantile", "oar_boost", "oar_floor", "oar_noise_std", "oar_batch_size"]),
+       value=numbers)
+def test_oar_config_property(field, value):
+    from oar_lite.trl import OAR_NUMERIC_RANGES
+
+    try:
+        config = oar_config(**{field: value})
+    except ValueError as err:
+        assert f"OARConfig.{field}=" in str(err) and "expected" in str(err)
+        return
+    kept = getattr(config, field)
+    assert math.isfinite(kept)
+    allowed = OAR_NUMERIC_RANGES[field]
+    assert kept >= allowed["low"] and ("high" not in allowed or kept <= allowed["high"])
+
+
+@pytest.mark.parametrize("field", ["oar_quantile", "oar_boost", "oar_floor", "oar_noise_std", "oar_batch_size"])
+@pytest.mark.parametrize("value", [math.nan, math.inf, -1.0])
+def test_oar_config_refuses_nan_inf_negative(field, value):
+    with pytest.raises(ValueError, match=rf"OARConfig\.{field}="):
+        oar_config(**{field: value})
+
+
+@pytest.mark.parametrize("field", ["learning_rate", "beta", "epsilon", "temperature", "top_p", "max_grad_norm",
+                                   "weight_decay"])
+@pytest.mark.parametrize("value", [math.nan, math.inf, -1.0])
+def test_oar_config_refuses_bad_trl_fields(field, value):
+    with pytest.raises(ValueError, match=rf"OARConfig\.{field}="):
+        oar_config(**{field: value})
+
+
+def test_oar_config_builds_the_credit_config():
+    from oar_lite.trl import OARConfig
+
+    args = OARConfig(output_dir="/tmp/oar-config", report_to="none", use_cpu=True, oar_method="oar-p",
+                     oar_quantile=0.4, oar_boost=2.0, oar_batch_size=16)
+    assert args.oar_credit == CreditConfig(method="oar-p:last", quantile=0.4, boost=2.0, batch_size=16)
+    none = OARConfig(output_dir="/tmp/oar-config", report_to="none", use_cpu=True, oar_method="none")
+    assert none.oar_credit is None
+
+
 def test_format_reward_counts_stated_answers_right_or_wrong():
     from oar_lite.trl import format_reward
 
@@ -393,7 +448,7 @@ def test_heldout_callback_measures_at_its_steps_and_resumes(tmp_path):
     from peft import LoraConfig
 
     from oar_lite.evaluate import heldout_accuracy
-    from oar_lite.train import read_jsonl
+    from oar_lite.checkpoint import read_jsonl
     from oar_lite.trl import HeldOutAccuracyCallback
 
     model, tokenizer = toy.load_model()

@@ -1,0 +1,80 @@
+"""Scorers by method name (`SCORERS`, `parse_method`: ``"oar-p:answer_joint"``,
+``"inverted:oracle"``). A scorer declares what it takes as keyword-only parameters
+(`declared_options`); the entry points pass it those and refuse any other."""
+from __future__ import annotations
+
+import inspect
+from typing import Callable
+
+import torch
+
+from .baselines import entropy_scores, integrated_gradients_scores, random_scores, uniform_scores
+from .controls import CONTROLS, split_controls
+from .oar_g import gradient_scores, gradient_scores_batch
+from .oar_p import perturbation_scores, perturbation_scores_batch
+from .outcome import check_mode
+
+Scorer = Callable[..., torch.Tensor]
+SCORERS: dict[str, Scorer] = {}
+"""Scorers by method name, each ``scorer(model, input_ids [T], reasoning, answer, **options) -> [R]``.
+The toy world's oracles (`oar_lite.oracle`) register themselves here."""
+BATCHED: dict[str, Callable] = {}
+"""The padded-batch form of a scorer, by method name: ``(model, input_ids [B, T],
+attention_mask [B, T], reasoning, answer, **options) -> B tensors [R_i]``."""
+
+
+def register_scorer(name: str, scorer: Scorer, *, batched: Callable | None = None) -> None:
+    """Make ``scorer(model, input_ids [T], reasoning, answer, **options) -> [R]`` available
+    to `token_scores` and `token_weights` as ``method=name``; ``batched``, its padded-batch
+    form, scores a whole batch in shared passes (equal up to rounding)."""
+    if ":" in name:
+        raise ValueError(f"scorer names cannot contain ':' (it separates the P_final mode), got {name!r}")
+    if name in CONTROLS:
+        raise ValueError(f"{name!r} is a control prefix ({', '.join(CONTROLS)}), not a scorer name")
+    SCORERS[name] = scorer
+    BATCHED.pop(name, None)
+    if batched is not None:
+        BATCHED[name] = batched
+
+
+for _name, _scorer, _batched in (("uniform", uniform_scores, None), ("random", random_scores, None),
+                                 ("entropy", entropy_scores, None), ("oar-p", perturbation_scores, perturbation_scores_batch),
+                                 ("oar-g", gradient_scores, gradient_scores_batch),
+                                 ("captum-ig", integrated_gradients_scores, None)):
+    register_scorer(_name, _scorer, batched=_batched)
+
+
+def declared_options(name: str, *, batched: bool = False) -> tuple[str, ...]:
+    """The keywords scorer ``name`` (its batched form with ``batched``) takes, but the mode."""
+    scorer = BATCHED[name] if batched else SCORERS[name]
+    return tuple(p.name for p in inspect.signature(scorer).parameters.values()
+                 if p.kind is p.KEYWORD_ONLY and p.name != "mode")
+
+
+def default_mode(name: str) -> str | None:
+    """The P_final mode scorer ``name`` uses when the method names none (None: it takes no mode)."""
+    mode = inspect.signature(SCORERS[name]).parameters.get("mode")
+    return None if mode is None else mode.default
+
+
+def mode_of(method: str) -> str | None:
+    """The P_final mode ``method`` runs in: the one it names, or its scorer's default (None: no mode)."""
+    name, mode = parse_method(method)
+    return mode or default_mode(name)
+
+
+def parse_method(method: str) -> tuple[str, str | None]:
+    """``"oar-p:answer_joint"`` -> ``("oar-p", "answer_joint")``; ``"oar-g"`` -> ``("oar-g", None)``.
+
+    Control prefixes are validated and dropped: ``"inverted:oar-p:last"`` -> ``("oar-p",
+    "last")`` (`split_controls` returns them)."""
+    _, method = split_controls(method)
+    name, _, mode = method.partition(":")
+    if name not in SCORERS:
+        raise ValueError(f"unknown method {name!r}; expected one of {sorted(SCORERS)} (optionally ':<mode>', "
+                         f"optionally behind a control prefix {' or '.join(c + ':' for c in CONTROLS)})")
+    if mode:
+        if default_mode(name) is None:
+            raise ValueError(f"method {name!r} takes no P_final mode, got {method!r}")
+        check_mode(mode)
+    return name, mode or None

@@ -1,0 +1,166 @@
+"""The entry points: `token_scores` (one sequence) and `token_weights` (a batch, as trainers
+call it). A keyword is a `CreditConfig` field, a `ScorerContext` field or an option the
+method's scorer declares; anything else is a TypeError naming the valid ones."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import torch
+
+from .config import CONTEXT_FIELDS, CREDIT_FIELDS, CreditConfig, ScorerContext
+from .controls import apply_controls, split_controls
+from .kv import cache_rows
+from .outcome import check_sequence, mask_to_span
+from .registry import BATCHED, SCORERS, declared_options, mode_of, parse_method
+
+
+def takes(method: str) -> set[str]:
+    """The keywords ``method``'s scorer declares, in its row and batched forms."""
+    name, _ = parse_method(method)
+    return set(declared_options(name)) | (set(declared_options(name, batched=True)) if name in BATCHED else set())
+
+
+def route_options(methods: Sequence[str], options: dict) -> dict[str, dict]:
+    """``{method: the options it declares}`` (`ScorerContext` fields go to every method), for
+    one call site that serves several methods; TypeError for an option no method declares."""
+    declared = {m: takes(m) | set(CONTEXT_FIELDS) for m in methods}
+    unknown = sorted(set(options) - set().union(*declared.values()))
+    if unknown:
+        raise TypeError(f"option(s) {unknown} are declared by none of the methods {list(methods)}; they take "
+                        f"{ {m: sorted(d - set(CONTEXT_FIELDS)) for m, d in declared.items()} } and the context "
+                        f"{list(CONTEXT_FIELDS)}")
+    return {m: {k: v for k, v in options.items() if k in declared[m]} for m in methods}
+
+
+def _refuse(where: str, method: str, given, allowed) -> None:
+    unknown = sorted(set(given) - set(allowed))
+    if unknown:
+        raise TypeError(f"{where} got keyword(s) {unknown} that {method!r} does not take; valid: "
+                        f"{sorted(set(allowed) - set(CONTEXT_FIELDS))} and the context {list(CONTEXT_FIELDS)}")
+
+
+def token_scores(method: str, model, input_ids: torch.Tensor, reasoning: slice, answer: slice, **options) -> torch.Tensor:
+    """Scores ``[R]`` of one sequence (``input_ids [T]``, half-open spans) with the named method
+    (a `SCORERS` name, optionally ``:<mode>`` and control prefixes). ``options``: those the
+    scorer declares (``batch_size`` for OAR-P, ``noise_std`` for OAR-G, ...) and `ScorerContext`
+    fields (``pad_token_id``, ``generator``, ...; a scorer reads those it needs)."""
+    if not torch.is_tensor(input_ids):
+        check_sequence(input_ids, reasoning, answer)  # raises: not a tensor [T]
+    name, _ = parse_method(method)
+    _refuse("token_scores()", method, options, set(declared_options(name)) | set(CONTEXT_FIELDS))
+    context = ScorerContext(**{k: options.pop(k) for k in CONTEXT_FIELDS if k in options})
+    whole = slice(0, input_ids.shape[-1])
+    return score_rows(method, model, input_ids[None], {0: (whole, reasoning, answer)}, options, context,
+                      batched=False)[0]
+
+
+def score_rows(method: str, model, input_ids: torch.Tensor, spans: dict[int, tuple[slice, slice, slice]],
+               settings: dict, context: ScorerContext, *, batched: bool = True) -> dict[int, torch.Tensor]:
+    """``{row: [R_row]}``, the scores of the rows of ``input_ids [B, T]`` in ``spans``
+    (``{row: (attended, reasoning, answer)}``, padded columns): the one place a method name
+    becomes scores, control prefixes included. The scorer gets the ``settings`` and
+    ``context`` fields it declares (None: its default). With ``batched``, a scorer with a
+    batched form scores all rows in shared padded passes (equal up to rounding); otherwise
+    each row is scored alone, padding stripped."""
+    controls, _ = split_controls(method)
+    name, mode = parse_method(method)
+    given = {**settings, **{f: getattr(context, f) for f in CONTEXT_FIELDS}}
+    if batched and name in BATCHED and spans:
+        rows = list(spans)
+        attention = torch.zeros_like(input_ids[rows])
+        for i, r in enumerate(rows):
+            attention[i, spans[r][0]] = 1
+        kwargs = {k: v for k, v in given.items() if k in declared_options(name, batched=True) and v is not None}
+        if kwargs.get("sampled_cache") is not None and rows != list(range(input_ids.shape[0])):
+            kwargs["sampled_cache"] = cache_rows(kwargs["sampled_cache"], rows)
+        scores = BATCHED[name](model, input_ids[rows], attention, [spans[r][1] for r in rows],
+                               [spans[r][2] for r in rows], mode=mode_of(method), **kwargs)
+        raw = dict(zip(rows, scores))
+    else:
+        kwargs = {k: v for k, v in given.items() if k in declared_options(name) and v is not None}
+        kwargs |= {"mode": mode} if mode else {}
+        raw = {}
+        for row, (valid, reasoning, answer) in spans.items():
+            off = valid.start
+            raw[row] = SCORERS[name](model, input_ids[row, valid], slice(reasoning.start - off, reasoning.stop - off),
+                                     slice(answer.start - off, answer.stop - off), **kwargs)
+    return {row: apply_controls(controls, s, input_ids[row, spans[row][0]], context.generator) if controls else s
+            for row, s in raw.items()}
+
+
+def uses_sampled_cache(method: str) -> bool:
+    """Whether ``method``'s batched scorer continues from the sampling's KV cache
+    (``token_weights(..., sampled_cache=rollouts.cache)``; OAR-P and OAR-G): worth keeping
+    it (`oar_lite.rollout.sample_completions`'s ``keep_cache``)."""
+    name, _ = parse_method(method)
+    return name in BATCHED and "sampled_cache" in declared_options(name, batched=True)
+
+
+def token_weights(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    reasoning_mask: torch.Tensor,
+    answer_mask: torch.Tensor,
+    *,
+    credit: CreditConfig | None = None,
+    return_scores: bool = False,
+    **options,
+):
+    """Batched entry point for training: token weights for every sequence of a batch.
+
+    Each row's reasoning scores (`score_rows`: OAR-G and OAR-P in shared padded passes,
+    other methods row by row with padding stripped) go through `bilevel_weights`, and the
+    weights are placed on the reasoning positions.
+
+    Args:
+        model: the current policy (scores are computed without touching its grads).
+        input_ids: ``[B, T]`` prompt + completion, padded.
+        attention_mask, reasoning_mask: ``[B, T]``, the real and the reasoning tokens (one
+            contiguous run per row).
+        answer_mask: ``[B, T]`` bool, the answer tokens; an all-False row means "no
+            parseable answer" and gets all weights 1.
+        credit: the method and its settings (`CreditConfig`; default ``CreditConfig()``, OAR-G).
+        return_scores: also return the list of raw ``[R_i]`` scores (``None`` for rows
+            without an answer).
+        **options: `CreditConfig` fields by name (``method="oar-p", quantile=0.5``; None
+            keeps the field) replace those of ``credit``; `ScorerContext` fields
+            (``pad_token_id``, ``generator``, ``sampled_cache``, ...); options the method's
+            scorer declares (``max_waste`` for OAR-P, ...).
+
+    Returns:
+        ``weights [B, T]`` float32 (1 outside reasoning), or ``(weights, scores)``.
+
+    Raises:
+        TypeError: a keyword that is none of those, or a scorer setting the method does not take.
+        ValueError: masks not of ``input_ids``' shape or not contiguous, spans outside the
+            attended tokens, or settings out of range.
+    """
+    changes = {name: options.pop(name) for name in CREDIT_FIELDS if name in options}
+    credit = dataclasses.replace(credit or CreditConfig(), **{k: v for k, v in changes.items() if v is not None})
+    context = ScorerContext(**{k: options.pop(k) for k in CONTEXT_FIELDS if k in options})
+    declared = takes(credit.method)
+    explicit = [k for k, v in changes.items() if v is not None and k in credit.scorer_options()]
+    _refuse("token_weights()", credit.method, [*options, *explicit], declared | set(CONTEXT_FIELDS))
+    if input_ids.dim() != 2:
+        raise ValueError(f"input_ids must be [B, T], got {tuple(input_ids.shape)}")
+    for name, m in (("attention_mask", attention_mask), ("reasoning_mask", reasoning_mask), ("answer_mask", answer_mask)):
+        if m.shape != input_ids.shape:
+            raise ValueError(f"{name} must have the shape of input_ids {tuple(input_ids.shape)}, got {tuple(m.shape)}")
+    weights = torch.ones(input_ids.shape, dtype=torch.float32, device=input_ids.device)
+    spans: dict[int, tuple[slice, slice, slice]] = {}  # row -> (attended, reasoning, answer), padded columns
+    for row in range(input_ids.shape[0]):
+        valid = mask_to_span(attention_mask[row].bool(), "attention_mask row")
+        answer = mask_to_span(answer_mask[row].bool(), "answer_mask row")
+        reasoning = mask_to_span(reasoning_mask[row].bool(), "reasoning_mask row")
+        if answer is None or reasoning is None or valid is None:
+            continue
+        if reasoning.start < valid.start or answer.stop > valid.stop:
+            raise ValueError(f"row {row}: reasoning/answer reach outside the attended tokens")
+        spans[row] = (valid, reasoning, answer)
+    row_scores = score_rows(credit.method, model, input_ids, spans, {**credit.scorer_options(), **options}, context)
+    for row, scores in row_scores.items():
+        weights[row, spans[row][1]] = credit.reshape(scores).to(weights.device, weights.dtype)
+    all_scores = [row_scores.get(row) for row in range(input_ids.shape[0])]  # None: no answer
+    return (weights, all_scores) if return_scores else weights

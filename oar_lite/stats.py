@@ -1,0 +1,159 @@
+"""Statistics the project reports: means with a 95% interval over seeds or completions,
+percentile bootstrap intervals (over seeds, or seeds and problems crossed), binomial
+proportions (Monte-Carlo estimates) and how well scores rank tokens (ROC-AUC, precision@k,
+Spearman). Plain numbers in, plain numbers out.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import torch
+
+
+# ----------------------------------------------------------------------------- means and intervals
+
+def mean(xs: Sequence[float]) -> float:
+    """The mean, NaN for no values."""
+    return float(sum(xs) / len(xs)) if xs else float("nan")
+
+
+def std(xs: Sequence[float]) -> float:
+    """The sample standard deviation (n - 1), NaN for fewer than 2 values."""
+    m = mean(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) >= 2 else float("nan")
+
+
+def ci95(xs: Sequence[float]) -> float:
+    """Half-width of the normal 95% interval of the mean, 1.96 std / sqrt(n) (NaN for n < 2)."""
+    return 1.96 * std(xs) / math.sqrt(len(xs)) if len(xs) >= 2 else float("nan")
+
+
+def bootstrap_interval(stat, samples: np.ndarray, *, n: int = 10_000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``stat(samples[idx])`` over rows resampled with
+    replacement (``samples: [S, ...]``, one row per seed; columns stay together)."""
+    samples = np.asarray(samples, dtype=float)
+    if len(samples) < 2:
+        raise ValueError(f"a bootstrap interval needs at least 2 seeds, got {len(samples)}")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(samples), size=(n, len(samples)))
+    values = np.array([stat(samples[i]) for i in idx], dtype=float)
+    values = values[np.isfinite(values)]
+    alpha = (1 - level) / 2
+    return float(np.quantile(values, alpha)), float(np.quantile(values, 1 - alpha))
+
+
+def crossed_bootstrap(values: np.ndarray, *, n: int = 4000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of the mean of ``values [S, N]`` (seeds x problems) when both the
+    seeds and the problems are resampled with replacement (the same problems for every
+    seed, as they are in the runs): it counts both sources of chance."""
+    values = np.asarray(values, dtype=float)
+    if values.ndim != 2 or values.shape[0] < 1 or values.shape[1] < 2:
+        raise ValueError(f"values must be [seeds, problems] with >= 2 problems, got shape {values.shape}")
+    rng = np.random.default_rng(seed)
+    S, N = values.shape
+    rows = rng.integers(0, S, size=(n, S))
+    cols = rng.integers(0, N, size=(n, N))
+    means = np.array([values[r][:, c].mean() for r, c in zip(rows, cols)])
+    alpha = (1 - level) / 2
+    return float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
+
+
+def intervals_overlap(a: Sequence[float], b: Sequence[float]) -> bool:
+    """Whether two ``(low, high)`` intervals overlap."""
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+# ----------------------------------------------------------------------------- binomial proportions
+
+def _proportion(counts, k) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(p = counts / k, k)`` as float64 tensors, checked."""
+    counts, k = torch.as_tensor(counts, dtype=torch.float64), torch.as_tensor(k, dtype=torch.float64)
+    if (k < 1).any() or (counts < 0).any() or (counts > k).any():
+        raise ValueError("expected 0 <= counts <= k and k >= 1")
+    return counts / k, k
+
+
+def mc_standard_error(counts, k) -> torch.Tensor:
+    """Monte-Carlo standard error sqrt(p (1 - p) / k) of ``p = counts / k`` (0 when p is 0
+    or 1: use `wilson_interval` there). ``counts`` and ``k`` broadcast."""
+    p, k = _proportion(counts, k)
+    return (p * (1 - p) / k).sqrt()
+
+
+def wilson_interval(counts, k, z: float = 1.96) -> tuple[torch.Tensor, torch.Tensor]:
+    """Wilson score interval ``(low, high)`` of a binomial proportion ``counts / k``
+    (95% for ``z = 1.96``). Unlike p +- z SE it stays inside [0, 1] and has non-zero
+    width when the estimate is 0 or 1."""
+    p, k = _proportion(counts, k)
+    centre = (p + z * z / (2 * k)) / (1 + z * z / k)
+    half = z / (1 + z * z / k) * (p * (1 - p) / k + z * z / (4 * k * k)).sqrt()
+    return (centre - half).clamp(min=0.0), (centre + half).clamp(max=1.0)
+
+
+# ----------------------------------------------------------------------------- ranking
+
+def roc_auc(scores: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor | None = None) -> float:
+    """ROC-AUC of ``scores [R]`` for the ``positive [R]`` (bool) against the ``negative [R]``
+    tokens (default: every non-positive): P(a random positive scores higher than a random
+    negative) + P(equal) / 2 (Mann-Whitney); NaN when there is no positive or no negative."""
+    scores, positive, negative = _check_metric_inputs(scores, positive, negative)
+    pos, neg = scores[positive].double(), scores[negative].double()
+    if pos.numel() == 0 or neg.numel() == 0:
+        return float("nan")
+    greater = (pos[:, None] > neg[None, :]).double().mean()
+    equal = (pos[:, None] == neg[None, :]).double().mean()
+    return float(greater + 0.5 * equal)
+
+
+def precision_at_k(scores: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor | None = None) -> float:
+    """Share of positives among the k highest-scored candidates (the positives and the
+    ``negative`` tokens, default all), k = number of positives; ties at the cut are broken
+    at random in expectation, so constant scores give the base rate. NaN without a positive."""
+    scores, positive, negative = _check_metric_inputs(scores, positive, negative)
+    keep = positive | negative
+    s, p = scores[keep].double(), positive[keep]
+    k = int(p.sum())
+    if k == 0:
+        return float("nan")
+    cut = s.topk(k).values[-1]
+    above, tied = s > cut, s == cut
+    hits = float(p[above].sum()) + (k - int(above.sum())) * float(p[tied].sum()) / int(tied.sum())
+    return hits / k
+
+
+def _check_metric_inputs(scores, positive, negative):
+    scores = torch.as_tensor(scores)
+    positive = torch.as_tensor(positive, dtype=torch.bool)
+    negative = ~positive if negative is None else torch.as_tensor(negative, dtype=torch.bool)
+    if scores.dim() != 1 or positive.shape != scores.shape or negative.shape != scores.shape:
+        raise ValueError(f"scores, positive and negative must be 1-D of one length [R], got "
+                         f"{tuple(scores.shape)}, {tuple(positive.shape)}, {tuple(negative.shape)}")
+    if (positive & negative).any():
+        raise ValueError("a token cannot be both positive and negative")
+    if not torch.isfinite(scores).all():
+        raise ValueError("scores contain NaN or infinite values")
+    return scores, positive, negative
+
+
+def rank_agreement(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Spearman rank correlation of two score vectors ``[R]`` (average ranks for ties)."""
+    if a.shape != b.shape or a.dim() != 1:
+        raise ValueError(f"expected two [R] score vectors, got {tuple(a.shape)} and {tuple(b.shape)}")
+    ra, rb = _ranks(a.double()), _ranks(b.double())
+    ra, rb = ra - ra.mean(), rb - rb.mean()
+    denom = (ra.norm() * rb.norm()).item()
+    return float((ra @ rb).item() / denom) if denom > 0 else float("nan")
+
+
+def _ranks(x: torch.Tensor) -> torch.Tensor:
+    """Average ranks (1-based), ties sharing the mean of their positions."""
+    order = x.argsort()
+    ranks = torch.empty_like(x)
+    ranks[order] = torch.arange(1, x.numel() + 1, dtype=x.dtype)
+    for v in x.unique():
+        tie = x == v
+        if tie.sum() > 1:
+            ranks[tie] = ranks[tie].mean()
+    return ranks

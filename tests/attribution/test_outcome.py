@@ -1,0 +1,53 @@
+"""`oar_lite.attribution.outcome` and `spans`: P_final's modes, eval mode, and the input checks."""
+import pytest
+import torch
+from conftest import PAD, tiny_llama
+
+import oar_lite as ol
+
+
+def test_eval_mode_reaches_every_submodule_and_restores_each():
+    """A model in eval mode with one submodule left in train mode (as after a user's
+    ``model.layers[0].train()``) is all eval inside the block, and each module gets its own
+    mode back after; an all-eval model is left alone (``eval()`` not called)."""
+    model = tiny_llama().eval()
+    model.model.layers[0].train()
+    modes = [m.training for m in model.modules()]
+    with ol.attribution.eval_mode(model):
+        assert not any(m.training for m in model.modules())
+    assert [m.training for m in model.modules()] == modes
+    model.eval()
+    model.eval = None  # calling it would raise
+    with ol.attribution.eval_mode(model):
+        assert not any(m.training for m in model.modules())
+
+
+@pytest.mark.parametrize("reasoning,answer,match", [
+    (slice(5, 5), slice(24, 27), "empty or out of range"),
+    (slice(5, 22), slice(24, 40), "empty or out of range"),
+    (slice(5, 22), slice(10, 12), "must start at or after"),
+    (slice(-3, 22), slice(24, 27), "empty or out of range"),
+    ((5, 22), slice(24, 27), "must be a slice"),
+])
+def test_bad_spans_raise(llama, sequence, reasoning, answer, match):
+    ids, _, _ = sequence
+    with pytest.raises(ValueError, match=match):
+        ol.perturbation_scores(llama, ids, reasoning, answer, pad_token_id=PAD)
+    with pytest.raises(ValueError, match=match):
+        ol.gradient_scores(llama, ids, reasoning, answer)
+
+
+def test_bad_mode_method_and_shapes(llama, sequence):
+    ids, reasoning, answer = sequence
+    with pytest.raises(ValueError, match="unknown P_final mode"):
+        ol.perturbation_scores(llama, ids, reasoning, answer, mode="first", pad_token_id=PAD)
+    with pytest.raises(ValueError, match="unknown method"):
+        ol.token_scores("oar-x", llama, ids, reasoning, answer)
+    with pytest.raises(ValueError, match="takes no P_final mode"):
+        ol.parse_method("entropy:last")
+    with pytest.raises(ValueError, match=r"1-D tensor \[T\]"):
+        ol.perturbation_scores(llama, ids[None], reasoning, answer, pad_token_id=PAD)
+    bad = torch.zeros(1, 30, dtype=torch.bool); bad[0, [3, 5]] = True
+    ok = torch.zeros(1, 30, dtype=torch.bool); ok[0, 24:27] = True
+    with pytest.raises(ValueError, match="contiguous"):
+        ol.token_weights(llama, ids[None], torch.ones(1, 30), bad, ok, method="oar-p", pad_token_id=PAD)

@@ -1,0 +1,119 @@
+"""The import graph of `oar_lite` (every import, at the top of a module or inside a function):
+the core never imports the toy world or training, no module takes part in an import circle,
+and no module or benchmark imports another one's private name."""
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "oar_lite"
+LAYERS = [
+    {"checks", "seeding", "grpo", "reshape", "rollout", "segment", "reward", "attribution"},  # the core
+    {"toy", "oracle", "models", "problems", "evaluate"},  # the toy world, models, problems
+    {"train", "checkpoint", "trl"},  # training
+    {"stats", "report", "credit", "ground_truth", "gradient_quality", "regime", "lora_learning"},  # measuring
+    {"compare", "cli", "__main__", "plots", "progress", "viz", "exercises"},  # experiments and the course
+]
+"""The layers of the README's table: a module imports from its own layer or the ones before it."""
+CORE = {f"oar_lite.{name}" for name in LAYERS[0]}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imports(path: Path, known: dict) -> list[tuple[str, str, int]]:
+    """``(imported module, name, line)`` for every import of an ``oar_lite`` module in ``path``,
+    wherever it stands; ``name`` is the name taken from it (``""`` for a whole module)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [(a.name, "", node.lineno) for a in node.names if a.name.split(".")[0] == "oar_lite"]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "oar_lite":
+                continue
+            for a in node.names:
+                whole = f"{target}.{a.name}"
+                out.append((whole, "", node.lineno) if whole in known else (target, a.name, node.lineno))
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: {target for target, _, _ in imports(path, known) if target != name} for name, path in known.items()}
+
+
+def in_core(name: str) -> bool:
+    return any(name == c or name.startswith(c + ".") for c in CORE)
+
+
+def test_the_core_imports_only_the_core():
+    edges = graph()
+    outside = {(m, t) for m, targets in edges.items() if in_core(m) for t in targets if not in_core(t)}
+    assert not outside, f"core modules import modules above them: {sorted(outside)}"
+    assert "oar_lite.toy" in edges and "oar_lite.attribution.registry" in edges  # the graph is read at all
+
+
+def layer(name: str) -> int:
+    top = name.split(".")[1]
+    return next(i for i, names in enumerate(LAYERS) if top in names)
+
+
+def test_every_module_imports_only_its_layer_and_the_ones_before():
+    edges = {m: t for m, t in graph().items() if m != "oar_lite"}
+    assert {m.split(".")[1] for m in edges} == set().union(*LAYERS)  # every module has its layer
+    upward = sorted((m, t) for m, targets in edges.items() for t in targets if layer(t) > layer(m))
+    assert not upward, f"imports of a later layer: {upward}"
+
+
+def test_no_import_circles_counting_imports_inside_functions():
+    edges = {m: t for m, t in graph().items() if m != "oar_lite"}  # the package's __init__ imports all
+    assert not [m for m, t in edges.items() if "oar_lite" in t], "a module imports the package's __init__"
+    circles, state = [], {}
+
+    def visit(node, path):
+        state[node] = "open"
+        for nxt in sorted(edges.get(node, set())):
+            if state.get(nxt) == "open":
+                circles.append(path[path.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = "done"
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node, [node])
+    assert not circles, f"import circles: {circles}"
+
+
+def test_the_graph_sees_a_circle_hidden_in_a_function(tmp_path, monkeypatch):
+    """The circle check can fail: two modules that import each other, one inside a function."""
+    (tmp_path / "oar_lite").mkdir()
+    (tmp_path / "oar_lite" / "a.py").write_text("from . import b\n")
+    (tmp_path / "oar_lite" / "b.py").write_text("def f():\n    from .a import g\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path / "oar_lite")
+    assert graph() == {"oar_lite.a": {"oar_lite.b"}, "oar_lite.b": {"oar_lite.a"}}
+
+
+@pytest.mark.parametrize("folder", ["oar_lite", "benchmarks", "scripts"])
+def test_no_private_name_is_imported_from_another_module(folder):
+    known = modules()
+    private = [f"{path.relative_to(ROOT)}:{line} takes {name} from {target}"
+               for path in sorted((ROOT / folder).rglob("*.py"))
+               for target, name, line in imports(path, known) if name.startswith("_") and not name.startswith("__")]
+    assert not private, private
