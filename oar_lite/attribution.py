@@ -27,7 +27,8 @@ import torch
 import torch.nn.functional as F
 
 from .checks import check_number
-from .oracle import CONTROLS, apply_controls, oracle_scores, pivotal_oracle_scores, split_controls
+from .oracle import (CONTROLS, apply_controls, oracle_scores, pivotal_oracle_scores, relevance_oracle_scores,
+                     split_controls)
 from .reshape import bilevel_weights
 
 MODES = ("last", "answer_mean", "answer_joint")
@@ -930,6 +931,7 @@ SCORERS: dict[str, Scorer] = {
     "oar-g": gradient_scores,
     "oracle": oracle_scores,
     "oracle-pivotal": pivotal_oracle_scores,
+    "oracle-relevant": relevance_oracle_scores,
     "captum-ig": integrated_gradients_scores,
 }
 """Scorers by method name (the oracles need toy-world sequences). Add one with `register_scorer`."""

@@ -23,6 +23,12 @@ held-out prompts from ``--eval-every 100``):
   0, 2, 11, 20, 55, 56, 73%; OAR-P's AUC grows with it (0.63 at step 400, 0.80 at 600
   on 20-30 completions) as the copy mechanism forms. 600 steps is the shipped model.
   Its numbers are in ``oar_lite/data/toy-model/pretrain_metrics.json``.
+
+``--scratch K`` builds the positive-control world of notebook 06 (not the shipped model): every
+chain opens with K scratch words, uniform over the filler words, drawn from a stream of their
+own (seed ``--seed`` + `SCRATCH_SEED_OFFSET`), so the problems, fillers and noise are exactly
+those of ``--scratch 0``; the held-out set is the same file. Give it its own ``--out`` and
+``--eval-path``.
 """
 from __future__ import annotations
 
@@ -38,9 +44,15 @@ from tqdm.auto import tqdm
 from oar_lite import toy
 
 
+SCRATCH_SEED_OFFSET = 7_777_777
+"""The scratch words' stream is ``random.Random(seed + SCRATCH_SEED_OFFSET)``, apart from the problems'."""
+
+
 def make_batches(args, exclude: set[str]):
-    """All training sequences (prompt + chain + EOS) as text pairs, from one seeded stream."""
+    """All training sequences (prompt + chain + EOS) as text pairs, from one seeded stream
+    (the scratch words, if any, from a second one: the first is that of ``--scratch 0``)."""
     rng = random.Random(args.seed)
+    scratch_rng = random.Random(args.seed + SCRATCH_SEED_OFFSET)
     lo, hi = args.digits
     pairs = []
     while len(pairs) < args.steps * args.batch_size:
@@ -50,7 +62,8 @@ def make_batches(args, exclude: set[str]):
         if prompt in exclude:
             continue
         pairs.append((prompt, toy.chain_of_thought(a, b, rng=rng, filler_rate=args.filler_rate,
-                                                         max_fillers=args.max_fillers, noise=args.noise)))
+                                                         max_fillers=args.max_fillers, noise=args.noise,
+                                                         scratch=getattr(args, "scratch", 0), scratch_rng=scratch_rng)))
     return [pairs[i : i + args.batch_size] for i in range(0, len(pairs), args.batch_size)]
 
 
@@ -90,6 +103,9 @@ def main(argv=None):
     ap.add_argument("--filler-rate", type=float, default=0.3)
     ap.add_argument("--max-fillers", type=int, default=2, help="most filler words per gap")
     ap.add_argument("--noise", type=float, default=0.1, help="probability of a wrong (copied) result digit per step")
+    ap.add_argument("--scratch", type=int, default=0,
+                    help="scratch words (uniform over the filler words) opening every chain: the positive-control "
+                         "world of notebook 06 (default 0: the shipped task)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--eval-n", type=int, default=200, help="held-out problems written to oar_lite/data/toy_eval.jsonl")
@@ -106,10 +122,17 @@ def main(argv=None):
     held_out = toy.make_problems(args.eval_n, seed=toy.EVAL_SEED, digits=tuple(args.digits))
     toy.write_eval_set(held_out, args.eval_path)
     batches = make_batches(args, {p["prompt"] for p in held_out})
+    # Scratch words lengthen every chain: evaluate with room for them.
+    cap = {"max_new": toy.max_new_tokens(args.digits[1], max_fillers=args.max_fillers, scratch=args.scratch)} \
+        if args.scratch else {}
 
     from transformers import LlamaForCausalLM
 
-    model = LlamaForCausalLM(toy.model_config(len(tokenizer)))
+    # Room for the longest sequence (prompt, scratch words, chain): the rotary positions have no
+    # weights, so this changes no parameter; 128 (the shipped model's) unless scratch words need more.
+    longest = 2 * args.digits[1] + 3 + toy.max_new_tokens(args.digits[1], max_fillers=args.max_fillers,
+                                                         scratch=args.scratch)
+    model = LlamaForCausalLM(toy.model_config(len(tokenizer), max_position_embeddings=max(128, longest)))
     n_params = sum(p.numel() for p in model.parameters())
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
@@ -131,7 +154,7 @@ def main(argv=None):
         bar.set_postfix(loss=f"{loss.item():.3f}")
         if args.eval_every and (step + 1) % args.eval_every == 0:
             model.eval()
-            acc = toy.evaluate(model, tokenizer, held_out[:64])["accuracy"]
+            acc = toy.evaluate(model, tokenizer, held_out[:64], **cap)["accuracy"]
             if args.save_every:
                 model.save_pretrained(args.out / f"step-{step + 1}")
             model.train()
@@ -147,14 +170,14 @@ def main(argv=None):
 
     if args.skip_measure:
         return
-    greedy = toy.evaluate(model, tokenizer, held_out, progress=True)
-    sampled = toy.evaluate(model, tokenizer, held_out, group_size=8, temperature=1.0, batch_size=32, seed=1,
+    greedy = toy.evaluate(model, tokenizer, held_out, progress=True, **cap)
+    sampled = toy.evaluate(model, tokenizer, held_out, group_size=8, temperature=1.0, batch_size=32, seed=1, **cap,
                            progress=True)
     by_digits = {}
     for d in range(args.digits[0], args.digits[1] + 1):
         subset = [p for p in held_out if p["digits"] == d]
         if subset:
-            by_digits[d] = round(toy.evaluate(model, tokenizer, subset)["accuracy"], 3)
+            by_digits[d] = round(toy.evaluate(model, tokenizer, subset, **cap)["accuracy"], 3)
     metrics = {
         "params": n_params,
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
