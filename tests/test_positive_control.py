@@ -50,10 +50,15 @@ def test_scratch_words_open_the_chain_and_leave_the_rest_unchanged(tok):
         toy.chain_of_thought(12, 34, scratch=-1)
 
 
-def test_pretraining_with_scratch_keeps_the_problem_stream():
+def _pretrain_script():
     spec = importlib.util.spec_from_file_location("pretrain_toy", ROOT / "scripts" / "pretrain_toy.py")
     pretrain = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(pretrain)
+    return pretrain
+
+
+def test_pretraining_with_scratch_keeps_the_problem_stream():
+    pretrain = _pretrain_script()
     args = SimpleNamespace(seed=0, digits=(2, 4), steps=3, batch_size=8, filler_rate=0.3, max_fillers=2, noise=0.1)
     plain = [pair for batch in pretrain.make_batches(SimpleNamespace(**vars(args), scratch=0), set()) for pair in batch]
     assert plain == [pair for batch in pretrain.make_batches(args, set()) for pair in batch]  # older namespaces
@@ -62,6 +67,24 @@ def test_pretraining_with_scratch_keeps_the_problem_stream():
     for (_, with_words), (_, without) in zip(scratch, plain):
         words = with_words.split(" ")
         assert all(w in toy.FILLER_WORDS for w in words[:5]) and " ".join(words[5:]) == without
+
+
+def test_scratch_loss_weighs_chain_and_scratch_tokens_apart(tok):
+    from transformers import LlamaForCausalLM
+
+    pretrain = _pretrain_script()
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(toy.model_config(len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1))
+    batch = [("12+34:", "ok so 2+4+0=06 1+3+0=04 A=46"), ("5+7:", "yes now 7+5+0=12 A=12")]
+    ids, attn, labels = pretrain.collate(tok, batch)
+    loss = pretrain.scratch_loss(model, ids, attn, labels, scratch=2)
+    logp = torch.log_softmax(model(input_ids=ids, attention_mask=attn).logits, -1)
+    chain, scratch = [], []
+    for row, (prompt, _) in enumerate(batch):
+        first = len(tok(prompt).input_ids)  # the first completion token's column
+        for t in range(first, int(attn[row].sum())):
+            (scratch if t < first + 4 else chain).append(-float(logp[row, t - 1, ids[row, t]]))
+    assert float(loss) == pytest.approx(sum(chain) / len(chain) + sum(scratch) / len(scratch), rel=1e-5)
 
 
 # ------------------------------------------------------------------ the relevance oracle
