@@ -43,7 +43,7 @@ SETTINGS = {
 }
 
 
-def make_task(model_name: str, tokenizer, *, shots: int = 2):
+def make_task(model_name: str, tokenizer, *, shots: int = 2, word_steps=(1,)):
     """The training task of the model: toy additions, or SmolLM2's word problems."""
     from oar_lite.train import Task
 
@@ -56,7 +56,7 @@ def make_task(model_name: str, tokenizer, *, shots: int = 2):
     # One-step templates: SmolLM2 solves about 20% of them at T=1 (benchmarks/RESULTS.md, "SmolLM2
     # baseline"), so most groups have mixed rewards and get scored; on the full bank most do not.
     problems = [{"prompt": format_prompt(p, tokenizer, shots=shots), "answer": p.answer}
-                for p in make_problems(64, seed=7, steps=1)]
+                for p in make_problems(64, seed=7, steps=list(word_steps))]
     return Task(train_problems=problems, add_special_tokens=False)
 
 
@@ -95,7 +95,7 @@ def scoring_steps(scored_rows: Callable[[int], float], need: int, *, max_candida
 
 def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device, settings: dict,
                   progress: bool = True, scored_rounds: bool = False, max_candidates: int | None = None,
-                  on_round: Callable[[list[dict]], None] | None = None) -> dict:
+                  on_round: Callable[[list[dict]], None] | None = None, word_steps=(1,)) -> dict:
     """Interleaved rounds of `train_step` per method on one model; per-phase times and ratios.
 
     Round ``r`` runs step ``FIRST_STEP + r``; with ``scored_rounds``, the rounds run instead
@@ -119,7 +119,7 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
         if name in methods and name not in SCORERS:
             register_scorer(name, functools.partial(scorer))
     model, tok = common.load(model_name, device)
-    task = make_task(model_name, tok)
+    task = make_task(model_name, tok, word_steps=word_steps)
     # The trainer's default credit settings (OAR-P's limits per pass), only the method changed.
     default_credit = TrainConfig().credit
     configs = {m: TrainConfig(credit=dataclasses.replace(default_credit, method=m), seed=0, progress=False,
@@ -258,6 +258,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--group-size", type=int, default=None)
     ap.add_argument("--max-new-tokens", type=int, default=None)
     ap.add_argument("--full", action="store_true", help="full fine-tuning of SmolLM2 instead of LoRA")
+    ap.add_argument("--word-steps", type=int, nargs="+", default=[1], choices=[1, 2, 3],
+                    help="SmolLM2: the word problems' step counts (default one-step; 1 2 3 gives longer completions)")
     ap.add_argument("--scored-rounds", action="store_true",
                     help=f"run the rounds only on steps (from {FIRST_STEP} on) where plain GRPO scores at least one "
                          "row, found by untimed GRPO steps first; default: steps in a row, scored or not")
@@ -281,9 +283,10 @@ def main(argv=None) -> dict:
         res = measure_model(name, methods=args.methods, warmup=args.warmup, repeats=args.repeats,
                             device=device, settings=settings, progress=not args.no_progress,
                             scored_rounds=args.scored_rounds, max_candidates=args.max_candidates,
-                            on_round=save_partial)
+                            on_round=save_partial, word_steps=args.word_steps)
         report.pop("partial", None)
         res["loadavg"] = common.loadavg()
+        res["word_steps"] = args.word_steps
         report["models"].append(res)
         print(f"[{name}] load average now {res['loadavg']}", flush=True)
     return common.finish(report, args.out, render)

@@ -233,6 +233,30 @@ def make_problems(
     return problems
 
 
+def heldout_split(*, steps: int | Sequence[int] | None = 1, per_template: int = 24, heldout_seed: int = 2026,
+                  train_size: int = 4096, train_seed: int = 0) -> tuple[list[Problem], list[Problem]]:
+    """``(train, heldout)``: ``per_template`` distinct questions of each template with ``steps``
+    steps, drawn with ``heldout_seed``, and a training pool of ``train_size`` draws with
+    ``train_seed`` from which every held-out question is removed, so none is ever trained on.
+    (A template with fewer distinct questions gives what it has: ``distance_speed`` has 50.)"""
+    for name, value, low in (("per_template", per_template, 1), ("train_size", train_size, 0)):
+        if not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    seen, heldout = set(), []
+    for p in make_problems(40 * per_template, seed=heldout_seed, steps=steps):
+        if p.question in seen or sum(q.template == p.template for q in heldout) >= per_template:
+            continue
+        seen.add(p.question)
+        heldout.append(p)
+    train = [p for p in make_problems(train_size, seed=train_seed, steps=steps) if p.question not in seen]
+    return train, heldout
+
+
+def dataset_rows(problems: Sequence[Problem], *, shots: int = 2) -> list[dict]:
+    """TRL rows, ``{"prompt": chat messages (`prompt_messages`), "answer": "N"}``, one per problem."""
+    return [{"prompt": prompt_messages(p, shots=shots), "answer": str(p.answer)} for p in problems]
+
+
 def prompt_messages(
     problem: Problem | str, *, shots: int = 2, instruction: str = INSTRUCTION, system: str | None = None
 ) -> list[dict]:

@@ -120,3 +120,17 @@ def weight_uniformity(
                      "weight_std": float(w.std(unbiased=False)),
                      "effective_share": total * total / (w.numel() * squares) if squares > 0 else 1.0})
     return rows
+
+
+def summarize_uniformity(rows: Sequence[dict]) -> dict:
+    """`weight_uniformity` rows of many completions in one record: the mean tau, the share of
+    completions with tau = 0, the token share clamped to the floor, the mean effective share,
+    and the tau of each completion (its distribution); all None when no row was scored."""
+    if not rows:
+        return {"tau_mean": None, "tau_zero_share": None, "at_floor": None, "effective_share": None, "taus": []}
+    tokens = sum(r["tokens"] for r in rows)
+    return {"tau_mean": sum(r["tau"] for r in rows) / len(rows),
+            "tau_zero_share": sum(r["tau"] == 0 for r in rows) / len(rows),
+            "at_floor": sum(r["at_floor"] * r["tokens"] for r in rows) / tokens,
+            "effective_share": sum(r["effective_share"] for r in rows) / len(rows),
+            "taus": [round(r["tau"], 4) for r in rows]}

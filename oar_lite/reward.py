@@ -73,3 +73,16 @@ def accuracy_reward(formats: Sequence[str] = FORMATS):
         return math_rewards(texts, [str(a) for a in answer], formats=formats)
 
     return accuracy
+
+
+def format_reward(formats: Sequence[str] = FORMATS):
+    """A TRL reward function: 1.0 when the completion states a final answer in one of
+    ``formats`` (right or wrong), else 0.0. Give it weight 0 (``reward_weights``) to log the
+    format rate (``rewards/format/mean``) without training on it."""
+    formats = check_formats(formats)
+
+    def format(completions, **kwargs):  # noqa: A001  (TRL logs a reward under its function's name)
+        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+        return [0.0 if find_answer(text, formats) is None else 1.0 for text in texts]
+
+    return format

@@ -30,6 +30,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .attribution import CREDIT_FIELDS, CreditConfig, token_weights, uses_sampled_cache
+from .reshape import summarize_uniformity, weight_uniformity
 from .checks import check_number
 from .grpo import LOSS_TYPES, SCALES, group_advantages, policy_loss, sequence_logprobs, token_advantages
 from .reward import math_reward, math_rewards
@@ -275,8 +276,9 @@ def train_step(model, tokenizer, task: Task, config: TrainConfig, optimizer, ste
     reasoning_mask, answer_mask = rollouts.masks()
     scored = advantages != 0
     answer_mask = answer_mask & scored.to(answer_mask.device)[:, None]
-    weights = token_weights(model, rollouts.input_ids, rollouts.attention_mask, reasoning_mask, answer_mask,
-                            credit=config.credit, pad_token_id=tokenizer.pad_token_id, sampled_cache=rollouts.cache)
+    weights, scores = token_weights(model, rollouts.input_ids, rollouts.attention_mask, reasoning_mask, answer_mask,
+                                    credit=config.credit, pad_token_id=tokenizer.pad_token_id,
+                                    sampled_cache=rollouts.cache, return_scores=True)
     rollouts.cache = None  # not needed by the update
     P = rollouts.prompt_length
     advantages = advantages.to(weights.device)
@@ -304,6 +306,7 @@ def train_step(model, tokenizer, task: Task, config: TrainConfig, optimizer, ste
         "entropy": update.pop("entropy"),
         "scored_rows": float(answer_mask.any(dim=1).float().mean()),
         **_weight_stats(w),
+        **_uniformity(scores, weights, reasoning_mask, config.credit),
         **update,
         **{f"time_{phase}": timer.times[phase] for phase in PHASES},
         **{f"cpu_{phase}": timer.cpu[phase] for phase in PHASES},
@@ -381,6 +384,17 @@ def _weight_stats(w: torch.Tensor) -> dict:
         "weight_suppressed": float((w < 1 - 1e-6).float().mean()),
         "weight_boosted": float((w > 1 + 1e-6).float().mean()),
     }
+
+
+def _uniformity(scores: list, weights: torch.Tensor, reasoning_mask: torch.Tensor, credit: CreditConfig) -> dict:
+    """How far from uniform the scored rows' weights are (`oar_lite.reshape.summarize_uniformity`):
+    ``tau_mean``, ``tau_zero_share``, ``weight_at_floor``, ``weight_effective_share``, ``taus``."""
+    rows = weight_uniformity(scores, [w[m] for w, m in zip(weights, reasoning_mask)],
+                             quantile=credit.quantile, floor=credit.floor)
+    summary = summarize_uniformity(rows)
+    return {"tau_mean": summary["tau_mean"], "tau_zero_share": summary["tau_zero_share"],
+            "weight_at_floor": summary["at_floor"], "weight_effective_share": summary["effective_share"],
+            "taus": summary["taus"]}
 
 
 # ----------------------------------------------------------------------------- problems, evaluation
@@ -590,6 +604,12 @@ def write_jsonl(path, records: list[dict]) -> None:
         tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
+def append_jsonl(path, record: dict) -> None:
+    """Append one JSON line to ``path`` and flush it, so a kill loses at most that line."""
+    with open(path, "a") as f:
+        f.write(json.dumps(record) + "\n")
+
+
 def read_jsonl(path) -> list[dict]:
     """Records from a JSONL file; a line that is not JSON (a run killed while writing it)
     raises ValueError naming the file and the line."""
@@ -618,8 +638,7 @@ class _Logger:
             return None
         self.records.append(record)
         if self.path is not None:
-            with open(self.path, "a") as f:
-                f.write(json.dumps(record) + "\n")
+            append_jsonl(self.path, record)
         return record
 
 

@@ -222,3 +222,27 @@ def test_segments_of_real_completions(completion, reference, reward, answer):
     reasoning = completion[seg.reasoning]
     assert re.search(r"[Tt]he answer is", reasoning[-len("the answer is ") :]) is None
     assert completion[seg.reasoning.stop :].lower().startswith("the answer is")
+
+
+def test_heldout_split_never_trains_on_a_heldout_question():
+    from oar_lite.problems import heldout_split
+
+    train, held = heldout_split(per_template=5, train_size=400)
+    assert not {p.question for p in train} & {p.question for p in held}
+    templates = {p.template for p in held}
+    assert templates == {t for t, (steps, _) in TEMPLATES.items() if steps == 1}
+    assert all(sum(p.template == t for p in held) == 5 for t in templates)
+    assert len({p.question for p in held}) == len(held)  # distinct questions
+    assert heldout_split(per_template=5, train_size=400) == (train, held)  # deterministic
+    assert len(train) < 400  # the pool lost the held-out questions it had drawn (distance_speed has only 50)
+    with pytest.raises(ValueError, match="per_template"):
+        heldout_split(per_template=0)
+
+
+def test_dataset_rows_are_chat_prompts_with_the_answer():
+    from oar_lite.problems import dataset_rows
+
+    problems = make_problems(3, seed=1)
+    rows = dataset_rows(problems, shots=1)
+    assert [r["answer"] for r in rows] == [str(p.answer) for p in problems]
+    assert rows[0]["prompt"] == prompt_messages(problems[0], shots=1)

@@ -35,6 +35,7 @@ from oar_lite.train import (
 TRAIN_FIELDS = (  # what every step records (issue 5)
     "step", "method", "seed", "reward_mean", "accuracy", "entropy", "completion_length", "zero_spread_groups",
     "weight_mean", "weight_std", "weight_suppressed", "weight_boosted",
+    "tau_mean", "tau_zero_share", "weight_at_floor", "weight_effective_share", "taus",
     "time_generate", "time_reward", "time_attribute", "time_update", "wall_time", "loss", "clip_fraction", "kl",
     "cpu_generate", "cpu_reward", "cpu_attribute", "cpu_update", "cpu_time",
 )
@@ -127,6 +128,9 @@ def test_two_steps_write_metrics_with_all_fields(world, tmp_path):
     # Some group had mixed rewards, so OAR-G reshaped something: weights spread around 1.
     scored = [r for r in steps if r["weight_std"] is not None]
     assert scored and any(r["weight_std"] > 0 and r["weight_suppressed"] > 0 and r["weight_boosted"] > 0 for r in scored)
+    # How uniform (issue 26): one tau per scored row; reshaped weights are not uniform.
+    assert all(len(r["taus"]) > 0 and 1 / 64 <= r["weight_effective_share"] < 1 for r in scored if r["weight_std"] > 0)
+    assert all(r["tau_mean"] == pytest.approx(sum(r["taus"]) / len(r["taus"]), abs=1e-3) for r in scored)
     assert (tmp_path / CHECKPOINT).exists()
 
 
@@ -217,6 +221,7 @@ def test_uniform_is_plain_grpo(world):
     step = records[0]
     assert step["weight_mean"] == 1.0 and step["weight_std"] == 0.0
     assert step["weight_suppressed"] == 0.0 and step["weight_boosted"] == 0.0
+    assert step["weight_effective_share"] in (None, 1.0) and step["tau_zero_share"] in (None, 1.0)
 
     # Plain GRPO by hand: same prompts, same samples, [B] sequence advantages.
     reference = copy.deepcopy(model)
@@ -266,15 +271,16 @@ def test_oar_steps_continue_from_the_sampling_cache(world, monkeypatch):
     def checking(*args, **kwargs):
         caches.append(kwargs.get("sampled_cache"))
         rng = torch.get_rng_state()  # OAR-G's noise: the same for both calls
-        weights = token_weights(*args, **kwargs)
+        result = token_weights(*args, **kwargs)
+        weights = result[0] if isinstance(result, tuple) else result  # train_step also asks for the scores
         if caches[-1] is not None:
             after = torch.get_rng_state()
             torch.set_rng_state(rng)
-            torch.testing.assert_close(weights, token_weights(*args, **{**kwargs, "sampled_cache": None}),
-                                       rtol=1e-5, atol=1e-6)
+            again = token_weights(*args, **{**kwargs, "sampled_cache": None, "return_scores": False})
+            torch.testing.assert_close(weights, again, rtol=1e-5, atol=1e-6)
             torch.set_rng_state(after)
             reshaped.append(bool((weights != 1).any()))
-        return weights
+        return result
 
     monkeypatch.setattr(train_module, "token_weights", checking)
     for method in ("oar-p", "oar-g:answer_joint"):  # OAR-G's KL modes amplify float32 rounding (test_attribution)

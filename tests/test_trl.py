@@ -349,3 +349,78 @@ def test_same_seed_same_lora_adapter(tmp_path):
                         peft_config=lora)
         adapters.append({k: v for k, v in snapshot(trainer).items() if "lora_A" in k})
     assert adapters[0] and all(torch.equal(adapters[0][k], adapters[1][k]) for k in adapters[0])
+
+
+def test_format_reward_counts_stated_answers_right_or_wrong():
+    from oar_lite.trl import format_reward
+
+    reward = format_reward(["answer_is"])
+    assert reward.__name__ == "format"  # TRL logs it as rewards/format/mean
+    completions = ["The answer is 7.", [{"role": "assistant", "content": "The answer is 8."}], "7"]
+    assert reward(completions, answer=["7", "7", "7"]) == [1.0, 1.0, 0.0]
+
+
+def test_uniformity_metrics_match_the_weights_of_the_batch(tmp_path):
+    from oar_lite.reshape import weight_uniformity
+
+    args = config(tmp_path=tmp_path, oar_method="oar-p", max_steps=1)
+    model = tiny_model()
+    policy_at_generation = copy.deepcopy(model).eval()
+    trainer = run(OARGRPOTrainer, args, model=model)
+    (inputs, _), = trainer.seen
+    tokenizer = char_tokenizer()
+    prompt_ids, completion_ids = inputs["prompt_ids"], inputs["completion_ids"]
+    P, C = prompt_ids.shape[1], completion_ids.shape[1]
+    segments = [segment_completion_ids(tokenizer, ids[: int(n) - 1]) for ids, n in
+                zip(completion_ids.tolist(), inputs["completion_mask"].sum(1).tolist())]
+    reasoning, answer = segments_to_masks(segments, P, P + C)
+    weights, scores = token_weights(policy_at_generation, torch.cat([prompt_ids, completion_ids], 1),
+                                    torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1), reasoning,
+                                    answer, method="oar-p:last", pad_token_id=tokenizer.pad_token_id,
+                                    return_scores=True)
+    rows = weight_uniformity(scores, [w[m] for w, m in zip(weights, reasoning)])
+    log = trainer.state.log_history[0]
+    assert len(rows) == 6  # two groups of 4, one row each without an answer
+    assert log["oar/effective_share"] == pytest.approx(sum(r["effective_share"] for r in rows) / 6, rel=1e-4)
+    assert log["oar/tau_mean"] == pytest.approx(sum(r["tau"] for r in rows) / 6, rel=1e-4, abs=1e-6)
+    assert log["oar/frac_tau_zero"] == pytest.approx(sum(r["tau"] == 0 for r in rows) / 6)
+    tokens = sum(r["tokens"] for r in rows)
+    assert log["oar/frac_at_floor"] == pytest.approx(sum(r["at_floor"] * r["tokens"] for r in rows) / tokens, rel=1e-4)
+    assert log["oar/effective_share"] < 1  # OAR-P's weights are not uniform here: the check can fail
+
+
+def test_heldout_callback_measures_at_its_steps_and_resumes(tmp_path):
+    from peft import LoraConfig
+
+    from oar_lite.evaluate import heldout_accuracy
+    from oar_lite.train import read_jsonl
+    from oar_lite.trl import HeldOutAccuracyCallback
+
+    model, tokenizer = toy.load_model()
+    problems = toy.make_problems(4, seed=0, digits=3)
+    held = toy.make_problems(6, seed=1, digits=2)
+    prompts, answers = [p["prompt"] for p in held], [p["answer"] for p in held]
+    data = Dataset.from_list([{"prompt": p["prompt"], "answer": p["answer"]} for p in problems])
+    options = dict(max_new_tokens=toy.max_new_tokens(2), formats=toy.FORMATS, add_special_tokens=True, seed=5)
+    base = heldout_accuracy(model, tokenizer, prompts, answers, **options)
+    path = tmp_path / "heldout.jsonl"
+
+    def train(steps):
+        callback = HeldOutAccuracyCallback(tokenizer, prompts, answers, at_steps=[0, 2], path=path,
+                                           decodings={"greedy": (0.0, 1), "t1": (1.0, 2)}, **options)
+        args = config(tmp_path=tmp_path, oar_method="none", num_generations=4, per_device_train_batch_size=8,
+                      max_completion_length=toy.max_new_tokens(3), learning_rate=1e-3, max_steps=steps)
+        trainer = OARGRPOTrainer(model=copy.deepcopy(model), reward_funcs=lambda completions, answer, **kw:
+                                 toy.rewards(completions, answer), args=args, train_dataset=data,
+                                 processing_class=tokenizer, callbacks=[callback],
+                                 peft_config=LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+        trainer.train()
+        return callback
+
+    train(2)
+    records = read_jsonl(path)
+    assert [(r["step"], r["decoding"]) for r in records] == [(0, "greedy"), (0, "t1"), (2, "greedy"), (2, "t1")]
+    assert records[0]["correct"] == base["correct"]  # step 0: the base model (LoRA starts at zero)
+    assert [len(c) for c in records[1]["correct"]] == [2] * 6 and records[1]["samples"] == 2
+    again = train(2)  # a second run over the same file: every step is already measured
+    assert len(read_jsonl(path)) == 4 and again.done == {(0, "greedy"), (0, "t1"), (2, "greedy"), (2, "t1")}

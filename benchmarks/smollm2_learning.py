@@ -1,0 +1,167 @@
+"""Does a real LM learn on a laptop? SmolLM2-135M-Instruct + LoRA through `OARGRPOTrainer`
+(TRL, peft) on the one-step word problems, GRPO (``--method none``) against OAR, with the
+policy's accuracy on held-out problems measured before, along and after training.
+Results: benchmarks/RESULTS.md, "SmolLM2 learns"; the logs ship in
+``oar_lite/data/smollm2_learning/`` (notebook 07 plots them).
+
+One run per call (resumable: a run killed mid-way continues from its last checkpoint), then
+``collect`` gathers the finished runs into the shipped JSON::
+
+    python -m benchmarks.smollm2_learning run --method none --seed 1 --learning-rate 3e-4 --steps 30
+    python -m benchmarks.smollm2_learning collect --name main results/smollm2-learning/*
+
+The problems: the four one-step templates of `oar_lite.problems` (SmolLM2 answers about a
+third of them greedily and a quarter at temperature 1, so most groups of 8 have mixed rewards
+and GRPO has a signal; on two- and three-step problems it is at 0-3%). Held-out problems
+(`heldout_problems`) are drawn with their own seed and removed from the training pool, so
+no held-out question is ever trained on.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from benchmarks import common
+
+OUT = Path("results/smollm2-learning")
+SHIPPED = Path(__file__).resolve().parent.parent / "oar_lite" / "data" / "smollm2_learning"
+
+SPLIT = dict(steps=1, per_template=24, heldout_seed=2026, train_size=4096, train_seed=0)
+"""`oar_lite.problems.heldout_split`'s settings: the one-step templates, 96 held-out problems."""
+SHOTS = 2
+FORMATS = ["answer_is"]
+DECODINGS = {"greedy": (0.0, 1), "t1": (1.0, 1)}
+"""Held-out decodings: greedy, and one sample at the training temperature (fixed draws)."""
+LOGGED = ("reward", "rewards/accuracy/mean", "rewards/format/mean", "completions/mean_length",
+          "completions/clipped_ratio", "frac_reward_zero_std", "entropy", "loss", "grad_norm", "step_time",
+          "cpu_time", "oar/weight_std", "oar/frac_suppressed", "oar/frac_boosted", "oar/frac_at_floor",
+          "oar/tau_mean", "oar/frac_tau_zero", "oar/effective_share", "oar/frac_no_answer",
+          "oar/attribution_seconds")
+"""The per-step metrics of TRL's log kept in the shipped logs."""
+
+
+class _CPUTime:
+    """Adds the process's CPU seconds so far to every TRL log record (``cpu_time``)."""
+
+    def __new__(cls):
+        from transformers import TrainerCallback
+
+        class CPUTime(TrainerCallback):
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                if logs is not None:
+                    logs["cpu_time"] = round(time.process_time(), 2)
+
+        return CPUTime()
+
+
+def run(args) -> Path:
+    """Train one run into ``args.out / <method>-seed<seed>-lr<lr>``; returns the folder."""
+    from datasets import Dataset
+
+    from oar_lite.models import load_smollm2
+    from oar_lite.problems import dataset_rows, format_prompt, heldout_split
+    from oar_lite.trl import (HeldOutAccuracyCallback, OARGRPOTrainer, accuracy_reward, format_reward, lora_adapter,
+                              recipe_config)
+
+    torch.set_num_threads(args.threads)
+    name = f"{args.method.replace(':', '-')}-seed{args.seed}-lr{args.learning_rate:g}"
+    out = args.out / name
+    out.mkdir(parents=True, exist_ok=True)
+    model, tokenizer = load_smollm2()
+    train, heldout = heldout_split(**SPLIT)
+    config = recipe_config(
+        "laptop", str(out), steps=args.steps, oar_method=args.method, answer_formats=FORMATS, seed=args.seed,
+        device="cpu", learning_rate=args.learning_rate, prompts_per_step=args.prompts, num_generations=args.group_size,
+        micro_batch=args.micro_batch, max_completion_length=args.max_completion_length, save_steps=args.save_steps,
+        reward_weights=[1.0, 0.0], dataloader_num_workers=0, **({} if args.bf16 is None else {"bf16": args.bf16}))
+    evaluation = HeldOutAccuracyCallback(
+        tokenizer, [format_prompt(p, tokenizer, shots=SHOTS) for p in heldout], [p.answer for p in heldout],
+        at_steps=args.eval_at, path=out / "heldout.jsonl", decodings=DECODINGS,
+        max_new_tokens=args.max_completion_length, seed=SPLIT["heldout_seed"], formats=FORMATS)
+    trainer = OARGRPOTrainer(model=model, reward_funcs=[accuracy_reward(FORMATS), format_reward(FORMATS)],
+                             args=config, train_dataset=Dataset.from_list(dataset_rows(train, shots=SHOTS)),
+                             processing_class=tokenizer, peft_config=lora_adapter(args.lora_rank),
+                             callbacks=[evaluation, _CPUTime()])
+    settings = {k: v for k, v in vars(args).items() if k not in ("func", "out", "argv")}
+    settings.update(recipe="laptop", bf16=config.bf16, templates=sorted({p.template for p in train}),
+                    heldout=len(heldout), train_pool=len(train), shots=SHOTS, decodings=DECODINGS, formats=FORMATS,
+                    split=SPLIT)
+    header = {"command": common.command("smollm2_learning", args.argv), "machine": common.machine("cpu"),
+              "settings": settings, "trl_config": {k: config.to_dict()[k] for k in (
+                  "loss_type", "scale_rewards", "epsilon", "epsilon_high", "beta", "num_iterations", "top_k", "top_p",
+                  "mask_truncated_completions", "steps_per_generation", "generation_batch_size",
+                  "lr_scheduler_type", "gradient_checkpointing")}}
+    common.write_json({**header, "finished": False}, out / "run.json")
+    resume = any(out.glob("checkpoint-*"))
+    start = time.time()
+    trainer.train(resume_from_checkpoint=True if resume else None)
+    trainer.save_state()
+    log = [{k: h[k] for k in ("step", *LOGGED) if k in h} for h in trainer.state.log_history if "reward" in h]
+    common.write_json({**header, "finished": True, "wall_seconds_last_session": round(time.time() - start, 1),
+                       "resumed": resume, "log": log}, out / "run.json")
+    return out
+
+
+def collect(args) -> Path:
+    """The finished runs' settings, per-step logs and held-out results as one JSON."""
+    from oar_lite.train import read_jsonl
+
+    runs = []
+    for folder in args.runs:
+        meta = json.loads((folder / "run.json").read_text())
+        if not meta.get("finished"):
+            raise SystemExit(f"{folder} has not finished (run.json says so); finish or leave it out")
+        evals = read_jsonl(folder / "heldout.jsonl")
+        runs.append({"name": folder.name, "method": meta["settings"]["method"], "seed": meta["settings"]["seed"],
+                     "learning_rate": meta["settings"]["learning_rate"], "command": meta["command"],
+                     "machine": meta["machine"], "settings": meta["settings"], "trl_config": meta["trl_config"],
+                     "log": meta["log"], "heldout": sorted(evals, key=lambda r: (r["step"], r["decoding"]))})
+    path = args.json or SHIPPED / f"{args.name}.json"
+    common.write_json({"name": args.name, "note": args.note, "runs": runs}, path)
+    print(f"{len(runs)} runs -> {path}")
+    return path
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
+    sub = ap.add_subparsers(required=True)
+    r = sub.add_parser("run", help="train one run (resumes from its last checkpoint)", allow_abbrev=False)
+    r.add_argument("--method", default="none", help="none (GRPO) | oar-g | oar-p | a scorer name")
+    r.add_argument("--seed", type=int, default=1)
+    r.add_argument("--learning-rate", type=float, default=3e-4, help="the recipe's is the screen's pick")
+    r.add_argument("--steps", type=int, default=30)
+    r.add_argument("--eval-at", type=int, nargs="+", default=[0, 10, 20, 30], help="optimizer steps to measure at")
+    r.add_argument("--prompts", type=int, default=4, help="prompts per step")
+    r.add_argument("--group-size", type=int, default=8, help="completions per prompt")
+    r.add_argument("--micro-batch", type=int, default=8, help="rows per forward/backward (memory)")
+    r.add_argument("--max-completion-length", type=int, default=64)
+    r.add_argument("--lora-rank", type=int, default=16)
+    r.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
+                   help="bfloat16 autocast for the update (default: where the CPU has it natively; "
+                        "sampling and scoring stay float32)")
+    r.add_argument("--save-steps", type=int, default=5)
+    r.add_argument("--threads", type=int, default=1)
+    r.add_argument("--out", type=Path, default=OUT)
+    r.set_defaults(func=run)
+    c = sub.add_parser("collect", help="gather finished runs into one JSON", allow_abbrev=False)
+    c.add_argument("runs", nargs="+", type=Path)
+    c.add_argument("--name", required=True)
+    c.add_argument("--note", default="")
+    c.add_argument("--json", type=Path, default=None, help=f"default: {SHIPPED}/<name>.json")
+    c.set_defaults(func=collect)
+    args = ap.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else argv
+    if getattr(args, "prompts", 1) * getattr(args, "group_size", 1) % getattr(args, "micro_batch", 1):
+        ap.error("--prompts x --group-size must be a multiple of --micro-batch")
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    main()

@@ -1,0 +1,68 @@
+"""Held-out accuracy (`oar_lite.evaluate`): per-problem results that equal the reward of the
+sampled completions, fixed draws for a seed, and the caller's random state left alone."""
+import pytest
+import torch
+
+from oar_lite import toy
+from oar_lite.evaluate import heldout_accuracy
+from oar_lite.reward import math_reward
+from oar_lite.rollout import sample_completions
+
+
+@pytest.fixture(scope="module")
+def toy_policy():
+    return toy.load_model()
+
+
+def _problems(n=5):
+    held = toy.make_problems(n, seed=3, digits=2)
+    return [p["prompt"] for p in held], [p["answer"] for p in held]
+
+
+OPTIONS = dict(max_new_tokens=toy.max_new_tokens(2), formats=toy.FORMATS, add_special_tokens=True)
+
+
+def test_results_are_the_rewards_of_the_completions(toy_policy):
+    model, tok = toy_policy
+    prompts, answers = _problems()
+    got = heldout_accuracy(model, tok, prompts, answers, temperature=1.0, samples=3, seed=11, rows_per_batch=6, **OPTIONS)
+    # The same draws by hand: one call per chunk of 2 prompts (6 rows / 3 samples), seeded seed + start.
+    want, lengths = [], []
+    for start in range(0, 5, 2):
+        r = sample_completions(model, tok, prompts[start:start + 2], group_size=3, temperature=1.0, seed=11 + start,
+                               max_new_tokens=OPTIONS["max_new_tokens"], formats=toy.FORMATS)
+        for i in range(len(r) // 3):
+            want.append([int(math_reward(r.completions[i * 3 + k], answers[start + i], formats=toy.FORMATS))
+                         for k in range(3)])
+            lengths.append([len(r.completion_ids[i * 3 + k]) for k in range(3)])
+    assert got["correct"] == want and got["tokens"] == lengths
+    assert got["accuracy"] == pytest.approx(sum(map(sum, want)) / 15)
+    assert 0 < got["answered_rate"] <= 1  # the shipped toy model writes A=...
+
+
+def test_same_seed_same_draws_and_the_callers_random_state_is_kept(toy_policy):
+    model, tok = toy_policy
+    prompts, answers = _problems()
+    torch.manual_seed(0)
+    first = heldout_accuracy(model, tok, prompts, answers, temperature=1.0, samples=2, seed=4, **OPTIONS)
+    after = torch.rand(3)
+    torch.manual_seed(0)
+    second = heldout_accuracy(model, tok, prompts, answers, temperature=1.0, samples=2, seed=4, **OPTIONS)
+    assert first == second
+    torch.manual_seed(0)
+    assert torch.equal(torch.rand(3), after)  # as if no evaluation had run
+    other = heldout_accuracy(model, tok, prompts, answers, temperature=1.0, samples=2, seed=5, **OPTIONS)
+    assert other["tokens"] != first["tokens"] or other["correct"] != first["correct"]
+
+
+def test_greedy_is_deterministic_and_bad_input_is_refused(toy_policy):
+    model, tok = toy_policy
+    prompts, answers = _problems()
+    a = heldout_accuracy(model, tok, prompts, answers, **OPTIONS)
+    assert a == heldout_accuracy(model, tok, prompts, answers, seed=99, **OPTIONS)
+    with pytest.raises(ValueError, match="one answer per prompt"):
+        heldout_accuracy(model, tok, prompts, answers, samples=2, **OPTIONS)
+    with pytest.raises(ValueError, match="equally long"):
+        heldout_accuracy(model, tok, prompts, answers[:-1], **OPTIONS)
+    with pytest.raises(ValueError, match="samples"):
+        heldout_accuracy(model, tok, prompts, answers, temperature=1.0, samples=0, **OPTIONS)

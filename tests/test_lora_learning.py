@@ -1,0 +1,65 @@
+"""oar_lite.lora_learning: held-out gains with intervals over seeds and problems, curves and
+step costs, on small synthetic logs with known answers."""
+import numpy as np
+import pytest
+
+from oar_lite import lora_learning as ll
+
+
+def _run(method, seed, correct_by_step, cpu=None):
+    heldout = [{"step": s, "decoding": "greedy", "correct": [[c] for c in cs], "cpu_seconds": 10.0}
+               for s, cs in correct_by_step.items()]
+    steps = max(correct_by_step)
+    cpu = cpu or [100.0 * k + (10.0 if k in correct_by_step else 0) for k in range(1, steps + 1)]
+    log = [{"step": k, "reward": 0.1 * k, "cpu_time": c} for k, c in zip(range(1, steps + 1), cpu)]
+    return {"name": f"{method}-{seed}", "method": method, "seed": seed, "heldout": heldout, "log": log}
+
+
+def _log():
+    base = [0, 0, 1, 0]
+    return {"name": "t", "runs": [
+        _run("none", 1, {0: base, 4: [1, 0, 1, 0]}),
+        _run("none", 2, {0: base, 4: [0, 1, 1, 0]}),
+        _run("oar-g", 1, {0: base, 4: [1, 1, 1, 0]}),
+        _run("oar-g", 2, {0: base, 4: [1, 0, 1, 0]})]}
+
+
+def test_heldout_change_and_its_paired_difference():
+    log = _log()
+    grpo = ll.heldout_change(log, "none")
+    assert grpo["mean"] == pytest.approx(0.25) and grpo["end"] == 4 and grpo["seeds"] == [1, 2]
+    assert grpo["start_accuracy"] == 0.25 and grpo["end_accuracy"] == 0.5
+    assert grpo["low"] <= 0.25 <= grpo["high"] and grpo["low"] >= 0
+    paired = ll.heldout_change(log, "oar-g", against="none")
+    assert paired["mean"] == pytest.approx(0.125)  # (2 + 1) / 8 gained against (1 + 1) / 8
+    assert "+0.125" in ll.describe(paired)
+
+
+def test_crossed_bootstrap_covers_both_sources_of_chance():
+    assert ll.crossed_bootstrap(np.full((3, 5), 0.2)) == pytest.approx((0.2, 0.2))
+    rng = np.random.default_rng(0)
+    seeds_only = np.repeat(rng.normal(size=(4, 1)), 50, axis=1)  # all variation between seeds
+    low, high = ll.crossed_bootstrap(seeds_only)
+    assert high - low > 0.3  # resampling problems alone would give a zero-width interval
+    with pytest.raises(ValueError, match="seeds, problems"):
+        ll.crossed_bootstrap(np.zeros(5))
+
+
+def test_curves_and_missing_things_say_what_is_there():
+    log = _log()
+    curve = ll.heldout_curve(log, "none")
+    assert curve["steps"] == [0, 4] and curve["mean"] == pytest.approx([0.25, 0.5])
+    reward = ll.metric_curve(log, "oar-g", "reward")
+    assert reward["steps"] == [1, 2, 3, 4] and reward["mean"] == pytest.approx([0.1, 0.2, 0.3, 0.4])
+    with pytest.raises(ValueError, match="no run of method 'oar-p'"):
+        ll.heldout_curve(log, "oar-p")
+    with pytest.raises(ValueError, match=r"at step 7; it has \[0, 4\]"):
+        ll.per_problem(log["runs"][0], 7)
+
+
+def test_step_cost_leaves_out_measured_steps_and_resumes():
+    run = _run("none", 1, {0: [0, 1], 4: [1, 1]}, cpu=[110.0, 210.0, 20.0, 140.0])  # resumed before step 3
+    assert ll.step_cpu_seconds(run) == [100.0]  # step 2 only: step 3 restarted, step 4 held a measurement
+    slow = _run("oar-g", 1, {0: [0, 1], 4: [1, 1]}, cpu=[130.0, 280.0, 430.0, 590.0])
+    log = {"runs": [run, slow]}
+    assert ll.cost_ratio(log, "oar-g")["per_seed"] == {1: pytest.approx(150.0 / 100.0)}
