@@ -65,16 +65,17 @@ def render(data: dict) -> str:
                          _pct(c["shares"]["prompts"]), _pct(c["shares"]["completions"]),
                          f"{c['shares']['irrelevant']:.1%} ({lo:.1%}-{hi:.1%})",
                          f"{1 / (1 - c['shares']['irrelevant']) - 1:+.0%}",
+                         f"{e['coordinates']['mean']:.1%}" if "coordinates" in e else "-",
                          f"{c['irrelevant_mean_share']:.3f}", checks or "-"])
         else:
             c = e["completion"]
             lo, hi = c["share_ci"]
             rows.append([name, "SmolLM2-135M-Instruct", f"{c['n']} completions of {c['units']} problems",
-                         f"|delta P| < {e['settings']['threshold']:g}", "-", "-",
-                         f"{c['share']:.1%} ({lo:.1%}-{hi:.1%})", f"{1 / (1 - c['share']) - 1:+.0%}", "-", "-"])
+                         f"abs(delta P) < {e['settings']['threshold']:g}", "-", "-",
+                         f"{c['share']:.1%} ({lo:.1%}-{hi:.1%})", f"{1 / (1 - c['share']) - 1:+.0%}", "-", "-", "-"])
     return "\n".join(markdown_table(
         ["setting", "model", "batch", "batches (sets x draws) / irrelevant", "prompts", "completions",
-         "irrelevant tokens (95% CI)", "SNR bound of ideal credit", "irrelevant mean share",
+         "irrelevant tokens (95% CI)", "SNR bound of ideal credit", "per parameter, averaged", "irrelevant mean share",
          "measured SNR vs uniform"], rows))
 
 
@@ -94,10 +95,13 @@ def toy_entry(args, report: dict) -> dict:
                                      on_batch=None if args.no_progress else
                                      lambda b, i: print(f"batch {b + 1}/{batches}", flush=True))
     components = gq.variance_components(grads["uniform"], grads["relevant"], draws=args.draws)
+    # The same share parameter by parameter (what Adam, which scales each parameter's step, sees).
+    coordinates = gq.coordinate_shares(grads["uniform"], grads["relevant"], draws=args.draws,
+                                       groups=gq.parameter_groups(model))
     stats = gq.gradient_stats(grads)
     base = stats["uniform"]["snr"]
     lengths = [len(r["completion_ids"]) for r in info["rows"]]
-    report.update(kind="toy", components=components,
+    report.update(kind="toy", components=components, coordinates=coordinates,
                   snr_vs_uniform={k: stats[k]["snr"] / base - 1 for k in grads if k != "uniform"},
                   stats=stats, mean_reward=sum(info["rewards"]) / len(info["rewards"]),
                   mixed=sum(info["mixed"]) / len(info["mixed"]),

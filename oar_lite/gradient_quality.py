@@ -446,3 +446,71 @@ def completion_noise_shares(model, sequences, *, groups=None, n_boot: int = 2000
     alpha = (1 - level) / 2
     ci = (float(np.quantile(boot, alpha)), float(np.quantile(boot, 1 - alpha))) if len(boot) else (float("nan"),) * 2
     return {"share": share, "share_ci": ci, "n": len(rows), "units": len(units), "per_completion": rows}
+
+
+def coordinate_shares(full: torch.Tensor, relevant: torch.Tensor, *, draws: int,
+                      groups: Mapping[str, torch.Tensor] | None = None) -> dict:
+    """The irrelevant share of `variance_components` parameter by parameter: what it is for an
+    optimizer that scales each parameter's step by its own gradient's size (Adam), where the
+    noise of one parameter does not shrink another's step.
+
+    Args:
+        full, relevant, draws: as for `variance_components` (``[N * M, D]``, rows ``n * M + m``).
+        groups: ``{name: [D] bool}`` parameter groups (e.g. the embedding, the attention and
+            MLP weights) whose shares are also given.
+
+    Returns:
+        ``{"mean": the mean over parameters of (Var_j(full) - Var_j(relevant)) / Var_j(full),
+        "groups": {name: {"mean": the same over the group, "trace": the group's share of the
+        summed variances (`variance_components`' share restricted to it), "variance": the
+        group's part of the total variance}}}``; parameters whose gradient never varies are
+        left out. Per parameter the estimate is noisy, its mean over many is not.
+    """
+    if full.shape != relevant.shape or full.dim() != 2:
+        raise ValueError(f"full and relevant must both be [N * M, D], got {tuple(full.shape)} and {tuple(relevant.shape)}")
+    if not isinstance(draws, int) or draws < 2 or full.shape[0] % draws or full.shape[0] // draws < 2:
+        raise ValueError(f"draws must be an int >= 2 that divides the {full.shape[0]} rows into >= 2 prompt sets, "
+                         f"got {draws!r}")
+    N, D = full.shape[0] // draws, full.shape[1]
+
+    def per_coordinate(x: torch.Tensor) -> torch.Tensor:  # [D] total variance (ANOVA, as `_components`)
+        means = torch.zeros(N, D, dtype=torch.float64)
+        within = torch.zeros(D, dtype=torch.float64)
+        for n in range(N):
+            rows = x[n * draws:(n + 1) * draws].double()
+            means[n] = rows.mean(0)
+            within += (rows - means[n]).pow(2).sum(0) / (draws - 1)
+        within /= N
+        between = (means - means.mean(0)).pow(2).sum(0) / (N - 1)
+        return between - within / draws + within
+
+    total, left = per_coordinate(full), per_coordinate(relevant)
+    varies = total > 0
+    share = torch.where(varies, (total - left) / torch.where(varies, total, torch.ones_like(total)), torch.zeros_like(total))
+    out = {"mean": float(share[varies].mean()), "groups": {}}
+    for name, mask in (groups or {}).items():
+        mask = torch.as_tensor(mask, dtype=torch.bool)
+        if mask.shape != (D,):
+            raise ValueError(f"group {name!r} must be a [D] = [{D}] bool mask, got {tuple(mask.shape)}")
+        m = mask & varies
+        out["groups"][name] = {"mean": float(share[m].mean()) if m.any() else float("nan"),
+                               "trace": float((total[m] - left[m]).sum() / total[m].sum()) if m.any() else float("nan"),
+                               "variance": float(total[m].sum() / total[varies].sum())}
+    return out
+
+
+def parameter_groups(model) -> dict[str, torch.Tensor]:
+    """``{"embedding", "attention", "mlp", "norms", "other"}`` -> ``[D]`` bool masks over the
+    trainable parameters in `batch_gradients`' order (by name: ``embed``/``lm_head``,
+    ``self_attn``/``attn``, ``mlp``, ``norm``), for `coordinate_shares`."""
+    names = {"embedding": ("embed", "lm_head", "wte", "wpe"), "attention": ("attn",), "mlp": ("mlp",),
+             "norms": ("norm", "ln_")}
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    D = sum(p.numel() for _, p in params)
+    out = {k: torch.zeros(D, dtype=torch.bool) for k in (*names, "other")}
+    start = 0
+    for n, p in params:
+        key = next((k for k, parts in names.items() if any(part in n for part in parts)), "other")
+        out[key][start:start + p.numel()] = True
+        start += p.numel()
+    return {k: v for k, v in out.items() if v.any()}

@@ -213,6 +213,35 @@ def test_variance_components_equal_the_textbook_anova():
     assert out["variance"]["irrelevant"] == pytest.approx(total - left, rel=1e-10)
 
 
+def test_coordinate_shares_see_noise_that_sits_in_few_parameters():
+    N, M, D = 300, 2, 40
+    full, relevant = _nested(N, M, D, k=0, seed=3)
+    g = torch.Generator().manual_seed(4)
+    noise = torch.zeros(N * M, D, dtype=torch.float64)
+    noise[:, :4] = 6.0 * torch.randn(N * M, 4, generator=g, dtype=torch.float64)  # large, in 4 parameters of 40
+    full = relevant + noise
+    trace = gq.variance_components(full, relevant, draws=M, n_boot=50)["shares"]["irrelevant"]
+    few = torch.zeros(D, dtype=torch.bool)
+    few[:4] = True
+    out = gq.coordinate_shares(full, relevant, draws=M, groups={"few": few, "rest": ~few, "all": torch.ones(D, dtype=torch.bool)})
+    assert trace > 0.6                                      # the summed variance is mostly this noise
+    assert out["mean"] < 0.15                               # but 36 of 40 parameters carry none of it
+    assert out["groups"]["few"]["mean"] > 0.9 and abs(out["groups"]["rest"]["mean"]) < 0.05
+    assert out["groups"]["all"]["trace"] == pytest.approx(trace, rel=1e-9)
+    assert out["groups"]["few"]["variance"] + out["groups"]["rest"]["variance"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="bool mask"):
+        gq.coordinate_shares(full, relevant, draws=M, groups={"bad": torch.ones(3, dtype=torch.bool)})
+
+
+def test_parameter_groups_cover_the_toy_model_once():
+    model, _ = toy.load_model()
+    groups = gq.parameter_groups(model)
+    D = sum(p.numel() for p in model.parameters())
+    assert set(groups) >= {"embedding", "attention", "mlp", "norms"}
+    assert int(sum(m.long() for m in groups.values()).max()) == 1 and sum(int(m.sum()) for m in groups.values()) == D
+    assert int(groups["embedding"].sum()) == model.get_input_embeddings().weight.numel()
+
+
 def test_variance_components_errors():
     full, relevant = _nested(4, 2, 5, k=1)
     with pytest.raises(ValueError, match="draws"):
