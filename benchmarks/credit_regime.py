@@ -40,6 +40,9 @@ def main(argv=None) -> dict | str:
     ap.add_argument("--reuse", nargs="*", default=[], metavar="DIR",
                     help="other compare folders whose runs of methods not trained here join the table (e.g. GRPO's "
                          "runs of the same seeds when only the boost changes, which uniform credit ignores)")
+    ap.add_argument("--oracle", default="oracle",
+                    help="the method whose gain the others' recovered fraction refers to (default: the blame oracle; "
+                         "the positive control's is oracle-relevant)")
     ap.add_argument("--reuse-methods", nargs="+", default=["uniform"],
                     help="the methods taken from --reuse folders (default: GRPO's runs only)")
     cli.add_setting_flags(ap, {**{k: cmp.RUN_OPTIONS[k] for k in ("target", "jobs")}, **cli.run_settings()})
@@ -66,15 +69,18 @@ def main(argv=None) -> dict | str:
                   and r.get("method") not in trained]
         records += reused
         methods = [m for m in dict.fromkeys(r["method"] for r in reused if "method" in r) if m not in methods] + methods
-    methods.sort(key=lambda m: (m != "uniform", m != "oracle"))  # GRPO, the oracle, then the rest in order
-    table = regime.learning_table(records, target=summary["target"], methods=methods,
+    methods.sort(key=lambda m: (m != "uniform", m != args.oracle))  # GRPO, the oracle, then the rest in order
+    table = regime.learning_table(records, target=summary["target"], methods=methods, oracle=args.oracle,
                                   max_step=summary["settings"]["steps"])
     # The same runs read at a target 0.05 lower and higher: does the verdict hang on the target chosen?
-    others = {f"{t:g}": regime.learning_table(records, target=t, methods=methods, max_step=summary["settings"]["steps"])
+    others = {f"{t:g}": regime.learning_table(records, target=t, methods=methods, oracle=args.oracle,
+                                              max_step=summary["settings"]["steps"])
               for t in (round(summary["target"] - 0.05, 4), round(summary["target"] + 0.05, 4)) if 0 < t <= 1}
     # Without a target: the mean held-out accuracy over the run, paired against GRPO seed by seed.
-    area = regime.accuracy_area_table(records, methods=methods, max_step=summary["settings"]["steps"])
+    area = regime.accuracy_area_table(records, methods=methods, oracle=args.oracle,
+                                      max_step=summary["settings"]["steps"])
     entry = {"name": args.name, "note": args.note, "command": command, "settings": summary["settings"],
+             "oracle": args.oracle,
              "table": table, "other_targets": others, "area": area, "wall_s": time.time() - t0,
              "reused": {"folders": args.reuse, "methods": [m for m in methods if m not in args.methods]}}
     data = json.loads(args.out.read_text()) if args.out.exists() else {}

@@ -1,9 +1,11 @@
 """Ground-truth credit in the toy world, and the controls any credit must beat (notebook 06).
 
 The toy world (`oar_lite.toy`) knows what every token of a chain should have been, so it can
-say which tokens of a *wrong* completion are to blame. Two scorers with the calling
+say which tokens of a *wrong* completion are to blame. Three scorers with the calling
 convention of `oar_lite.attribution` (the model is not used): ``"oracle"`` (`oracle_scores`,
-blame) and ``"oracle-pivotal"`` (`pivotal_oracle_scores`, influence by construction). Their
+blame), ``"oracle-pivotal"`` (`pivotal_oracle_scores`, influence by construction) and
+``"oracle-relevant"`` (`relevance_oracle_scores`: the tokens the reward depends on, in every
+completion; the credit that removes the noise of the others, `irrelevant_mask`). Their
 scores are binary, so `oar_lite.reshape.bilevel_weights` gives a marked token ``1 + boost``
 times the weight of the others before the mass is rescaled (``boost=9``: "0.1 elsewhere").
 
@@ -114,8 +116,51 @@ def pivotal_oracle_scores(model, input_ids: torch.Tensor, reasoning: slice, answ
     return scores if scores.any() else torch.ones(R)
 
 
+RELEVANT_LABELS = (toy.SUPPORT, toy.PIVOTAL)
+"""Toy labels of the reasoning tokens the reward depends on (operands, carries, result
+digits); `toy.NEUTRAL` ones (filler and scratch words, ``+``, ``=``, spaces) it does not."""
+
+
+def relevant_tokens(input_ids: torch.Tensor, reasoning: slice, answer: slice, tokenizer=None) -> torch.Tensor | None:
+    """``[R]`` bool, the reasoning tokens the reward depends on (`RELEVANT_LABELS`), right or
+    wrong; ``None`` when the completion cannot be parsed (nothing is known)."""
+    _, _, chain, offsets = read_sequence(input_ids, reasoning, answer, tokenizer)
+    if chain is None:
+        return None
+    return _mark(offsets, [i for i, label in enumerate(chain.labels) if label in RELEVANT_LABELS]).bool()
+
+
+def relevance_oracle_scores(model, input_ids: torch.Tensor, reasoning: slice, answer: slice, *,
+                            tokenizer=None) -> torch.Tensor:
+    """Relevance (``"oracle-relevant"``): ``[R]``, 1 on the `relevant_tokens` and 0 on the
+    others, on every completion, right or wrong (which tokens the reward depends on does not
+    depend on the outcome); all 1 (plain GRPO) when the completion cannot be parsed or every
+    token, or none, is relevant. ``model`` is not used."""
+    relevant = relevant_tokens(input_ids, reasoning, answer, tokenizer)
+    R = reasoning.stop - reasoning.start
+    if relevant is None or bool(relevant.all()) or not bool(relevant.any()):
+        return torch.ones(R)
+    return relevant.float()
+
+
+def irrelevant_mask(rollouts, tokenizer=None) -> torch.Tensor:
+    """``[B, T]`` bool over a `oar_lite.rollout.Rollouts`' columns: True on the completion tokens
+    the reward does not depend on (`toy.NEUTRAL`: filler and scratch words, separators), False
+    elsewhere and on every token of a completion that cannot be parsed. Weighting these tokens
+    0 is the credit `oar_lite.gradient_quality.variance_components` compares with GRPO."""
+    tokenizer = tokenizer or _toy_tokenizer()
+    mask = torch.zeros(rollouts.input_ids.shape, dtype=torch.bool)
+    P = rollouts.prompt_length
+    for row, ids in enumerate(rollouts.completion_ids):
+        labels = toy.token_labels(tokenizer, ids)
+        if labels is not None:
+            mask[row, P:P + len(ids)] = labels == toy.NEUTRAL
+    return mask.to(rollouts.input_ids.device)
+
+
 register_scorer("oracle", oracle_scores)
 register_scorer("oracle-pivotal", pivotal_oracle_scores)
+register_scorer("oracle-relevant", relevance_oracle_scores)
 
 
 # ----------------------------------------------------------------------------- influence vs blame

@@ -155,12 +155,14 @@ def sample_completions(
 
 
 def sample_batch(model, tokenizer, problems: Sequence[dict], *, prompts: int, group_size: int, seed: int, step: int,
-                 **sampling) -> tuple[list[dict], Rollouts]:
+                 problem_step: int | None = None, **sampling) -> tuple[list[dict], Rollouts]:
     """The batch of step ``step`` of a run seeded ``seed``: ``prompts`` problems (`pick_problems`),
     ``group_size`` completions of each sampled from the step's seed (`derive_seed`), so every
-    method, a resumed run and gradient quality's batch ``step`` see the same. ``sampling``: the
-    other keywords of `sample_completions`. Returns ``(problem of each row [B], rollouts)``."""
-    chosen = pick_problems(problems, prompts, seed=seed, step=step)
+    method, a resumed run and gradient quality's batch ``step`` see the same. ``problem_step``
+    (default ``step``) takes the problems of another step: nested batches, several completion
+    draws of one prompt set. ``sampling``: the other keywords of `sample_completions`. Returns
+    ``(problem of each row [B], rollouts)``."""
+    chosen = pick_problems(problems, prompts, seed=seed, step=step if problem_step is None else problem_step)
     rollouts = sample_completions(model, tokenizer, [p["prompt"] for p in chosen], group_size=group_size,
                                   seed=derive_seed(seed, step), **sampling)
     return [p for p in chosen for _ in range(group_size)], rollouts

@@ -20,6 +20,13 @@ chain is labelled too:
 - ``NEUTRAL`` (0): filler words, spaces, ``+`` and ``=``.
 - ``OUTSIDE`` (-1): ``A=``, the answer, end of text.
 
+**Scratch words** (the positive-control world of notebook 06, not the shipped model): with
+``chain_of_thought(..., scratch=k)`` a chain opens with ``k`` filler words drawn uniformly at
+random, a scratch label the answer never reads (``"wait so ok ... 3+8+0=11 ... A=731"``). They
+are words, so `parse_chain` labels them `NEUTRAL` like any filler: tokens the reward does not
+depend on, with high entropy in a model pre-trained to write them
+(``scripts/pretrain_toy.py --scratch k``).
+
 The model (`load_model`) and the held-out problems (`load_eval_set`) are package data
 written by ``scripts/pretrain_toy.py``; its settings and accuracies are in
 ``data/toy-model/pretrain_metrics.json`` (`evaluate` recomputes them).
@@ -132,7 +139,8 @@ def make_problems(n: int, *, seed: int, digits: int | tuple[int, int] = (2, 4),
 
 
 def chain_of_thought(a: int, b: int, *, rng: random.Random | None = None, filler_rate: float = 0.3,
-                     max_fillers: int = 2, noise: float = 0.0) -> str:
+                     max_fillers: int = 2, noise: float = 0.0, scratch: int = 0,
+                     scratch_rng: random.Random | None = None) -> str:
     """A completion for ``a + b`` (no end-of-text token), correct unless ``noise > 0``.
 
     Args:
@@ -142,9 +150,14 @@ def chain_of_thought(a: int, b: int, *, rng: random.Random | None = None, filler
             tried again after each one, up to ``max_fillers`` per gap.
         noise: chance that a step writes a wrong result digit (its carry stays right); the
             answer copies the written digits, which makes them pivotal (module docstring).
+        scratch: the chain opens with this many scratch words, each uniform over
+            `FILLER_WORDS` (module docstring); 0 (default) draws nothing.
+        scratch_rng: their source (default ``rng``); a separate one leaves the fillers and
+            noise drawn from ``rng`` exactly those of ``scratch=0``.
 
     Returns:
-        e.g. ``"3+8+0=11 hmm 7+5+1=13 4+2+1=07 A=731"``.
+        e.g. ``"3+8+0=11 hmm 7+5+1=13 4+2+1=07 A=731"``; with ``scratch=3`` e.g.
+        ``"wait so ok 3+8+0=11 hmm 7+5+1=13 4+2+1=07 A=731"``.
     """
     if a < 0 or b < 0 or len(str(a)) != len(str(b)):
         raise ValueError(f"operands must be non-negative with the same number of digits, got {a} and {b}")
@@ -152,8 +165,11 @@ def chain_of_thought(a: int, b: int, *, rng: random.Random | None = None, filler
         raise ValueError(f"filler_rate must be in [0, 1), got {filler_rate}")
     if not 0 <= noise <= 1:
         raise ValueError(f"noise must be in [0, 1], got {noise}")
+    if not isinstance(scratch, int) or scratch < 0:
+        raise ValueError(f"scratch must be a non-negative int (scratch words before the chain), got {scratch!r}")
     rng = rng or random.Random(0)
-    items, written, carry = [], [], 0
+    draw = scratch_rng or rng
+    items, written, carry = [draw.choice(FILLER_WORDS) for _ in range(scratch)], [], 0
 
     def fillers():
         k = 0
@@ -419,9 +435,10 @@ def write_eval_set(problems: Sequence[dict], path: str | Path | None = None) -> 
     return path
 
 
-def max_new_tokens(digits: int, filler_rate: float = 0.3, max_fillers: int = 2) -> int:
-    """A completion length cap that a well-formed chain for ``digits``-digit operands fits."""
-    return digits * 9 + (digits + 1) * 2 * max_fillers + digits + 6
+def max_new_tokens(digits: int, filler_rate: float = 0.3, max_fillers: int = 2, scratch: int = 0) -> int:
+    """A completion length cap that a well-formed chain for ``digits``-digit operands fits
+    (with ``scratch`` scratch words in front: one token each, the space after it another)."""
+    return digits * 9 + (digits + 1) * 2 * max_fillers + digits + 6 + 2 * scratch
 
 
 @torch.no_grad()
