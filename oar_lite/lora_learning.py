@@ -55,16 +55,19 @@ def per_problem(run: dict, step: int, decoding: str = "greedy") -> np.ndarray:
 
 
 def heldout_change(log: dict, method: str, *, decoding: str = "greedy", start: int = 0, end: int | None = None,
-                   against: str | None = None) -> dict:
+                   against: str | None = None, seeds: Sequence[int] | None = None) -> dict:
     """Held-out accuracy gained from step ``start`` to ``end`` (default: the last measured
     step), per problem and seed, for ``method``; with ``against``, the gain of ``method`` minus
-    that of ``against`` on the same seed (paired). Returns ``{"mean", "low", "high", "seeds",
+    that of ``against`` on the same seed (paired); ``seeds`` keeps only those seeds. Returns ``{"mean", "low", "high", "seeds",
     "problems", "start_accuracy", "end_accuracy"}`` (95% crossed bootstrap, `crossed_bootstrap`)."""
-    runs = runs_of(log, method)
+    keep = (lambda rs: rs) if seeds is None else (lambda rs: [r for r in rs if r["seed"] in set(seeds)])
+    runs = keep(runs_of(log, method))
+    if not runs:
+        raise ValueError(f"no run of {method!r} with seeds {list(seeds)}; it has {[r['seed'] for r in runs_of(log, method)]}")
     end = heldout_steps(runs[0], decoding)[-1] if end is None else end
 
     def gains(rs):
-        return {r["seed"]: per_problem(r, end, decoding) - per_problem(r, start, decoding) for r in rs}
+        return {r["seed"]: per_problem(r, end, decoding) - per_problem(r, start, decoding) for r in keep(rs)}
 
     mine = gains(runs)
     if against is not None:

@@ -13,7 +13,7 @@ LAYERS = [
     {"checks", "seeding", "grpo", "reshape", "rollout", "segment", "reward", "attribution"},  # the core
     {"toy", "oracle", "models", "problems", "evaluate"},  # the toy world, models, problems
     {"train", "checkpoint", "trl"},  # training
-    {"stats", "report", "credit", "ground_truth", "gradient_quality", "regime", "lora_learning"},  # measuring
+    {"stats", "report", "credit", "ground_truth", "gradient_quality", "regime", "lora_learning", "findings"},  # measuring
     {"compare", "cli", "__main__", "plots", "progress", "viz", "exercises"},  # experiments and the course
 ]
 """The layers of the README's table: a module imports from its own layer or the ones before it."""

@@ -1,0 +1,306 @@
+"""What the series found, in words, from the shipped measurements only: the numbers of the
+credit notebook (06) and of the SmolLM2 runs (07), gathered in one place (`credit_findings`,
+`learning_findings`) and written out as the prose a teacher can read aloud
+(`credit_conclusion`, `learning_conclusion`) and as the README's "What we measured" block
+(`readme_summary`; ``python -m oar_lite.findings --write-readme`` rewrites it, and a test fails
+when the README and the shipped data disagree). Nothing here trains or samples: it reads
+``oar_lite/data``, so a number in the prose changes only when the data does.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+from . import ground_truth, lora_learning, regime
+from .stats import intervals_overlap
+
+CONFIRM = "small batch, 30 steps: GRPO vs oracle, 10 seeds"
+"""The confirmatory regime: settings and seeds fixed before its runs (benchmarks/RESULTS.md)."""
+CONTROLS = "controls at 30 steps: inverted and shuffled oracle, 10 seeds"
+OAR_SCREEN = "small batch, 30 steps: OAR, 3 seeds"
+ORACLE = "oracle (0.1 elsewhere)"
+"""The oracle weighting of the gradient-quality files (`oar_lite.oracle`, 0.1 off the wrong tokens)."""
+UNIFORMITY_PATH = Path(__file__).resolve().parent / "data" / "weight_uniformity.json"
+README_MARKERS = ("<!-- findings:start -->", "<!-- findings:end -->")
+
+
+def _read(name: str) -> dict:
+    return json.loads((regime.RESULTS_DIR / name).read_text())
+
+
+def _ci(pair, fmt: str) -> str:
+    return f"{pair[0]:{fmt}} to {pair[1]:{fmt}}"
+
+
+def credit_findings() -> dict:
+    """The credit notebook's numbers, from ``oar_lite/data/when_credit_matters`` and the
+    SmolLM2 ground truth: SNR gains (8 x 8 and the 2 x 4 regime), blame shares, the
+    confirmatory learning run, its controls, OAR's screen, the regimes tried, the noise
+    share credit can remove, the ground-truth AUCs and (when shipped) how uniform OAR's
+    weights are in training. Plain floats, JSON-ready."""
+    gq, gq_regime = _read("gradient_quality.json"), _read("gradient_quality_regime.json")
+    regimes, shares = _read("regimes.json"), _read("noise_share.json")
+    st, sr = gq["stats"], gq_regime["stats"]
+    snr = lambda stats, k: stats[k]["snr"] / stats["uniform"]["snr"] - 1
+    confirm, controls = regimes[CONFIRM], regimes[CONTROLS]
+    t, area = confirm["table"]["methods"], confirm["area"]["methods"]
+    tried = regime.oracle_regimes(regimes)
+    met = [n for n in tried if len(regimes[n]["table"]["seeds"]) >= regime.PAYS_SEEDS
+           and regime.pays(regimes[n]["table"]) and not regime.superseded(n, regimes)]
+    toy_shares = {k: e["components"]["shares"]["irrelevant"] for k, e in shares.items() if e["kind"] == "toy"
+                  and e["settings"].get("model") == "shipped"}
+    smol_share = next(e["completion"] for e in shares.values() if e["kind"] == "smollm2"
+                      and e["settings"].get("threshold", ground_truth.PIVOT_THRESHOLD) == ground_truth.PIVOT_THRESHOLD)
+    auc = ground_truth.ground_truth_table()
+    out = {
+        "snr_8x8": {k: snr(st, k) for k in (ORACLE, "OAR-P answer_mean", "OAR-G answer_mean",
+                                             "shuffled " + ORACLE, "inverted " + ORACLE)},
+        "snr_regime": {k: snr(sr, k) for k in (ORACLE, "OAR-P answer_mean", "OAR-G answer_mean")},
+        "snr_regime_ci": {k: [x - 1 for x in gq_regime["snr_vs_uniform_ci"][k]]
+                          for k in (ORACLE, "OAR-P answer_mean", "OAR-G answer_mean")},
+        "regime_batch": f"{gq_regime['settings']['prompts']} x {gq_regime['settings']['group_size']}",
+        "blame": {k: gq["blame"][k]["share"] for k in ("uniform", ORACLE, "OAR-P answer_mean", "OAR-G answer_mean")},
+        "confirm": {"seeds": len(confirm["table"]["seeds"]), "steps": confirm["settings"]["steps"],
+                    "target": confirm["table"]["target"], "grpo_steps": t["uniform"]["mean"],
+                    "oracle_steps": t["oracle"]["mean"], "speedup": t["oracle"]["speedup"],
+                    "speedup_ci": list(t["oracle"]["speedup_ci"]),
+                    "overlap": intervals_overlap(t["oracle"]["ci"], t["uniform"]["ci"]),
+                    "accuracy_diff": area["oracle"]["diff"], "accuracy_diff_ci": list(area["oracle"]["diff_ci"]),
+                    "pays": regime.pays(confirm["table"])},
+        "controls": {k: {"diff": e["diff"], "diff_ci": list(e["diff_ci"]),
+                         "speedup": controls["table"]["methods"][k]["speedup"]}
+                     for k, e in controls["area"]["methods"].items() if k.endswith(":oracle")},
+        "oar_screen": {k: {"speedup": e["speedup"], "diff": regimes[OAR_SCREEN]["area"]["methods"][k]["diff"]}
+                       for k, e in regimes[OAR_SCREEN]["table"]["methods"].items() if k.startswith("oar-")},
+        "regimes_tried": len(tried), "regimes_paid": met,
+        "noise_share_toy": [min(toy_shares.values()), max(toy_shares.values())],
+        "noise_share_smollm2": smol_share["share"], "noise_share_smollm2_ci": list(smol_share["share_ci"]),
+        "auc": {k: {"mean": v["auc_mean"], "ci95": v["auc_ci95"], "n": v["auc_n"]} for k, v in auc.items()},
+    }
+    if UNIFORMITY_PATH.is_file():
+        out["uniformity"] = {setting: {m: {k: e[k] for k in ("effective_share", "tau_zero_share", "at_floor", "weight_std")}
+                                       for m, e in methods.items() if e.get("completions")}
+                             for setting, methods in json.loads(UNIFORMITY_PATH.read_text())["results"].items()}
+    return out
+
+
+def credit_conclusion(f: dict | None = None) -> str:
+    """`credit_findings` as paragraphs of markdown (notebook 06's conclusion)."""
+    f = credit_findings() if f is None else f
+    c, s8, sr, ci = f["confirm"], f["snr_8x8"], f["snr_regime"], f["snr_regime_ci"]
+    inv, shu = f["controls"]["inverted:oracle"], f["controls"]["shuffled:oracle"]
+    a = f["auc"]
+    paras = [
+        "**Credit acts on the noise of the gradient, and there was little noise for it to remove.** GRPO's uniform "
+        "credit is already unbiased; better credit can only make each step's gradient less noisy. With large batches "
+        f"(8 prompts x 8 completions) the oracle, which knows the wrong token of every wrong answer, raised the "
+        f"gradient's signal-to-noise ratio by {s8[ORACLE]:+.0%}, and misplaced credit lowered it (shuffled "
+        f"{s8['shuffled ' + ORACLE]:+.0%}, inverted {s8['inverted ' + ORACLE]:+.0%}). But in the small-batch regime "
+        f"({f['regime_batch']}) where learning speed was measured, the oracle's gain was {sr[ORACLE]:+.0%} "
+        f"(95% interval {_ci(ci[ORACLE], '+.0%')}): indistinguishable from none. Section 8 says why: only "
+        f"{f['noise_share_toy'][0]:.0%}-{f['noise_share_toy'][1]:.0%} of a batch gradient's variance comes from "
+        "tokens the reward does not depend on, the only part credit can remove without bias. The rest comes from "
+        "which prompts were drawn and which digits were sampled, and no credit reaches it.",
+        f"**So even perfect credit did not learn faster.** In the confirmatory run ({c['seeds']} seeds, settings fixed "
+        f"before it ran) the oracle reached held-out accuracy {c['target']:g} in {c['oracle_steps']:.1f} steps against "
+        f"GRPO's {c['grpo_steps']:.1f} ({c['speedup']:.2f}x, 95% interval {_ci(c['speedup_ci'], '.2f')}x; the intervals "
+        f"of the steps {'overlap' if c['overlap'] else 'do not overlap'}), and its mean held-out accuracy over the run "
+        f"differed from GRPO's by {c['accuracy_diff']:+.3f} ({_ci(c['accuracy_diff_ci'], '+.3f')}). Of "
+        f"{f['regimes_tried']} regimes tried, "
+        + (f"{len(f['regimes_paid'])} met the project's bar ({', '.join(f['regimes_paid'])})"
+           if f["regimes_paid"] else "none met the project's bar")
+        + f" (>= {regime.PAYS_SPEEDUP:g}x fewer steps, disjoint intervals, >= {regime.PAYS_SEEDS} seeds). The setup "
+        f"can see harm: the inverted oracle lowered mean accuracy by {inv['diff']:+.3f} "
+        f"({_ci(inv['diff_ci'], '+.3f')}), an interval "
+        + ("below 0" if inv["diff_ci"][1] < 0 else "that includes 0")
+        + f"; the shuffled oracle moved it by {shu['diff']:+.3f} ({_ci(shu['diff_ci'], '+.3f')}).",
+        "**OAR measures influence, not blame.** OAR asks how much the answer *depends on* a token; the oracle asks "
+        f"which token *caused* the mistake. On wrong answers OAR-P put {f['blame']['OAR-P answer_mean']:.1%} and OAR-G "
+        f"{f['blame']['OAR-G answer_mean']:.1%} of the advantage on the wrong tokens, close to uniform credit's "
+        f"{f['blame']['uniform']:.1%} and far from the oracle's {f['blame'][ORACLE]:.1%}: the answer depends on every "
+        "result digit, right or wrong. On a real model the two are even anti-aligned: against SmolLM2's Monte-Carlo "
+        "ground truth (where P(correct) jumps), OAR-P ranks the pivotal tokens "
+        f"{'below' if a['oar-p:last']['mean'] + a['oar-p:last']['ci95'] < 0.5 else 'near'} chance (AUC "
+        f"{a['oar-p:last']['mean']:.2f} ± {a['oar-p:last']['ci95']:.2f}, n = {a['oar-p:last']['n']}), OAR-G at "
+        f"{a['oar-g:answer_mean']['mean']:.2f} ± {a['oar-g:answer_mean']['ci95']:.2f}, and the model's own entropy "
+        f"does best ({a['entropy']['mean']:.2f} ± {a['entropy']['ci95']:.2f}): the decisive tokens come before the "
+        "digits the answer copies. SmolLM2 does carry removable noise (tokens that barely move P(correct) hold "
+        f"{f['noise_share_smollm2']:.0%} of its completions' noise, 95% interval "
+        f"{_ci(f['noise_share_smollm2_ci'], '.0%')}), but OAR does not point at those tokens.",
+    ]
+    u = f.get("uniformity")
+    if u:
+        share = {setting: [v["effective_share"] for v in ms.values()] for setting, ms in u.items()}
+        flat = [k for k, xs in share.items() if min(xs) >= 0.8]
+        peaked = [k for k, xs in share.items() if max(xs) < 0.8]
+        zero = {(k, m): v["tau_zero_share"] for k, ms in u.items() for m, v in ms.items()}
+        most = max(zero, key=zero.get)
+        paras.append(
+            "**How far from uniform are OAR's weights in training?** The effective share of the tokens, "
+            "(sum w)^2 / (R sum w^2), is 1 for GRPO's equal weights and 1/R when one token takes everything. On real "
+            "training batches: "
+            + "; ".join(f"{k}: " + ", ".join(f"{m} {v['effective_share']:.2f}" for m, v in ms.items()) for k, ms in u.items())
+            + ". "
+            + (f"With {', '.join(flat)}'s settings the weights stay close to uniform; " if flat else "")
+            + (f"with {', '.join(peaked)}'s (a larger boost) they are far from it, and learning was still no faster: the "
+               "weights were concentrated, only not on the noise credit could remove. " if peaked else "")
+            + f"`{most[1]}` ({most[0]}) gets tau = 0 on {zero[most]:.0%} of its completions: when a quarter or more "
+            "of the tokens tie at the lowest score the threshold is that score, nothing is suppressed and the filler "
+            "keeps about its GRPO weight (notebook 04's example).")
+    paras.append(
+        "**What this does not show.** These are short chains (tens of reasoning tokens), a toy model of under a "
+        "million parameters and a 135M one: nothing here tests the long chains of thought and billion-parameter models "
+        "where the OAR paper reports its gains, where many more tokens may not matter to the answer. What would settle "
+        "it: a world where the removable share is large and a method that finds those tokens. The positive-control "
+        "world (`toy.chain_of_thought(scratch=k)`: k scratch words the answer never reads) is built and its sweep "
+        "pre-registered in benchmarks/RESULTS.md, not yet run to the end; entropy, which found the decisive tokens "
+        "best here, "
+        "is the baseline to beat.")
+    return "\n\n".join(paras)
+
+
+def learning_findings(log: dict | None = None) -> dict:
+    """The SmolLM2 runs' numbers (`oar_lite.lora_learning`): GRPO's held-out gain (greedy and
+    T = 1; over every seed and over the seeds the screen never saw), each OAR method's gain and
+    its paired difference from GRPO, the step cost and how uniform its weights were."""
+    log = lora_learning.load_log() if log is None else log
+    methods = sorted({r["method"] for r in log["runs"]}, key=list(lora_learning.METHOD_NAMES).index)
+    grpo_seeds = [r["seed"] for r in lora_learning.runs_of(log, "none")]
+    screened = [s for s in grpo_seeds if s in log.get("screened_seeds", [])]
+    out = {"name": log["name"], "grpo": {d: lora_learning.heldout_change(log, "none", decoding=d) for d in ("greedy", "t1")},
+           "steps": lora_learning.runs_of(log, "none")[0]["settings"]["steps"], "screened_seeds": screened}
+    fresh = [s for s in grpo_seeds if s not in screened]
+    if screened and fresh:
+        out["grpo_unscreened"] = lora_learning.heldout_change(log, "none", seeds=fresh)
+    out["methods"] = {}
+    for m in methods[1:]:
+        curves = {k: lora_learning.metric_curve(log, m, k)["mean"] for k in ("oar/effective_share", "oar/frac_at_floor",
+                                                                              "oar/tau_mean")}
+        mean = lambda xs: float(sum(xs) / len(xs)) if xs else float("nan")
+        out["methods"][m] = {"gain": lora_learning.heldout_change(log, m),
+                             "paired": {d: lora_learning.heldout_change(log, m, decoding=d, against="none")
+                                        for d in ("greedy", "t1")},
+                             "cost": lora_learning.cost_ratio(log, m)["mean"],
+                             "effective_share": mean(curves["oar/effective_share"]),
+                             "at_floor": mean(curves["oar/frac_at_floor"]), "tau_mean": mean(curves["oar/tau_mean"])}
+    return out
+
+
+def _includes_zero(change: dict) -> bool:
+    return change["low"] <= 0 <= change["high"]
+
+
+def learning_conclusion(f: dict | None = None) -> str:
+    """`learning_findings` as paragraphs of markdown (notebook 07's conclusion)."""
+    f = learning_findings() if f is None else f
+    g, g1 = f["grpo"]["greedy"], f["grpo"]["t1"]
+    d = lora_learning.describe
+    paras = [
+        f"**SmolLM2 learns from GRPO with LoRA on a laptop.** Over {f['steps']} steps, held-out greedy accuracy went "
+        f"from {g['start_accuracy']:.3f} to {g['end_accuracy']:.3f}: a gain of {d(g)}; at the training temperature "
+        f"{d(g1)}. "
+        + ("The interval lies above 0: the model measurably learned on questions it never trained on."
+           if g["low"] > 0 else "The interval includes 0: in this budget the gain is not measurable.")]
+    if "grpo_unscreened" in f:
+        u = f["grpo_unscreened"]
+        paras[0] += (f" The learning rate was chosen on seed(s) {f['screened_seeds']}; on the other seeds alone the gain "
+                     f"is {d(u)}" + (", still above 0." if u["low"] > 0 else ", an interval that includes 0."))
+    for m, e in f["methods"].items():
+        name = lora_learning.METHOD_NAMES.get(m, m)
+        p, p1 = e["paired"]["greedy"], e["paired"]["t1"]
+        paras.append(
+            f"**{name} against GRPO, seed by seed.** {name}'s own gain: {d(e['gain'])}. Minus GRPO's on the same seed "
+            f"(same adapter initialisation, same prompts): greedy {d(p)}, at T = 1 {d(p1)}. "
+            + ("Both intervals include 0: with these seeds and problems the two cannot be told apart, and a difference "
+               f"as large as {max(abs(p['low']), abs(p['high'])):.2f} in held-out accuracy could still hide in them. "
+               if _includes_zero(p) and _includes_zero(p1) else "An interval excludes 0: read which way. ")
+            + f"A step cost {e['cost']:.2f}x GRPO's in CPU seconds. Its weights stayed close to uniform: an effective "
+            f"share of {e['effective_share']:.2f} of the tokens (1 is GRPO), {e['at_floor']:.1%} of the reasoning tokens "
+            "at the floor.")
+    paras.append(
+        "**What the series found, in one breath.** Credit assignment changes the noise of the gradient, not its "
+        "direction; it can only pay where much of that noise sits on tokens the reward does not depend on and where the "
+        "method can find them. In these worlds little did (toy), or the method did not find it (OAR on SmolLM2 scores "
+        "influence, not blame), and GRPO with uniform credit learned as fast as anything tried, a real model included.")
+    return "\n\n".join(paras)
+
+
+def readme_summary(credit: dict | None = None, learning: dict | None = None) -> str:
+    """The README's "What we measured" bullets, from `credit_findings` and `learning_findings`."""
+    f = credit_findings() if credit is None else credit
+    c, a = f["confirm"], f["auc"]
+    inv = f["controls"]["inverted:oracle"]
+    lines = [
+        f"- **Does credit make GRPO learn faster? Not here, not even perfect credit** (toy world, notebook 06): "
+        f"in the confirmatory run ({c['seeds']} seeds, 2 prompts x 4) the oracle reached {c['target']:g} held-out accuracy "
+        f"{c['speedup']:.2f}x faster than GRPO (95% interval {_ci(c['speedup_ci'], '.2f')}), mean accuracy "
+        f"{c['accuracy_diff']:+.3f} ({_ci(c['accuracy_diff_ci'], '+.3f')}); {f['regimes_tried']} regimes tried, "
+        f"{len(f['regimes_paid'])} met the bar. "
+        + (f"The inverted oracle hurt ({inv['diff']:+.3f}, {_ci(inv['diff_ci'], '+.3f')}), so the setup can see an effect."
+           if inv["diff_ci"][1] < 0 else f"The inverted oracle did not measurably hurt ({inv['diff']:+.3f}, "
+           f"{_ci(inv['diff_ci'], '+.3f')}): this setup may not see an effect of that size."),
+        f"- **Why:** credit only removes the noise of tokens the reward does not depend on, "
+        f"{f['noise_share_toy'][0]:.0%}-{f['noise_share_toy'][1]:.0%} of a toy batch gradient's variance; in the "
+        f"learning regime's batches the oracle's SNR gain is {f['snr_regime'][ORACLE]:+.0%} "
+        f"({_ci(f['snr_regime_ci'][ORACLE], '+.0%')}); at 8 x 8 it is {f['snr_8x8'][ORACLE]:+.0%}.",
+        f"- **OAR measures influence, not blame:** on wrong answers OAR-P/OAR-G put "
+        f"{f['blame']['OAR-P answer_mean']:.1%}/{f['blame']['OAR-G answer_mean']:.1%} of the advantage on the wrong tokens "
+        f"(uniform {f['blame']['uniform']:.1%}, oracle {f['blame'][ORACLE]:.1%}); against SmolLM2's Monte-Carlo ground "
+        f"truth OAR-P's AUC is {a['oar-p:last']['mean']:.2f} ± {a['oar-p:last']['ci95']:.2f}, entropy's "
+        f"{a['entropy']['mean']:.2f} ± {a['entropy']['ci95']:.2f} (n = {a['entropy']['n']}).",
+    ]
+    try:
+        lf = learning_findings() if learning is None else learning
+    except FileNotFoundError:
+        lf = None
+    if lf is not None:
+        g = lf["grpo"]["greedy"]
+        line = (f"- **A real model learns** (SmolLM2-135M-Instruct + LoRA through TRL, 2 CPU cores, notebook 07): "
+                f"GRPO raised held-out greedy accuracy from {g['start_accuracy']:.3f} to {g['end_accuracy']:.3f} in "
+                f"{lf['steps']} steps, {lora_learning.describe(g)}.")
+        for m, e in lf["methods"].items():
+            line += (f" {lora_learning.METHOD_NAMES.get(m, m)} - GRPO, paired by seed: "
+                     f"{lora_learning.describe(e['paired']['greedy'])}, at {e['cost']:.2f}x the CPU per step.")
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def check_readme(path: Path) -> str | None:
+    """None when the README's findings block equals `readme_summary`, else what differs."""
+    text = path.read_text()
+    start, end = README_MARKERS
+    m = re.search(re.escape(start) + r"\n(.*?)\n" + re.escape(end), text, re.S)
+    if m is None:
+        return f"{path} has no block between {start} and {end}"
+    want = readme_summary()
+    return None if m.group(1) == want else f"README block:\n{m.group(1)}\n\nshipped data says:\n{want}"
+
+
+def write_readme(path: Path) -> None:
+    """Rewrite the README's findings block from the shipped data."""
+    text = path.read_text()
+    start, end = README_MARKERS
+    if start not in text or end not in text:
+        raise ValueError(f"{path} has no block between {start} and {end}")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    path.write_text(f"{head}{start}\n{readme_summary()}\n{end}{tail}")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description="What the series found, from the shipped data.", allow_abbrev=False)
+    ap.add_argument("--write-readme", type=Path, metavar="README", help="rewrite that README's findings block")
+    args = ap.parse_args(argv)
+    if args.write_readme:
+        write_readme(args.write_readme)
+        print(f"wrote the findings block of {args.write_readme}")
+    else:
+        print(credit_conclusion())
+        print()
+        print(readme_summary())
+
+
+if __name__ == "__main__":
+    main()
