@@ -123,7 +123,7 @@ def collect(args) -> Path:
                      "machine": meta["machine"], "settings": meta["settings"], "trl_config": meta["trl_config"],
                      "log": meta["log"], "heldout": sorted(evals, key=lambda r: (r["step"], r["decoding"]))})
     path = args.json or SHIPPED / f"{args.name}.json"
-    common.write_json({"name": args.name, "note": args.note, "runs": runs}, path)
+    common.write_json({"name": args.name, "note": args.note, "screened_seeds": args.screened_seeds, "runs": runs}, path)
     print(f"{len(runs)} runs -> {path}")
     return path
 
@@ -153,6 +153,8 @@ def main(argv=None):
     c.add_argument("runs", nargs="+", type=Path)
     c.add_argument("--name", required=True)
     c.add_argument("--note", default="")
+    c.add_argument("--screened-seeds", type=int, nargs="*", default=[],
+                   help="seeds the learning rate was chosen on (their GRPO gain is selected; reported apart)")
     c.add_argument("--json", type=Path, default=None, help=f"default: {SHIPPED}/<name>.json")
     c.set_defaults(func=collect)
     args = ap.parse_args(argv)
