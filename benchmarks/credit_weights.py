@@ -51,7 +51,7 @@ def main(argv=None) -> dict:
     from oar_lite.reshape import weight_uniformity
     from oar_lite.reward import math_reward
     from oar_lite.rollout import sample_completions
-    from oar_lite.train import pick_problems
+    from oar_lite.seeding import pick_problems
 
     ap = common.parser(__doc__, OUT, timing=False, out_flag="--json")
     ap.add_argument("--name", required=True)
@@ -110,7 +110,7 @@ def main(argv=None) -> dict:
     report["machine"]["loadavg_end"] = common.loadavg()
     data = json.loads(args.out.read_text()) if args.out.exists() else {}
     data[args.name] = report
-    from oar_lite.train import atomic_path
+    from oar_lite.checkpoint import atomic_path
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(args.out) as tmp:

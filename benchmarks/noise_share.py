@@ -178,7 +178,7 @@ def main(argv=None) -> dict:
     report["machine"]["loadavg_end"] = common.loadavg()
     data = json.loads(args.out.read_text()) if args.out.exists() else {}
     data[args.name] = report
-    from oar_lite.train import atomic_path
+    from oar_lite.checkpoint import atomic_path
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(args.out) as tmp:  # a run killed while writing leaves the previous file

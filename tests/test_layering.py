@@ -117,3 +117,18 @@ def test_no_private_name_is_imported_from_another_module(folder):
                for path in sorted((ROOT / folder).rglob("*.py"))
                for target, name, line in imports(path, known) if name.startswith("_") and not name.startswith("__")]
     assert not private, private
+
+
+@pytest.mark.parametrize("folder", ["oar_lite", "benchmarks", "scripts"])
+def test_every_imported_name_exists(folder):
+    """An import inside a function runs only when that code path does (a benchmark's last line,
+    say): a name that moved to another module must fail here, not at the end of a long run."""
+    import importlib
+
+    known = modules()
+    missing = []
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        for target, name, line in imports(path, known):
+            if name and not hasattr(importlib.import_module(target), name):
+                missing.append(f"{path.relative_to(ROOT)}:{line} takes {name} from {target}, which has no such name")
+    assert not missing, missing
