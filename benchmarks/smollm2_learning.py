@@ -54,8 +54,10 @@ class _CPUTime:
 
         class CPUTime(TrainerCallback):
             def on_log(self, args, state, control, logs=None, **kwargs):
-                if logs is not None:
+                if logs is not None:  # Trainer stores a copy in log_history before the callbacks run
                     logs["cpu_time"] = round(time.process_time(), 2)
+                    if state.log_history and state.log_history[-1].get("step") == state.global_step:
+                        state.log_history[-1]["cpu_time"] = logs["cpu_time"]
 
         return CPUTime()
 
@@ -153,8 +155,8 @@ def main(argv=None):
     c.add_argument("runs", nargs="+", type=Path)
     c.add_argument("--name", required=True)
     c.add_argument("--note", default="")
-    c.add_argument("--screened-seeds", type=int, nargs="*", default=[],
-                   help="seeds the learning rate was chosen on (their GRPO gain is selected; reported apart)")
+    c.add_argument("--screened-seed", dest="screened_seeds", type=int, action="append", default=[],
+                   help="a seed the learning rate was chosen on (its GRPO gain is selected; reported apart); repeatable")
     c.add_argument("--json", type=Path, default=None, help=f"default: {SHIPPED}/<name>.json")
     c.set_defaults(func=collect)
     args = ap.parse_args(argv)

@@ -183,6 +183,7 @@ def learning_findings(log: dict | None = None) -> dict:
                              "paired": {d: lora_learning.heldout_change(log, m, decoding=d, against="none")
                                         for d in ("greedy", "t1")},
                              "cost": lora_learning.cost_ratio(log, m)["mean"],
+                             "cost_clock": lora_learning.cost_ratio(log, m)["clock"],
                              "effective_share": mean(curves["oar/effective_share"]),
                              "at_floor": mean(curves["oar/frac_at_floor"]), "tau_mean": mean(curves["oar/tau_mean"])}
     return out
@@ -215,8 +216,15 @@ def learning_conclusion(f: dict | None = None) -> str:
             f"(same adapter initialisation, same prompts): greedy {d(p)}, at T = 1 {d(p1)}. "
             + ("Both intervals include 0: with these seeds and problems the two cannot be told apart, and a difference "
                f"as large as {max(abs(p['low']), abs(p['high'])):.2f} in held-out accuracy could still hide in them. "
-               if _includes_zero(p) and _includes_zero(p1) else "An interval excludes 0: read which way. ")
-            + f"A step cost {e['cost']:.2f}x GRPO's in CPU seconds. Its weights stayed close to uniform: an effective "
+               if _includes_zero(p) and _includes_zero(p1) else
+               "An interval excludes 0: " + "; ".join(
+                   f"{'greedy' if q is p else 'at T = 1'}, {name} gained {'more' if q['low'] > 0 else 'less'} than GRPO"
+                   for q in (p, p1) if not _includes_zero(q))
+               + (f" (on {len(p['seeds'])} seeds; a result to confirm on more). " if len(p["seeds"]) < 5 else ". "))
+            + f"A step took {e['cost']:.2f}x GRPO's "
+            + ("CPU seconds. " if e.get("cost_clock", "cpu") == "cpu" else
+               "time (TRL's wall-clock step time; each pair of runs shared the machine at the same time). ")
+            + f"Its weights {'stayed close to' if e['effective_share'] >= 0.8 else 'were far from'} uniform: an effective "
             f"share of {e['effective_share']:.2f} of the tokens (1 is GRPO), {e['at_floor']:.1%} of the reasoning tokens "
             "at the floor.")
     paras.append(
@@ -262,7 +270,8 @@ def readme_summary(credit: dict | None = None, learning: dict | None = None) -> 
                 f"{lf['steps']} steps, {lora_learning.describe(g)}.")
         for m, e in lf["methods"].items():
             line += (f" {lora_learning.METHOD_NAMES.get(m, m)} - GRPO, paired by seed: "
-                     f"{lora_learning.describe(e['paired']['greedy'])}, at {e['cost']:.2f}x the CPU per step.")
+                     f"{lora_learning.describe(e['paired']['greedy'])}, at {e['cost']:.2f}x GRPO's "
+                     f"{'CPU' if e.get('cost_clock', 'cpu') == 'cpu' else 'wall-clock'} time per step.")
         lines.append(line)
     return "\n".join(lines)
 

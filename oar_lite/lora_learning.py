@@ -26,7 +26,7 @@ def load_log(name: str = "main", path: str | Path | None = None) -> dict:
     """The shipped log ``name`` (or the JSON at ``path``); FileNotFoundError lists the shipped ones."""
     source = Path(path) if path is not None else LOG_DIR / f"{name}.json"
     if not source.is_file():
-        shipped = sorted(p.name[:-5] for p in LOG_DIR.iterdir() if p.name.endswith(".json"))
+        shipped = sorted(p.name[:-5] for p in LOG_DIR.iterdir() if p.name.endswith(".json")) if LOG_DIR.is_dir() else []
         raise FileNotFoundError(f"no SmolLM2 learning log {source}; shipped logs: {shipped}")
     return json.loads(source.read_text())
 
@@ -121,20 +121,41 @@ def metric_curve(log: dict, method: str, key: str) -> dict:
 def step_cpu_seconds(run: dict) -> list[float]:
     """CPU seconds of each logged step (the rise of ``cpu_time`` from the step before), leaving
     out steps whose held-out measurement ran inside them and steps after a resume (``cpu_time``
-    restarts with the process)."""
+    restarts with the process). Empty when the log has no ``cpu_time``."""
     measured = {r["step"] for r in run["heldout"]}
     logged = [r for r in run["log"] if "cpu_time" in r]
     return [b["cpu_time"] - a["cpu_time"] for a, b in zip(logged, logged[1:])
             if b["step"] == a["step"] + 1 and b["step"] not in measured and b["cpu_time"] > a["cpu_time"]]
 
 
+def step_seconds(run: dict) -> tuple[list[float], str]:
+    """``(seconds of each step, clock)``: `step_cpu_seconds` where the log has CPU time
+    (``"cpu"``), else TRL's own ``step_time`` per step, wall-clock (``"wall"``; read it only
+    between runs that shared the machine at the same time), leaving out measured steps."""
+    cpu = step_cpu_seconds(run)
+    if cpu:
+        return cpu, "cpu"
+    measured = {r["step"] for r in run["heldout"]}
+    wall = [r["step_time"] for r in run["log"] if "step_time" in r and r["step"] not in measured]
+    if not wall:
+        raise ValueError(f"run {run['name']} logs neither cpu_time nor step_time: no step cost to read")
+    return wall, "wall"
+
+
 def cost_ratio(log: dict, method: str, against: str = "none") -> dict:
-    """A step's CPU seconds for ``method`` over ``against``'s, median step of each run
-    (`step_cpu_seconds`), paired by seed: ``{"mean", "per_seed"}``."""
-    theirs = {r["seed"]: float(np.median(step_cpu_seconds(r))) for r in runs_of(log, against)}
-    ratios = {r["seed"]: float(np.median(step_cpu_seconds(r))) / theirs[r["seed"]]
-              for r in runs_of(log, method) if r["seed"] in theirs}
-    return {"mean": float(np.mean(list(ratios.values()))), "per_seed": ratios}
+    """A step's seconds for ``method`` over ``against``'s, median step of each run
+    (`step_seconds`), paired by seed: ``{"mean", "per_seed", "clock"}`` (``"cpu"`` or ``"wall"``)."""
+    def median(run):
+        seconds, clock = step_seconds(run)
+        return float(np.median(seconds)), clock
+
+    theirs = {r["seed"]: median(r) for r in runs_of(log, against)}
+    mine = {r["seed"]: median(r) for r in runs_of(log, method) if r["seed"] in theirs}
+    clocks = {c for _, c in theirs.values()} | {c for _, c in mine.values()}
+    if len(clocks) > 1:
+        raise ValueError(f"{method} and {against} were timed by different clocks {sorted(clocks)}; no ratio")
+    ratios = {s: mine[s][0] / theirs[s][0] for s in mine}
+    return {"mean": float(np.mean(list(ratios.values()))), "per_seed": ratios, "clock": clocks.pop()}
 
 
 def describe(change: dict, digits: int = 3) -> str:

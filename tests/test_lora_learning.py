@@ -52,3 +52,17 @@ def test_step_cost_leaves_out_measured_steps_and_resumes():
     slow = _run("oar-g", 1, {0: [0, 1], 4: [1, 1]}, cpu=[130.0, 280.0, 430.0, 590.0])
     log = {"runs": [run, slow]}
     assert ll.cost_ratio(log, "oar-g")["per_seed"] == {1: pytest.approx(150.0 / 100.0)}
+    assert ll.cost_ratio(log, "oar-g")["clock"] == "cpu"
+
+
+def test_step_cost_falls_back_to_trls_wall_clock_and_refuses_mixed_clocks():
+    wall = {"name": "w", "method": "none", "seed": 1, "heldout": [{"step": 2}],
+            "log": [{"step": 1, "step_time": 10.0}, {"step": 2, "step_time": 99.0}, {"step": 3, "step_time": 12.0}]}
+    assert ll.step_seconds(wall) == ([10.0, 12.0], "wall")  # step 2 held a measurement
+    slow = {**wall, "method": "oar-g", "log": [{"step": 1, "step_time": 13.0}, {"step": 3, "step_time": 15.0}]}
+    assert ll.cost_ratio({"runs": [wall, slow]}, "oar-g") == {"mean": pytest.approx(14 / 11), "per_seed": {1: pytest.approx(14 / 11)}, "clock": "wall"}
+    cpu = _run("oar-g", 1, {0: [0, 1], 4: [1, 1]}, cpu=[130.0, 280.0, 430.0, 590.0])
+    with pytest.raises(ValueError, match="different clocks"):
+        ll.cost_ratio({"runs": [wall, cpu]}, "oar-g")
+    with pytest.raises(ValueError, match="neither cpu_time nor step_time"):
+        ll.step_seconds({**wall, "log": [{"step": 1}]})
