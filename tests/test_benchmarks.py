@@ -415,7 +415,8 @@ def _documented_commands() -> list[tuple[str, list[str]]]:
     """Every ``python -m benchmarks.X ...`` of benchmarks/RESULTS.md, the Makefile and
     scripts/gpu_run.sh (its device and output folder as a CPU run here would give them), as (X, argv)."""
     root = Path(__file__).resolve().parents[1]
-    results = re.sub(r"`[^`]*`", lambda m: m.group(0).replace("\n", " "), (root / "benchmarks/RESULTS.md").read_text())
+    results = re.sub(r"`[^`]*`", lambda m: m.group(0).replace("\n", " "),
+                     (root / "benchmarks/RESULTS.md").read_text().replace("\\\n", " "))  # continued lines joined
     make = (root / "Makefile").read_text().replace("\\\n", " ")
     gpu_run = (root / "scripts/gpu_run.sh").read_text().replace("\\\n", " ").replace('"$dev"', "cpu").replace("$out", "/tmp")
     return [(m.group(1), shlex.split(m.group(2))) for text in (results, make, gpu_run)
