@@ -374,10 +374,10 @@ def recipe_config(recipe: str, output_dir: str, *, steps: int, oar_method: str =
         raise ValueError(f"prompts_per_step x num_generations = {prompts * group} must be a multiple of "
                          f"micro_batch={micro}")
     device = device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu")
+    base = dict(logging_steps=1, save_strategy="steps", report_to="none")  # overridable, as the recipe's keys
     return OARConfig(output_dir=str(output_dir), max_steps=steps, seed=seed, oar_method=oar_method,
                      oar_answer_formats=list(answer_formats), num_generations=group, per_device_train_batch_size=micro,
-                     gradient_accumulation_steps=prompts * group // micro, logging_steps=1, save_strategy="steps",
-                     report_to="none", **{**mixed_precision(device), **settings})
+                     gradient_accumulation_steps=prompts * group // micro, **{**base, **mixed_precision(device), **settings})
 
 
 # ----------------------------------------------------------------------------- held-out accuracy during training

@@ -81,3 +81,11 @@ def test_gpu_recipe_trains_smollm2_with_lora_on_the_cpu(tmp_path):
                              peft_config=lora_adapter(4))
     resumed.train(resume_from_checkpoint=True)
     assert [h["step"] for h in resumed.state.log_history if "reward" in h] == [1, 2, 3]
+
+
+def test_recipe_config_lets_an_override_replace_its_own_defaults(tmp_path):
+    from oar_lite.trl import recipe_config
+
+    config = recipe_config("laptop", str(tmp_path), steps=1, device="cpu", save_strategy="no", logging_steps=2)
+    assert config.save_strategy == "no" and config.logging_steps == 2
+    assert recipe_config("laptop", str(tmp_path), steps=1, device="cpu").save_strategy == "steps"
