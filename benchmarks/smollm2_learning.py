@@ -120,6 +120,9 @@ def collect(args) -> Path:
         if not meta.get("finished"):
             raise SystemExit(f"{folder} has not finished (run.json says so); finish or leave it out")
         evals = read_jsonl(folder / "heldout.jsonl")
+        # Runs from before the split was recorded kept only its seeds (the rest were SPLIT's values then)
+        meta["settings"].setdefault("split", {**SPLIT, **{k: meta["settings"][k] for k in ("heldout_seed", "train_seed")
+                                                           if k in meta["settings"]}})
         runs.append({"name": folder.name, "method": meta["settings"]["method"], "seed": meta["settings"]["seed"],
                      "learning_rate": meta["settings"]["learning_rate"], "command": meta["command"],
                      "machine": meta["machine"], "settings": meta["settings"], "trl_config": meta["trl_config"],
