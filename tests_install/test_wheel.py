@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOK = "07_lora_grpo_on_gpu.ipynb"  # toy model, TRL + peft from the wheel, about a minute on CPU
+NOTEBOOK = "07_lora_grpo_on_gpu.ipynb"  # the shipped SmolLM2 logs and one live LoRA step from the wheel, a few CPU minutes
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "TOKENIZERS_PARALLELISM": "false", "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1"}
 
