@@ -432,8 +432,11 @@ def test_documented_commands_still_parse(monkeypatch):
     def stop(*args, **kwargs):
         raise Stop
 
+    from benchmarks import smollm2_learning
+    from oar_lite import models
+
     for owner, name in ((common, "load"), (toy, "load_model"), (compare, "compare"), (credit, "credit_benchmark"),
-                        (step_cost, "measure_model")):
+                        (step_cost, "measure_model"), (models, "load_smollm2"), (smollm2_learning, "collect")):
         monkeypatch.setattr(owner, name, stop)
     monkeypatch.setitem(common.CLOCK, "clock", common.CLOCK["clock"])
     commands, threads = _documented_commands(), torch.get_num_threads()
