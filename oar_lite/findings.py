@@ -173,17 +173,18 @@ def learning_findings(log: dict | None = None) -> dict:
            "steps": lora_learning.runs_of(log, "none")[0]["settings"]["steps"], "screened_seeds": screened}
     fresh = [s for s in grpo_seeds if s not in screened]
     if screened and fresh:
-        out["grpo_unscreened"] = lora_learning.heldout_change(log, "none", seeds=fresh)
+        out["grpo_unscreened"] = {d: lora_learning.heldout_change(log, "none", decoding=d, seeds=fresh)
+                                  for d in ("greedy", "t1")}
     out["methods"] = {}
     for m in methods[1:]:
         curves = {k: lora_learning.metric_curve(log, m, k)["mean"] for k in ("oar/effective_share", "oar/frac_at_floor",
                                                                               "oar/tau_mean")}
         mean = lambda xs: float(sum(xs) / len(xs)) if xs else float("nan")
+        cost = lora_learning.cost_ratio(log, m)
         out["methods"][m] = {"gain": lora_learning.heldout_change(log, m),
                              "paired": {d: lora_learning.heldout_change(log, m, decoding=d, against="none")
                                         for d in ("greedy", "t1")},
-                             "cost": lora_learning.cost_ratio(log, m)["mean"],
-                             "cost_clock": lora_learning.cost_ratio(log, m)["clock"],
+                             "cost": cost["mean"], "cost_clock": cost["clock"],
                              "effective_share": mean(curves["oar/effective_share"]),
                              "at_floor": mean(curves["oar/frac_at_floor"]), "tau_mean": mean(curves["oar/tau_mean"])}
     return out
@@ -214,9 +215,10 @@ def learning_conclusion(f: dict | None = None) -> str:
            "The greedy interval lies above 0 (the primary outcome); at the training temperature it includes 0."
            if g["low"] > 0 else "Both intervals include 0.")]
     if "grpo_unscreened" in f:
-        u = f["grpo_unscreened"]
+        above = lambda c: "above 0" if c["low"] > 0 else "an interval that includes 0"
+        u, u1 = f["grpo_unscreened"]["greedy"], f["grpo_unscreened"]["t1"]
         paras[0] += (f" The learning rate was chosen on seed(s) {f['screened_seeds']}; on the other seeds alone the gain "
-                     f"is {d(u)}" + (", still above 0." if u["low"] > 0 else ", an interval that includes 0."))
+                     f"is {d(u)} greedy ({above(u)}) and {d(u1)} at the training temperature ({above(u1)}).")
     for m, e in f["methods"].items():
         name = lora_learning.METHOD_NAMES.get(m, m)
         p, p1 = e["paired"]["greedy"], e["paired"]["t1"]

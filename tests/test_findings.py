@@ -53,7 +53,7 @@ def test_learning_conclusion_on_a_log_with_known_answers():
         _run("oar-g", 2, base, [1, 1, 1, 1, 0, 0, 0, 0], 120.0)]}
     f = findings.learning_findings(log)
     assert f["grpo"]["greedy"]["mean"] == pytest.approx(11 / 24) and f["grpo"]["greedy"]["low"] > 0
-    assert f["grpo_unscreened"]["seeds"] == [1, 2]
+    assert f["grpo_unscreened"]["greedy"]["seeds"] == [1, 2] and f["grpo_unscreened"]["t1"]["seeds"] == [1, 2]
     assert f["methods"]["oar-g"]["paired"]["greedy"]["mean"] == pytest.approx(0.0)
     assert f["methods"]["oar-g"]["cost"] == pytest.approx(1.2)
     text = findings.learning_conclusion(f)
