@@ -179,7 +179,7 @@ def learning_findings(log: dict | None = None) -> dict:
     for m in methods[1:]:
         curves = {k: lora_learning.metric_curve(log, m, k)["mean"] for k in ("oar/effective_share", "oar/frac_at_floor",
                                                                               "oar/tau_mean")}
-        mean = lambda xs: float(sum(xs) / len(xs)) if xs else float("nan")
+        mean = lambda xs: float(sum(xs) / len(xs))  # metric_curve raises when a metric was never logged
         cost = lora_learning.cost_ratio(log, m)
         out["methods"][m] = {"gain": lora_learning.heldout_change(log, m),
                              "paired": {d: lora_learning.heldout_change(log, m, decoding=d, against="none")
