@@ -13,8 +13,11 @@ import json
 import re
 from pathlib import Path
 
+import torch
+
 from . import ground_truth, lora_learning, regime
-from .stats import intervals_overlap
+from .report import markdown_table
+from .stats import intervals_overlap, rank_agreement
 
 CONFIRM = "small batch, 30 steps: GRPO vs oracle, 10 seeds"
 """The confirmatory regime: settings and seeds fixed before its runs (benchmarks/RESULTS.md)."""
@@ -158,6 +161,183 @@ def credit_conclusion(f: dict | None = None) -> str:
         "pre-registered in benchmarks/RESULTS.md, not yet run to the end; entropy, which found the decisive tokens "
         "best here, "
         "is the baseline to beat.")
+    return "\n\n".join(paras)
+
+
+# ----------------------------------------------------------------------------- the positive control (issue 28)
+
+POSITIVE = "positive_control.json"
+"""The positive control's learning runs: entries ``screen, k=K`` and ``confirm, k=K`` of
+``benchmarks/credit_regime.py`` (`oar_lite.regime.RESULTS_DIR`)."""
+WORLDS = (0, 16, 32, 64)
+"""The scratch-word counts k of the pre-registered sweep (benchmarks/RESULTS.md)."""
+SPEARMAN_CLAIM = 0.8
+"""Pre-registered claim 3: the oracle's speed-up ranks the worlds as their shares do, Spearman >= this."""
+RELEVANT = "oracle-relevant"
+"""The positive control's oracle: 1 on the tokens the reward depends on, 0 elsewhere (`oar_lite.oracle`)."""
+
+
+def screen_name(k: int) -> str:
+    return f"screen, k={k}"
+
+
+def confirm_name(k: int) -> str:
+    return f"confirm, k={k}"
+
+
+def share_name(k: int) -> str:
+    return f"k={k} world, 2x4"
+
+
+def positive_sweep(control: dict | None = None, shares: dict | None = None) -> list[dict]:
+    """One row per screened world, k ascending: the share of the gradient's variance carried
+    by reward-irrelevant tokens (``noise_share.json``) beside the screen's learning result,
+    GRPO against the oracle and its controls (``positive_control.json``). Worlds without a
+    screen entry or a share are left out. Each row: ``k``, ``share``, ``share_ci``, ``seeds``,
+    ``grpo_steps`` / ``oracle_steps`` (mean steps to the target) with ``*_ci``, ``speedup``,
+    ``speedup_ci``, ``diff`` / ``diff_ci`` (mean held-out accuracy over the run, oracle - GRPO,
+    paired by seed), ``controls`` (``{method: {"diff", "diff_ci", "speedup"}}``) and
+    ``qualifies`` (the follow-up rule's test: `regime.pays` and a positive mean-accuracy difference)."""
+    control = _read(POSITIVE) if control is None else control
+    shares = _read("noise_share.json") if shares is None else shares
+    rows = []
+    for k in WORLDS:
+        entry, share = control.get(screen_name(k)), shares.get(share_name(k))
+        if entry is None or share is None:
+            continue
+        t, area = entry["table"]["methods"], entry["area"]["methods"]
+        g, o = t["uniform"], t[RELEVANT]
+        rows.append({
+            "k": k, "share": share["components"]["shares"]["irrelevant"],
+            "share_ci": list(share["components"]["shares_ci"]["irrelevant"]),
+            "seeds": list(entry["table"]["seeds"]), "target": entry["table"]["target"],
+            "grpo_steps": g["mean"], "grpo_ci": list(g["ci"]), "oracle_steps": o["mean"], "oracle_ci": list(o["ci"]),
+            "speedup": o["speedup"], "speedup_ci": list(o["speedup_ci"]),
+            "diff": area[RELEVANT]["diff"], "diff_ci": list(area[RELEVANT]["diff_ci"]),
+            "controls": {m: {"diff": area[m]["diff"], "diff_ci": list(area[m]["diff_ci"]), "speedup": t[m]["speedup"]}
+                         for m in t if m not in ("uniform", RELEVANT)},
+            "qualifies": regime.pays(entry["table"], RELEVANT) and area[RELEVANT]["diff"] > 0,
+        })
+    return rows
+
+
+def confirmatory_world(sweep: list[dict]) -> dict:
+    """The pre-registered follow-up rule: among the worlds whose screen `qualifies`, the one
+    with the largest speed-up; if none does, the one with the largest measured share.
+    ``{"k", "reason"}``."""
+    if not sweep:
+        raise ValueError("no screened world with a measured share: run the screens and benchmarks.noise_share first")
+    qualified = [r for r in sweep if r["qualifies"]]
+    if qualified:
+        best = max(qualified, key=lambda r: r["speedup"])
+        return {"k": best["k"], "reason": f"its screen met the bar with the largest speed-up ({best['speedup']:.2f}x)"}
+    best = max(sweep, key=lambda r: r["share"])
+    return {"k": best["k"], "reason": f"no screen met the bar; it has the largest share ({best['share']:.0%})"}
+
+
+def positive_findings(control: dict | None = None, shares: dict | None = None) -> dict | None:
+    """The positive control's numbers: the sweep (`positive_sweep`), the world the follow-up
+    rule picks, the rank correlation of the oracle's speed-up with the share across worlds
+    (NaN when either does not vary), and the confirmatory run when it is shipped (steps,
+    speed-up, mean-accuracy differences and OAR's recovered fractions). None before any screen."""
+    try:
+        control = _read(POSITIVE) if control is None else control
+    except FileNotFoundError:
+        return None
+    sweep = positive_sweep(control, shares)
+    if not sweep:
+        return None
+    pick = confirmatory_world(sweep)
+    rho = (rank_agreement(torch.tensor([r["share"] for r in sweep]), torch.tensor([r["speedup"] for r in sweep]))
+           if len(sweep) > 1 else float("nan"))
+    out = {"sweep": sweep, "pick": pick, "spearman": rho, "confirm": None}
+    entry = control.get(confirm_name(pick["k"]))
+    if entry is not None:
+        t, area = entry["table"]["methods"], entry["area"]["methods"]
+        out["confirm"] = {
+            "k": pick["k"], "seeds": list(entry["table"]["seeds"]), "target": entry["table"]["target"],
+            "methods": {m: {"steps": e["mean"], "ci": list(e["ci"]), "speedup": e["speedup"],
+                            "speedup_ci": list(e["speedup_ci"]), "recovered": e["recovered"],
+                            "recovered_ci": e["recovered_ci"] and list(e["recovered_ci"]),
+                            "diff": area[m]["diff"], "diff_ci": list(area[m]["diff_ci"]),
+                            "diff_recovered": area[m]["recovered"],
+                            "diff_recovered_ci": area[m]["recovered_ci"] and list(area[m]["recovered_ci"])}
+                        for m, e in t.items()},
+            "pays": regime.pays(entry["table"], RELEVANT),
+        }
+    return out
+
+
+def positive_table(sweep: list[dict]) -> str:
+    """`positive_sweep` as a markdown table (notebook 06, ``benchmarks/positive_control.py``)."""
+    rows = []
+    for r in sweep:
+        c = r["controls"]
+        rows.append([r["k"], f"{r['share']:.0%} ({_ci(r['share_ci'], '.0%')})", f"{1 / (1 - r['share']) - 1:+.0%}",
+                     len(r["seeds"]), f"{r['grpo_steps']:.1f} ({_ci(r['grpo_ci'], '.1f')})",
+                     f"{r['oracle_steps']:.1f} ({_ci(r['oracle_ci'], '.1f')})",
+                     f"{r['speedup']:.2f}x ({_ci(r['speedup_ci'], '.2f')})", f"{r['diff']:+.3f} ({_ci(r['diff_ci'], '+.3f')})",
+                     *(f"{c[m]['diff']:+.3f} ({_ci(c[m]['diff_ci'], '+.3f')})" if m in c else "-"
+                       for m in ("inverted:" + RELEVANT, "shuffled:" + RELEVANT)),
+                     "yes" if r["qualifies"] else "no"])
+    return "\n".join(markdown_table(
+        ["k", "irrelevant share (95% CI)", "SNR bound", "seeds", "GRPO steps", "oracle steps", "speed-up (95% CI)",
+         "mean acc., oracle - GRPO", "inverted - GRPO", "shuffled - GRPO", "meets the rule"], rows))
+
+
+def positive_conclusion(f: dict | None = None) -> str:
+    """`positive_findings` in words (the credit notebook's positive-control section)."""
+    f = positive_findings() if f is None else f
+    if f is None:
+        return "The positive control has not been run yet (benchmarks/RESULTS.md has its pre-registration)."
+    sweep, pick = f["sweep"], f["pick"]
+    worlds = "; ".join(f"k = {r['k']}: share {r['share']:.0%} ({_ci(r['share_ci'], '.0%')}), oracle {r['speedup']:.2f}x "
+                       f"({_ci(r['speedup_ci'], '.2f')}), mean accuracy {r['diff']:+.3f} ({_ci(r['diff_ci'], '+.3f')})"
+                       for r in sweep)
+    rho = f["spearman"]
+    grows = all(a["share"] < b["share"] for a, b in zip(sweep, sweep[1:]))
+    follows = rho == rho and rho >= SPEARMAN_CLAIM - 1e-9
+    paid = any(r["qualifies"] for r in sweep)
+    head = (("The share grew with the scratch words" if grows else "The share did not grow steadily with the scratch words")
+            + ("; so did the oracle's gain" if follows and paid else
+               "; the oracle paid in some world, but its gain did not rank the worlds as the share does" if paid else
+               "; the oracle's gain did not follow"))
+    paras = [
+        f"**{head}.** Screened on "
+        f"{len(sweep[0]['seeds'])} seeds per world: {worlds}. "
+        + ("No world's screen met the bar" if not any(r["qualifies"] for r in sweep)
+           else "The screen met the bar at k = " + ", ".join(str(r["k"]) for r in sweep if r["qualifies"]))
+        + f" (>= {regime.PAYS_SPEEDUP:g}x fewer steps with disjoint intervals and a positive accuracy difference). "
+        + ("The speed-up's rank correlation with the share cannot be computed: one of them did not vary across "
+           "worlds." if rho != rho else
+           f"The speed-up's rank correlation with the share across the worlds is {rho:+.2f} (the pre-registered "
+           f"claim needs >= {SPEARMAN_CLAIM:g}: {'met' if follows else 'not met'}).")
+        + f" The follow-up rule picked k = {pick['k']}: {pick['reason']}.",
+    ]
+    c = f["confirm"]
+    if c is not None:
+        m, o = c["methods"], c["methods"][RELEVANT]
+        g = m["uniform"]
+        inv = m.get("inverted:" + RELEVANT)
+        text = (f"**The confirmatory run** (k = {c['k']}, seeds {c['seeds'][0]}-{c['seeds'][-1]}, never screened): the "
+                f"oracle reached {c['target']:g} in {o['steps']:.1f} steps ({_ci(o['ci'], '.1f')}) against GRPO's "
+                f"{g['steps']:.1f} ({_ci(g['ci'], '.1f')}), {o['speedup']:.2f}x ({_ci(o['speedup_ci'], '.2f')}x); mean "
+                f"accuracy {o['diff']:+.3f} ({_ci(o['diff_ci'], '+.3f')}). Claim 1 (>= {regime.PAYS_SPEEDUP:g}x, disjoint "
+                f"intervals): {'met' if c['pays'] else 'not met'}.")
+        if inv is not None:
+            text += (f" The inverted oracle: mean accuracy {inv['diff']:+.3f} ({_ci(inv['diff_ci'], '+.3f')}); claim 2 "
+                     f"(an interval below 0): {'met' if inv['diff_ci'][1] < 0 else 'not met'}.")
+        oar = {k: v for k, v in m.items() if k.startswith("oar-")}
+        if oar and o["diff_ci"][0] <= 0:
+            text += (" OAR: " + "; ".join(f"{k} {v['diff']:+.3f} ({_ci(v['diff_ci'], '+.3f')})" for k, v in oar.items())
+                     + "; the oracle's own gain has an interval that includes 0, so there is no gain for OAR to recover "
+                     "and a recovered fraction would divide by noise.")
+        elif oar:
+            text += " OAR's share of the oracle's gain in mean accuracy: " + "; ".join(
+                f"{k} {v['diff']:+.3f} ({_ci(v['diff_ci'], '+.3f')})"
+                + ("" if v["diff_recovered"] is None else f", recovered {v['diff_recovered']:.2f}")
+                for k, v in oar.items()) + "."
+        paras.append(text)
     return "\n\n".join(paras)
 
 

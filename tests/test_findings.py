@@ -64,3 +64,84 @@ def test_the_shipped_learning_log_reads_through():
     f = findings.learning_findings(lora_learning.load_log())
     text = findings.learning_conclusion(f)
     assert f"{f['grpo']['greedy']['mean']:+.3f}" in text and f["methods"], text
+
+
+# ----------------------------------------------------------------------------- the positive control
+
+def _entry(steps: dict, area: dict, seeds=(0, 1, 2, 3, 4)):
+    """A credit_regime entry with given mean steps / CIs and mean-accuracy differences per method."""
+    g = steps["uniform"]
+    table = {"target": 0.75, "seeds": list(seeds), "methods": {
+        m: {"mean": s, "ci": [s - w, s + w], "speedup": g[0] / s, "speedup_ci": [g[0] / s - 0.2, g[0] / s + 0.2],
+            "recovered": None, "recovered_ci": None} for m, (s, w) in steps.items()}}
+    return {"table": table, "area": {"methods": {
+        m: {"diff": d, "diff_ci": [d - 0.01, d + 0.01], "recovered": None, "recovered_ci": None} for m, d in area.items()}}}
+
+
+def _share(share):
+    return {"components": {"shares": {"irrelevant": share}, "shares_ci": {"irrelevant": [share - 0.05, share + 0.05]}}}
+
+
+R = findings.RELEVANT
+CONTROLS = {"inverted:" + R: -0.03, "shuffled:" + R: 0.0}
+
+
+def _sweep_data(oracle_steps: dict, diffs: dict, shares: dict):
+    control = {findings.screen_name(k): _entry({"uniform": (28.0, 1.0), R: (s, 1.0), "inverted:" + R: (30.0, 1.0),
+                                                "shuffled:" + R: (28.0, 1.0)}, {"uniform": 0.0, R: diffs[k], **CONTROLS})
+               for k, s in oracle_steps.items()}
+    return control, {findings.share_name(k): _share(v) for k, v in shares.items()}
+
+
+def test_follow_up_rule_picks_the_largest_qualifying_speedup():
+    control, shares = _sweep_data({0: 27.0, 16: 14.0, 32: 17.0, 64: 12.0}, {0: 0.01, 16: 0.05, 32: 0.04, 64: -0.01},
+                                  {0: 0.1, 16: 0.3, 32: 0.5, 64: 0.7})
+    f = findings.positive_findings(control, shares)
+    assert [r["k"] for r in f["sweep"]] == [0, 16, 32, 64]
+    # k=64 is fastest but its mean accuracy fell: it does not qualify; k=16 beats k=32.
+    assert [r["qualifies"] for r in f["sweep"]] == [False, True, True, False]
+    assert f["pick"]["k"] == 16 and "met the bar" in f["pick"]["reason"]
+    assert f["spearman"] == pytest.approx(0.8)  # speed-ups 1.04, 2.0, 1.65, 2.33 against increasing shares
+    text = findings.positive_conclusion(f)
+    assert "The screen met the bar at k = 16, 32" in text and "+0.80" in text and "(the pre-registered claim needs >= 0.8: met)" in text
+
+
+def test_follow_up_rule_falls_back_to_the_largest_share():
+    control, shares = _sweep_data({0: 28.0, 64: 27.5}, {0: 0.0, 64: 0.004}, {0: 0.19, 64: 0.62})
+    f = findings.positive_findings(control, shares)
+    assert f["pick"] == {"k": 64, "reason": "no screen met the bar; it has the largest share (62%)"}
+    assert f["confirm"] is None
+    assert "No world's screen met the bar" in findings.positive_conclusion(f)
+    # The confirmatory entry of the picked world is read; an oracle without a gain leaves nothing to recover.
+    control[findings.confirm_name(64)] = _entry(
+        {"uniform": (28.0, 1.0), R: (27.0, 1.0), "inverted:" + R: (30.0, 1.0), "oar-p:last": (28.0, 1.0)},
+        {"uniform": 0.0, R: 0.002, "inverted:" + R: -0.03, "oar-p:last": 0.001}, seeds=range(5, 15))
+    f = findings.positive_findings(control, shares)
+    text = findings.positive_conclusion(f)
+    assert f["confirm"]["seeds"] == list(range(5, 15)) and not f["confirm"]["pays"]
+    assert "seeds 5-14" in text and "Claim 1" in text and "not met" in text
+    assert "claim 2 (an interval below 0): met" in text
+    assert "no gain for OAR to recover" in text
+
+
+def test_positive_findings_without_runs():
+    assert findings.positive_findings({}, {}) is None
+    with pytest.raises(ValueError, match="no screened world"):
+        findings.confirmatory_world([])
+
+
+def test_positive_table_and_plot_read_the_sweep():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from oar_lite import plots
+
+    control, shares = _sweep_data({0: 28.0, 64: 14.0}, {0: 0.0, 64: 0.05}, {0: 0.19, 64: 0.62})
+    sweep = findings.positive_sweep(control, shares)
+    table = findings.positive_table(sweep)
+    assert table.count("\n") == 3  # header, rule, two worlds
+    assert "| 64 | 62% (57% to 67%) | +163% | 5 | 28.0 (27.0 to 29.0) | 14.0 (13.0 to 15.0) | 2.00x" in table
+    fig, axes = plt.subplots(1, 2)
+    plots.plot_positive_control(axes, sweep)
+    assert len(axes[0].lines) >= 2 and axes[1].get_ylabel().startswith("mean held-out accuracy")
+    plt.close(fig)
