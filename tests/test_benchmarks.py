@@ -433,10 +433,11 @@ def test_documented_commands_still_parse(monkeypatch):
         raise Stop
 
     from benchmarks import smollm2_learning
-    from oar_lite import models
+    from oar_lite import findings, models
 
     for owner, name in ((common, "load"), (toy, "load_model"), (compare, "compare"), (credit, "credit_benchmark"),
-                        (step_cost, "measure_model"), (models, "load_smollm2"), (smollm2_learning, "collect")):
+                        (step_cost, "measure_model"), (models, "load_smollm2"), (smollm2_learning, "collect"),
+                        (findings, "positive_findings")):
         monkeypatch.setattr(owner, name, stop)
     monkeypatch.setitem(common.CLOCK, "clock", common.CLOCK["clock"])
     commands, threads = _documented_commands(), torch.get_num_threads()

@@ -141,3 +141,13 @@ def test_every_spec_section_the_code_cites_is_in_the_shipped_spec():
                 cited |= set(range(int(a), int(b or a) + 1))
     assert cited and cited <= headings, sorted(cited - headings)
     assert "docs/oar-spec.md" in (ROOT / "README.md").read_text()
+
+
+def test_line_count_splits_code_docstrings_comments_and_blanks():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("line_count", ROOT / "scripts" / "line_count.py")
+    line_count = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(line_count)
+    source = '"""Module.\n\nMore."""\n\n# a comment\nx = 1  # trailing\n\n\ndef f():\n    """One line."""\n    return "not a docstring"\n'
+    assert line_count.classify(source) == {"code": 3, "docstring": 4, "comment": 1, "blank": 3}
