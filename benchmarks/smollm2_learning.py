@@ -128,7 +128,8 @@ def collect(args) -> Path:
                      "machine": meta["machine"], "settings": meta["settings"], "trl_config": meta["trl_config"],
                      "log": meta["log"], "heldout": sorted(evals, key=lambda r: (r["step"], r["decoding"]))})
     path = args.json or SHIPPED / f"{args.name}.json"
-    common.write_json({"name": args.name, "note": args.note, "screened_seeds": args.screened_seeds, "runs": runs}, path)
+    common.write_json({"name": args.name, "note": args.note, "screened_seeds": args.screened_seeds,
+                       **({"cost_seeds": args.cost_seeds} if args.cost_seeds else {}), "runs": runs}, path)
     print(f"{len(runs)} runs -> {path}")
     return path
 
@@ -160,6 +161,9 @@ def main(argv=None):
     c.add_argument("--note", default="")
     c.add_argument("--screened-seed", dest="screened_seeds", type=int, action="append", default=[],
                    help="a seed the learning rate was chosen on (its GRPO gain is selected; reported apart); repeatable")
+    c.add_argument("--cost-seed", dest="cost_seeds", type=int, action="append", default=[],
+                   help="a seed whose method runs ran side by side, so their wall-clock step times compare (the step "
+                        "cost reads only these; default: every seed); repeatable")
     c.add_argument("--json", type=Path, default=None, help=f"default: {SHIPPED}/<name>.json")
     c.set_defaults(func=collect)
     args = ap.parse_args(argv)

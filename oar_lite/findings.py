@@ -385,7 +385,7 @@ def learning_findings(log: dict | None = None) -> dict:
         out["methods"][m] = {"gain": lora_learning.heldout_change(log, m),
                              "paired": {d: lora_learning.heldout_change(log, m, decoding=d, against="none")
                                         for d in ("greedy", "t1")},
-                             "cost": cost["mean"], "cost_clock": cost["clock"],
+                             "cost": cost["mean"], "cost_clock": cost["clock"], "cost_seeds": sorted(cost["per_seed"]),
                              "effective_share": mean(curves["oar/effective_share"]),
                              "at_floor": mean(curves["oar/frac_at_floor"]), "tau_mean": mean(curves["oar/tau_mean"])}
     return out
@@ -435,7 +435,9 @@ def learning_conclusion(f: dict | None = None) -> str:
                + (f" (on {len(p['seeds'])} seeds; a result to confirm on more). " if len(p["seeds"]) < 5 else ". "))
             + f"A step took {e['cost']:.2f}x GRPO's "
             + ("CPU seconds. " if e.get("cost_clock", "cpu") == "cpu" else
-               "time (TRL's wall-clock step time; each pair of runs shared the machine at the same time). ")
+               "time (TRL's wall-clock step time, read on the pairs of runs that shared the machine at the same time: "
+               f"seed{'s' if len(e.get('cost_seeds', [])) != 1 else ''} "
+               f"{', '.join(map(str, e.get('cost_seeds', [])))}). ")
             + f"Its weights {'stayed close to' if e['effective_share'] >= 0.8 else 'were far from'} uniform: an effective "
             f"share of {e['effective_share']:.2f} of the tokens (1 is GRPO), {e['at_floor']:.1%} of the reasoning tokens "
             "at the floor.")

@@ -142,18 +142,23 @@ def step_seconds(run: dict) -> tuple[list[float], str]:
     return wall, "wall"
 
 
-def cost_ratio(log: dict, method: str, against: str = "none") -> dict:
+def cost_ratio(log: dict, method: str, against: str = "none", seeds: Sequence[int] | None = None) -> dict:
     """A step's seconds for ``method`` over ``against``'s, median step of each run
-    (`step_seconds`), paired by seed: ``{"mean", "per_seed", "clock"}`` (``"cpu"`` or ``"wall"``)."""
+    (`step_seconds`), paired by seed (only ``seeds`` if given, else the log's ``cost_seeds``
+    when it names the pairs that ran side by side, else every seed): ``{"mean", "per_seed",
+    "clock"}`` (``"cpu"`` or ``"wall"``)."""
     def median(run):
         seconds, clock = step_seconds(run)
         return float(np.median(seconds)), clock
 
-    theirs = {r["seed"]: median(r) for r in runs_of(log, against)}
+    seeds = log.get("cost_seeds") if seeds is None else seeds
+    theirs = {r["seed"]: median(r) for r in runs_of(log, against) if seeds is None or r["seed"] in seeds}
     mine = {r["seed"]: median(r) for r in runs_of(log, method) if r["seed"] in theirs}
     clocks = {c for _, c in theirs.values()} | {c for _, c in mine.values()}
     if len(clocks) > 1:
         raise ValueError(f"{method} and {against} were timed by different clocks {sorted(clocks)}; no ratio")
+    if not mine:
+        raise ValueError(f"no seed has both a {method} and a {against} run to time" + (f" among {list(seeds)}" if seeds else ""))
     ratios = {s: mine[s][0] / theirs[s][0] for s in mine}
     return {"mean": float(np.mean(list(ratios.values()))), "per_seed": ratios, "clock": clocks.pop()}
 

@@ -66,3 +66,16 @@ def test_step_cost_falls_back_to_trls_wall_clock_and_refuses_mixed_clocks():
         ll.cost_ratio({"runs": [wall, cpu]}, "oar-g")
     with pytest.raises(ValueError, match="neither cpu_time nor step_time"):
         ll.step_seconds({**wall, "log": [{"step": 1}]})
+
+
+def test_step_cost_reads_only_the_pairs_that_ran_side_by_side():
+    def wall(method, seed, seconds):
+        return {"name": f"{method}{seed}", "method": method, "seed": seed, "heldout": [],
+                "log": [{"step": 1, "step_time": seconds}]}
+
+    runs = [wall("none", 0, 10.0), wall("oar-g", 0, 30.0), wall("none", 1, 10.0), wall("oar-g", 1, 11.0)]
+    assert ll.cost_ratio({"runs": runs}, "oar-g")["per_seed"] == {0: 3.0, 1: pytest.approx(1.1)}
+    assert ll.cost_ratio({"runs": runs, "cost_seeds": [1]}, "oar-g")["per_seed"] == {1: pytest.approx(1.1)}
+    assert ll.cost_ratio({"runs": runs, "cost_seeds": [1]}, "oar-g", seeds=[0])["per_seed"] == {0: 3.0}
+    with pytest.raises(ValueError, match=r"no seed has both a oar-g and a none run to time among \[5\]"):
+        ll.cost_ratio({"runs": runs}, "oar-g", seeds=[5])
