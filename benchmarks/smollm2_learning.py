@@ -119,6 +119,10 @@ def collect(args) -> Path:
         meta = json.loads((folder / "run.json").read_text())
         if not meta.get("finished"):
             raise SystemExit(f"{folder} has not finished (run.json says so); finish or leave it out")
+        beyond = [r["step"] for r in meta["log"] if r.get("step", 0) > meta["settings"]["steps"]]
+        if beyond:
+            raise SystemExit(f"{folder}: its log has steps {beyond} beyond the {meta['settings']['steps']} it was run for "
+                             "(trained on after it finished?); trim them from run.json or leave the run out")
         evals = read_jsonl(folder / "heldout.jsonl")
         # Runs from before the split was recorded kept only its seeds (the rest were SPLIT's values then)
         meta["settings"].setdefault("split", {**SPLIT, **{k: meta["settings"][k] for k in ("heldout_seed", "train_seed")

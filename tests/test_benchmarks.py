@@ -471,3 +471,26 @@ def test_timed_then_memory_times_plain_calls_and_measures_memory_apart():
     if common.rss_peak_supported():
         assert len(out["big"]["peak_mib"]) == 2 and min(out["big"]["peak_mib"]) >= 24
         assert max(out["none"]["peak_mib"]) < 24
+
+
+def test_smollm2_collect_refuses_a_run_trained_past_its_steps_and_records_the_timed_pairs(tmp_path):
+    from benchmarks import smollm2_learning
+
+    def folder(name, method, seed, steps_logged):
+        out = tmp_path / name
+        out.mkdir()
+        settings = {"method": method, "seed": seed, "learning_rate": 3e-4, "steps": 2, "heldout_seed": 2026, "train_seed": 0}
+        (out / "run.json").write_text(json.dumps({
+            "command": "run", "machine": {}, "settings": settings, "trl_config": {}, "finished": True,
+            "log": [{"step": s, "reward": 0.5, "step_time": 1.0} for s in steps_logged]}))
+        (out / "heldout.jsonl").write_text(json.dumps({"step": 0, "decoding": "greedy", "correct": [[1]]}) + "\n")
+        return str(out)
+
+    good = [folder("a", "none", 1, [1, 2]), folder("b", "oar-g", 1, [1, 2])]
+    out = tmp_path / "log.json"
+    smollm2_learning.main(["collect", "--name", "t", "--cost-seed", "1", "--json", str(out), *good])
+    log = json.loads(out.read_text())
+    assert log["cost_seeds"] == [1] and [r["method"] for r in log["runs"]] == ["none", "oar-g"]
+    past = folder("c", "none", 2, [1, 2, 3])
+    with pytest.raises(SystemExit, match=r"steps \[3\] beyond the 2 it was run for"):
+        smollm2_learning.main(["collect", "--name", "t", "--json", str(out), past])
