@@ -99,6 +99,19 @@ def chars():
     return char_tokenizer()
 
 
+def rows_alone(score, model, ids, attn, reasoning, answer, **kw):
+    """``score`` (`ol.perturbation_scores` or `ol.gradient_scores`) on each row of a padded
+    batch alone, its padding stripped and its spans shifted: the per-row path the batched
+    scorers must equal. A list of ``[R_i]`` score tensors."""
+    out = []
+    for i in range(ids.shape[0]):
+        valid = ol.mask_to_span(attn[i].bool())
+        off = valid.start
+        out.append(score(model, ids[i, valid], slice(reasoning[i].start - off, reasoning[i].stop - off),
+                         slice(answer[i].start - off, answer[i].stop - off), **kw))
+    return out
+
+
 def padded_rows(model_dtype_rows, left, right, seed=3, answer_lengths=(3, 3, 3)):
     """Three random rows with ``left`` / ``right`` padding each; spans into the padded rows."""
     g = torch.Generator().manual_seed(seed)

@@ -3,7 +3,7 @@ form equal to the per-row reference."""
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import assert_untouched, mixed_state_model, padded_rows, span_masks, tiny_gpt2, tiny_llama
+from conftest import assert_untouched, mixed_state_model, padded_rows, rows_alone, span_masks, tiny_gpt2, tiny_llama
 
 import oar_lite as ol
 from oar_lite.attribution import MODES
@@ -76,17 +76,6 @@ def test_gradient_times_input_matches_finite_differences(sequence):
 # different order): rtol 1e-6 in float64; in float32 1e-3 of each row's largest score,
 # since the KL modes' objective is second order in the noise and amplifies the rounding.
 
-def _per_row(model, ids, attn, reasoning, answer, **kw):
-    """OAR-G row by row, padding stripped, one generator for all rows (the per-row loop)."""
-    out = []
-    for i in range(ids.shape[0]):
-        valid = ol.mask_to_span(attn[i].bool())
-        off = valid.start
-        out.append(ol.gradient_scores(model, ids[i, valid], slice(reasoning[i].start - off, reasoning[i].stop - off),
-                                      slice(answer[i].start - off, answer[i].stop - off), **kw))
-    return out
-
-
 @pytest.mark.parametrize("padding", ["left", "right", "both"])
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("make,dtype", [(tiny_llama, torch.float64), (tiny_gpt2, torch.float64),
@@ -103,7 +92,7 @@ def test_gradient_scores_batch_equals_per_row(padding, mode, make, dtype):
         reasoning = [slice(r.start + s, r.stop + s) for r, s in zip(reasoning, shift)]
         answer = [slice(a.start + s, a.stop + s) for a, s in zip(answer, shift)]
     kw = dict(mode=mode, noise_std=1e-3)
-    alone = _per_row(model, ids, attn, reasoning, answer, generator=torch.Generator().manual_seed(0), **kw)
+    alone = rows_alone(ol.gradient_scores, model, ids, attn, reasoning, answer, generator=torch.Generator().manual_seed(0), **kw)
     for reuse_prefix in (True, False):
         batched = ol.gradient_scores_batch(model, ids, attn, reasoning, answer, reuse_prefix=reuse_prefix,
                                            generator=torch.Generator().manual_seed(0), **kw)

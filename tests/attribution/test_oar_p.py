@@ -3,8 +3,8 @@ naive per-position loop, and do the work the spec bounds."""
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import (PAD, assert_untouched, mixed_state_model, padded_rows, span_masks, tiny_gpt2, tiny_llama,
-                      tiny_qwen2)
+from conftest import (PAD, assert_untouched, mixed_state_model, padded_rows, rows_alone, span_masks, tiny_gpt2,
+                      tiny_llama, tiny_qwen2)
 
 import oar_lite as ol
 from oar_lite.attribution import MODES
@@ -90,17 +90,6 @@ def test_perturbation_leaves_model_mode(sequence):
 # score is a difference of log-probabilities of size about log(V), each rounded to about
 # 1e-7 of that size, whatever the score's own size (tiny on a random model).
 
-def _perturbation_per_row(model, ids, attn, reasoning, answer, **kw):
-    """OAR-P row by row, padding stripped (the per-row path)."""
-    out = []
-    for i in range(ids.shape[0]):
-        valid = ol.mask_to_span(attn[i].bool())
-        off = valid.start
-        out.append(ol.perturbation_scores(model, ids[i, valid], slice(reasoning[i].start - off, reasoning[i].stop - off),
-                                          slice(answer[i].start - off, answer[i].stop - off), pad_token_id=PAD, **kw))
-    return out
-
-
 def _left_aligned_to_end(ids, attn, reasoning, answer):
     """The same rows moved right so that each ends at the last column (left padding only)."""
     shift = [ids.shape[1] - int(attn[i].nonzero()[-1]) - 1 for i in range(ids.shape[0])]
@@ -121,7 +110,7 @@ def test_perturbation_scores_batch_equals_per_row(padding, mode, make, dtype):
     ids, attn, reasoning, answer = padded_rows(model, left, right, answer_lengths=(3, 1, 4))
     if padding == "left":
         ids, attn, reasoning, answer = _left_aligned_to_end(ids, attn, reasoning, answer)
-    alone = _perturbation_per_row(model, ids, attn, reasoning, answer, mode=mode)
+    alone = rows_alone(ol.perturbation_scores, model, ids, attn, reasoning, answer, pad_token_id=PAD, mode=mode)
     options_to_try = [{}, {"token_budget": 60, "batch_size": 2}]
     if make is tiny_llama and dtype == torch.float64:  # the other schedules, where the tests stay fast
         options_to_try += [{"token_budget": 1}, {"max_waste": 0.0}, {"reuse_prefix": False}]
@@ -161,8 +150,8 @@ def test_perturbation_scores_batch_work_and_pass_bounds(llama, options):
         per_row = []
         for i in range(3):
             per_row.append({})
-            _perturbation_per_row(llama, ids[i:i + 1], attn[i:i + 1], reasoning[i:i + 1], answer[i:i + 1],
-                                  mode="answer_mean", stats=per_row[-1])
+            rows_alone(ol.perturbation_scores, llama, ids[i:i + 1], attn[i:i + 1], reasoning[i:i + 1], answer[i:i + 1],
+                       pad_token_id=PAD, mode="answer_mean", stats=per_row[-1])
         assert stats["forward_passes"] <= sum(s["forward_passes"] for s in per_row) / 2
 
 
