@@ -273,7 +273,7 @@ def positive_sentence(f: dict | None) -> str:
                 "words the answer never reads) and its sweep pre-registered in benchmarks/RESULTS.md, not yet run.")
     top = max(f["sweep"], key=lambda r: r["share"])
     c = f["confirm"]
-    text = (f"The positive control (section 9) raised the removable share to {top['share']:.0%} "
+    text = (f"The positive control (notebook 06, section 9) raised the removable share to {top['share']:.0%} "
             f"(k = {top['k']} scratch words the answer never reads)")
     if c is None:
         return text + (f"; on the screen the oracle's speed-up there was {top['speedup']:.2f}x "
