@@ -100,6 +100,7 @@ def toy_entry(args, report: dict) -> dict:
                                        groups=gq.parameter_groups(model))
     stats = gq.gradient_stats(grads)
     base = stats["uniform"]["snr"]
+    report["weight_mass"] = gq.weight_mass_on(info, "relevant")  # how much of each weighting's mass the irrelevant get
     lengths = [len(r["completion_ids"]) for r in info["rows"]]
     report.update(kind="toy", components=components, coordinates=coordinates,
                   snr_vs_uniform={k: stats[k]["snr"] / base - 1 for k in grads if k != "uniform"},

@@ -150,6 +150,33 @@ def batch_gradients(
     return {label: torch.stack(gs) for label, gs in grads.items()}, info
 
 
+def weight_mass_on(info: dict, mask_label: str = "relevant") -> dict[str, dict[str, float]]:
+    """Where each weighting of `batch_gradients` puts its weight, against the tokens a 0/1
+    weighting (``mask_label``, e.g. the toy's ``relevant`` labels) sets to 0: per label, the
+    mean over scored rows of the share of the row's weight mass on those tokens
+    (``irrelevant_mass``; uniform credit's is their share of the tokens) and of the effective
+    share of tokens (sum w)^2 / (R sum w^2) (``effective_share``; 1 for uniform). Rows whose
+    weights sum to 0 are left out."""
+    if mask_label not in info["weights"]:
+        raise ValueError(f"no weighting {mask_label!r} in info (has {sorted(info['weights'])}); pass the 0/1 one")
+    masks = [w == 0 for w in info["weights"][mask_label]]
+    out = {}
+    for label, rows in info["weights"].items():
+        if label == mask_label:
+            continue
+        mass, spread = [], []
+        for w, off in zip(rows, masks):
+            w = w.double()
+            total = float(w.sum())
+            if total <= 0:
+                continue
+            mass.append(float(w[off].sum()) / total)
+            spread.append(total ** 2 / (len(w) * float((w * w).sum())))
+        out[label] = {"irrelevant_mass": sum(mass) / len(mass) if mass else float("nan"),
+                      "effective_share": sum(spread) / len(spread) if spread else float("nan"), "rows": len(mass)}
+    return out
+
+
 STATS_BLOCK_BYTES = 2**27
 """`gradient_stats` (by rows) and `snr_ratio_intervals` (by columns) read the gradients in
 float64 blocks of about this many bytes."""

@@ -118,3 +118,16 @@ def test_snr_ratio_intervals_do_not_depend_on_the_column_blocks(monkeypatch):
     blocked = gq.snr_ratio_intervals(grads, n_boot=200)
     for label in grads:
         assert blocked[label] == pytest.approx(whole[label], rel=1e-10)
+
+
+def test_weight_mass_on_the_tokens_a_mask_weighting_zeroes():
+    info = {"weights": {
+        "relevant": [torch.tensor([1.0, 0.0, 0.0, 1.0]), torch.tensor([0.0, 1.0])],
+        "uniform": [torch.ones(4), torch.ones(2)],
+        "peaked": [torch.tensor([0.0, 3.0, 1.0, 0.0]), torch.tensor([0.0, 0.0])]}}
+    out = gq.weight_mass_on(info)
+    assert out["uniform"] == {"irrelevant_mass": pytest.approx(0.5), "effective_share": pytest.approx(1.0), "rows": 2}
+    # the second row's weights sum to 0 and are left out; the first puts all of its mass off the relevant tokens
+    assert out["peaked"] == {"irrelevant_mass": pytest.approx(1.0), "effective_share": pytest.approx(16 / (4 * 10)), "rows": 1}
+    with pytest.raises(ValueError, match="no weighting 'labels'"):
+        gq.weight_mass_on(info, "labels")
