@@ -187,6 +187,11 @@ def share_name(k: int) -> str:
     return f"k={k} world, 2x4"
 
 
+def oar_weights_name(k: int) -> str:
+    """The ``noise_share.json`` entry that weighs the same batches with OAR and the oracle."""
+    return f"k={k} world, 2x4, OAR's weights"
+
+
 def positive_sweep(control: dict | None = None, shares: dict | None = None) -> list[dict]:
     """One row per screened world, k ascending: the share of the gradient's variance carried
     by reward-irrelevant tokens (``noise_share.json``) beside the screen's learning result,
@@ -248,7 +253,15 @@ def positive_findings(control: dict | None = None, shares: dict | None = None) -
     pick = confirmatory_world(sweep)
     rho = (rank_agreement(torch.tensor([r["share"] for r in sweep]), torch.tensor([r["speedup"] for r in sweep]))
            if len(sweep) > 1 else float("nan"))
-    out = {"sweep": sweep, "pick": pick, "spearman": rho, "confirm": None}
+    out = {"sweep": sweep, "pick": pick, "spearman": rho, "confirm": None, "oar_weights": None}
+    shares = _read("noise_share.json") if shares is None else shares
+    weighed = shares.get(oar_weights_name(pick["k"]))
+    if weighed is not None and RELEVANT in weighed["snr_vs_uniform"]:
+        gain, mass = weighed["snr_vs_uniform"], weighed.get("weight_mass", {})
+        out["oar_weights"] = {m: {"snr_gain": gain[m], "snr_recovered": gain[m] / gain[RELEVANT] if gain[RELEVANT] else None,
+                                  **{k: mass.get(m, {}).get(k) for k in ("irrelevant_mass", "effective_share")}}
+                              for m in (RELEVANT, *sorted(k for k in gain if k.startswith("oar-")))}
+        out["oar_weights"]["uniform"] = {k: mass.get("uniform", {}).get(k) for k in ("irrelevant_mass", "effective_share")}
     entry = control.get(confirm_name(pick["k"]))
     if entry is not None:
         t, area = entry["table"]["methods"], entry["area"]["methods"]
@@ -359,6 +372,21 @@ def positive_conclusion(f: dict | None = None) -> str:
                 + ("" if v["diff_recovered"] is None else f", recovered {v['diff_recovered']:.2f}")
                 for k, v in oar.items()) + "."
         paras.append(text)
+    w = f.get("oar_weights")
+    if w:
+        oar = [m for m in w if m.startswith("oar-")]
+        mass = lambda m: "" if w[m].get("irrelevant_mass") is None else f", {w[m]['irrelevant_mass']:.0%} of its weight mass there"
+        paras.append(
+            f"**Does OAR find the removable noise?** On the same batches of the k = {pick['k']} world, the oracle's weighting "
+            f"raised the gradient's SNR by {w[RELEVANT]['snr_gain']:+.0%}{mass(RELEVANT)}; "
+            + "; ".join(f"{m} by {w[m]['snr_gain']:+.0%} ({w[m]['snr_recovered']:.0%} of the oracle's gain){mass(m)}"
+                        for m in oar)
+            + ("" if w["uniform"].get("irrelevant_mass") is None else
+               f" (uniform credit: {w['uniform']['irrelevant_mass']:.0%}, the irrelevant tokens' share of the tokens)")
+            + "."
+            + (" OAR's influence scores do see that the scratch words do not move the answer; what is missing is the "
+               "oracle's own gain in learning, so there is none for OAR to recover."
+               if c is not None and not c["pays"] and c["methods"][RELEVANT]["diff_ci"][0] <= 0 else ""))
     return "\n\n".join(paras)
 
 

@@ -145,3 +145,19 @@ def test_positive_table_and_plot_read_the_sweep():
     plots.plot_positive_control(axes, sweep)
     assert len(axes[0].lines) >= 2 and axes[1].get_ylabel().startswith("mean held-out accuracy")
     plt.close(fig)
+
+
+def test_positive_conclusion_reads_oars_weights_on_the_picked_world():
+    control, shares = _sweep_data({0: 28.0, 64: 27.5}, {0: 0.0, 64: 0.004}, {0: 0.19, 64: 0.62})
+    shares[findings.oar_weights_name(64)] = {
+        "snr_vs_uniform": {R: 2.0, "oar-p:last": 1.5, "relevant": 1.8},
+        "weight_mass": {R: {"irrelevant_mass": 0.1, "effective_share": 0.5},
+                        "oar-p:last": {"irrelevant_mass": 0.3, "effective_share": 0.7},
+                        "uniform": {"irrelevant_mass": 0.6, "effective_share": 1.0}}}
+    control[findings.confirm_name(64)] = _entry({"uniform": (28.0, 1.0), R: (27.0, 1.0)}, {"uniform": 0.0, R: 0.002},
+                                                seeds=range(5, 15))
+    f = findings.positive_findings(control, shares)
+    assert f["oar_weights"]["oar-p:last"]["snr_recovered"] == pytest.approx(0.75)
+    text = findings.positive_conclusion(f)
+    assert "oar-p:last by +150% (75% of the oracle's gain), 30% of its weight mass there" in text
+    assert "uniform credit: 60%" in text and "none for OAR to recover" in text
