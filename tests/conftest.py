@@ -99,6 +99,17 @@ def chars():
     return char_tokenizer()
 
 
+def load_script(name: str):
+    """``scripts/<name>.py`` as a module (scripts/ is not a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def rows_alone(score, model, ids, attn, reasoning, answer, **kw):
     """``score`` (`ol.perturbation_scores` or `ol.gradient_scores`) on each row of a padded
     batch alone, its padding stripped and its spans shifted: the per-row path the batched

@@ -6,17 +6,15 @@ notebooks, their stubs, shortcuts and solutions is `make check-student`, grading
 check-grade`, the sites `make check-site`: in CI, minutes, not unit tests.)"""
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
-spec = importlib.util.spec_from_file_location("course", ROOT / "scripts" / "course.py")
-course = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(course)
+course = load_script("course")
 
 NOTEBOOKS = course.notebooks()
 REQUIRED_ARXIV = {"2601.07408"}  # the OAR paper, in every notebook

@@ -1,14 +1,12 @@
 """scripts/offline_notebook_07.py: notebook 07's code with the hub replaced by what ships offline."""
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("offline_notebook_07", ROOT / "scripts" / "offline_notebook_07.py")
-offline = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(offline)
+offline = load_script("offline_notebook_07")
 
 
 def test_every_substitution_is_made_and_the_code_compiles():

@@ -7,6 +7,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 from oar_lite import toy
 
@@ -66,12 +67,7 @@ def test_data_is_package_data():
 
 
 def _sync_module():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("sync_setup_cell", ROOT / "scripts" / "sync_setup_cell.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("sync_setup_cell")
 
 
 def test_every_notebook_setup_cell_is_the_template():
@@ -144,10 +140,6 @@ def test_every_spec_section_the_code_cites_is_in_the_shipped_spec():
 
 
 def test_line_count_splits_code_docstrings_comments_and_blanks():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("line_count", ROOT / "scripts" / "line_count.py")
-    line_count = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(line_count)
+    line_count = load_script("line_count")
     source = '"""Module.\n\nMore."""\n\n# a comment\nx = 1  # trailing\n\n\ndef f():\n    """One line."""\n    return "not a docstring"\n'
     assert line_count.classify(source) == {"code": 3, "docstring": 4, "comment": 1, "blank": 3}

@@ -2,7 +2,6 @@
 (issue 28): `toy.chain_of_thought(scratch=)`, ``scripts/pretrain_toy.py --scratch``, the
 ``"oracle-relevant"`` scorer, `oracle.irrelevant_mask`, `gradient_quality.variance_components`
 and `gradient_quality.completion_noise_shares`."""
-import importlib.util
 import random
 from pathlib import Path
 from types import SimpleNamespace
@@ -10,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from conftest import tiny_llama
+from conftest import load_script, tiny_llama
 
 import oar_lite as ol
 from oar_lite import gradient_quality as gq
@@ -51,10 +50,7 @@ def test_scratch_words_open_the_chain_and_leave_the_rest_unchanged(tok):
 
 
 def _pretrain_script():
-    spec = importlib.util.spec_from_file_location("pretrain_toy", ROOT / "scripts" / "pretrain_toy.py")
-    pretrain = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(pretrain)
-    return pretrain
+    return load_script("pretrain_toy")
 
 
 def test_pretraining_with_scratch_keeps_the_problem_stream():
