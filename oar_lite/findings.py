@@ -375,7 +375,8 @@ def positive_conclusion(f: dict | None = None) -> str:
     w = f.get("oar_weights")
     if w:
         oar = [m for m in w if m.startswith("oar-")]
-        mass = lambda m: "" if w[m].get("irrelevant_mass") is None else f", {w[m]['irrelevant_mass']:.0%} of its weight mass on the irrelevant tokens"
+        mass = lambda m: "" if w[m].get("irrelevant_mass") is None else (f", {w[m]['irrelevant_mass']:.0%} of its weight mass on the irrelevant tokens, effective share "
+                                                                   f"{w[m]['effective_share']:.2f}")
         paras.append(
             f"**Does OAR find the removable noise?** On the same batches of the k = {pick['k']} world, the oracle's weighting "
             f"raised the gradient's SNR by {w[RELEVANT]['snr_gain']:+.0%}{mass(RELEVANT)}; "

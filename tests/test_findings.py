@@ -159,5 +159,5 @@ def test_positive_conclusion_reads_oars_weights_on_the_picked_world():
     f = findings.positive_findings(control, shares)
     assert f["oar_weights"]["oar-p:last"]["snr_recovered"] == pytest.approx(0.75)
     text = findings.positive_conclusion(f)
-    assert "oar-p:last by +150% (75% of the oracle's gain), 30% of its weight mass on the irrelevant tokens" in text
+    assert "oar-p:last by +150% (75% of the oracle's gain), 30% of its weight mass on the irrelevant tokens, effective share 0.70" in text
     assert "uniform credit: 60%" in text and "none for OAR to recover" in text
