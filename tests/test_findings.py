@@ -161,3 +161,14 @@ def test_positive_conclusion_reads_oars_weights_on_the_picked_world():
     text = findings.positive_conclusion(f)
     assert "oar-p:last by +150% (75% of the oracle's gain), 30% of its weight mass on the irrelevant tokens, effective share 0.70" in text
     assert "uniform credit: 60%" in text and "none for OAR to recover" in text
+
+
+def test_positive_sentence_tells_a_gain_below_the_bar_from_none():
+    control, shares = _sweep_data({0: 28.0, 64: 27.5}, {0: 0.0, 64: 0.004}, {0: 0.19, 64: 0.62})
+    for diff, words in ((0.002, "here it was not sufficient"), (0.02, "A real gain, seen on 10 seeds the screen never saw")):
+        control[findings.confirm_name(64)] = _entry({"uniform": (28.0, 1.0), R: (27.0, 3.0)}, {"uniform": 0.0, R: diff},
+                                                    seeds=range(5, 15))
+        f = findings.positive_findings(control, shares)
+        text = findings.positive_sentence(f)
+        assert words in text and "1.04x" in text
+        assert "There, credit paid" not in text
