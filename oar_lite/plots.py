@@ -217,12 +217,14 @@ def save_figure(records: Sequence[dict], path, *, target: float | None = None, m
     return path
 
 
-def plot_positive_control(axes, sweep: Sequence[dict], *, bar: float = 1.5):
+def plot_positive_control(axes, sweep: Sequence[dict], *, confirm: dict | None = None, bar: float = 1.5):
     """The positive control's sweep (`oar_lite.findings.positive_sweep`), against the share of
     the gradient's variance carried by reward-irrelevant tokens: the oracle's speed-up in
     steps to the target (left, the project's bar dashed) and the mean held-out accuracy over
     the run minus GRPO's, for the oracle and its inverted and shuffled controls (right).
-    Error bars are the 95% intervals of both axes; each point is labelled with its k."""
+    Error bars are the 95% intervals of both axes; each point is labelled with its k. With
+    ``confirm`` (`findings.positive_findings`'s ``"confirm"``), the confirmatory run's oracle is
+    drawn as a star at its world's share."""
     share = np.array([r["share"] for r in sweep])
     share_err = np.array([[r["share"] - r["share_ci"][0], r["share_ci"][1] - r["share"]] for r in sweep]).T
 
@@ -250,6 +252,14 @@ def plot_positive_control(axes, sweep: Sequence[dict], *, bar: float = 1.5):
                 for r in sweep]
         errorbar(right, [d for d, _ in rows], [c[0] for _, c in rows], [c[1] for _, c in rows], offset=offset,
                  color=color, label=label)
+    if confirm is not None:
+        x = next(r["share"] for r in sweep if r["k"] == confirm["k"]) + 0.012
+        o = confirm["methods"]["oracle-relevant"]
+        label = f"oracle, confirmatory ({len(confirm['seeds'])} new seeds)"
+        for ax, y, (lo, hi) in ((left, o["speedup"], o["speedup_ci"]), (right, o["diff"], o["diff_ci"])):
+            ax.errorbar([x], [y], yerr=[[y - lo], [hi - y]], fmt="*", ms=11, capsize=3, color=method_color("oracle"),
+                        mec="black", label=label)
+        left.legend(fontsize=8)
     right.axhline(0.0, color="gray", lw=0.8)
     right.set_xlabel("irrelevant tokens' share of the gradient variance")
     right.set_ylabel("mean held-out accuracy - GRPO's")

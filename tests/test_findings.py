@@ -172,3 +172,20 @@ def test_positive_sentence_tells_a_gain_below_the_bar_from_none():
         text = findings.positive_sentence(f)
         assert words in text and "1.04x" in text
         assert "There, credit paid" not in text
+
+
+def test_positive_plot_marks_the_confirmatory_run():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from oar_lite import plots
+
+    control, shares = _sweep_data({0: 28.0, 64: 27.5}, {0: 0.0, 64: 0.004}, {0: 0.19, 64: 0.62})
+    control[findings.confirm_name(64)] = _entry({"uniform": (28.0, 1.0), R: (21.0, 3.0)}, {"uniform": 0.0, R: 0.02},
+                                                seeds=range(5, 15))
+    f = findings.positive_findings(control, shares)
+    fig, axes = plt.subplots(1, 2)
+    plots.plot_positive_control(axes, f["sweep"], confirm=f["confirm"])
+    labels = [t.get_text() for t in axes[0].get_legend().get_texts()]
+    assert "oracle, confirmatory (10 new seeds)" in labels
+    plt.close(fig)
