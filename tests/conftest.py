@@ -7,9 +7,16 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pytest
 import torch
+from hypothesis import settings as hypothesis_settings
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
 import oar_lite as ol
+
+# Property tests draw the same examples on every run, so a CI result can be reproduced; set
+# HYPOTHESIS_PROFILE=explore to draw fresh ones (and add what fails as an @example).
+hypothesis_settings.register_profile("reproducible", derandomize=True)
+hypothesis_settings.register_profile("explore", derandomize=False)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "reproducible"))
 from oar_lite import toy
 from oar_lite.train import TrainConfig
 
