@@ -34,6 +34,7 @@ import torch
 
 from .attribution import eval_mode, token_weights
 from .grpo import group_advantages, sequence_logprobs
+from .reshape import effective_share
 from .reward import math_reward
 from .rollout import sample_batch
 
@@ -171,7 +172,7 @@ def weight_mass_on(info: dict, mask_label: str = "relevant") -> dict[str, dict[s
             if total <= 0:
                 continue
             mass.append(float(w[off].sum()) / total)
-            spread.append(total ** 2 / (len(w) * float((w * w).sum())))
+            spread.append(effective_share(w))
         out[label] = {"irrelevant_mass": sum(mass) / len(mass) if mass else float("nan"),
                       "effective_share": sum(spread) / len(spread) if spread else float("nan"), "rows": len(mass)}
     return out

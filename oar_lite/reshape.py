@@ -79,6 +79,15 @@ def bilevel_weights(
     return w.to(out_dtype)
 
 
+def effective_share(weights: torch.Tensor) -> float:
+    """(sum w)^2 / (R sum w^2) of one completion's ``[R]`` weights: the effective number of
+    tokens over R, 1 for uniform weights (GRPO), 1/R when one token carries everything; 1 for
+    all-zero weights (nothing to concentrate)."""
+    w = weights.detach().double()
+    total, squares = float(w.sum()), float((w * w).sum())
+    return total * total / (w.numel() * squares) if squares > 0 else 1.0
+
+
 def weight_uniformity(
     scores: Sequence[torch.Tensor | None],
     weights: Sequence[torch.Tensor],
@@ -120,12 +129,11 @@ def weight_uniformity(
         w = w.detach().cpu().double()
         tau = float(tau)
         clamped = (n < tau) & (n / (tau + 1e-8) <= floor)
-        total, squares = float(w.sum()), float((w * w).sum())
         rows.append({"tokens": int(w.numel()), "tau": tau, "at_floor": float(clamped.double().mean()),
                      "suppressed": float((w < 1 - 1e-6).double().mean()),
                      "boosted": float((w > 1 + 1e-6).double().mean()),
                      "weight_std": float(w.std(unbiased=False)),
-                     "effective_share": total * total / (w.numel() * squares) if squares > 0 else 1.0})
+                     "effective_share": effective_share(w)})
     return rows
 
 
