@@ -159,6 +159,10 @@ def cost_ratio(log: dict, method: str, against: str = "none", seeds: Sequence[in
         raise ValueError(f"{method} and {against} were timed by different clocks {sorted(clocks)}; no ratio")
     if not mine:
         raise ValueError(f"no seed has both a {method} and a {against} run to time" + (f" among {list(seeds)}" if seeds else ""))
+    unpaired = sorted(set(seeds or ()) - set(mine))
+    if unpaired:  # a seed asked for (a typo in --cost-seed?) must not drop out of the ratio in silence
+        raise ValueError(f"seeds {unpaired} were asked for but have no {method} and {against} pair; "
+                         f"paired seeds: {sorted(mine)}")
     ratios = {s: mine[s][0] / theirs[s][0] for s in mine}
     return {"mean": float(np.mean(list(ratios.values()))), "per_seed": ratios, "clock": clocks.pop()}
 
