@@ -249,6 +249,7 @@ def positive_findings(control: dict | None = None, shares: dict | None = None) -
         control = _read(POSITIVE) if control is None else control
     except FileNotFoundError:
         return None
+    shares = _read("noise_share.json") if shares is None else shares
     sweep = positive_sweep(control, shares)
     if not sweep:
         return None
@@ -256,7 +257,6 @@ def positive_findings(control: dict | None = None, shares: dict | None = None) -
     rho = (rank_agreement(torch.tensor([r["share"] for r in sweep]), torch.tensor([r["speedup"] for r in sweep]))
            if len(sweep) > 1 else float("nan"))
     out = {"sweep": sweep, "pick": pick, "spearman": rho, "confirm": None, "oar_weights": None}
-    shares = _read("noise_share.json") if shares is None else shares
     weighed = shares.get(oar_weights_name(pick["k"]))
     if weighed is not None and RELEVANT in weighed["snr_vs_uniform"]:
         gain, mass = weighed["snr_vs_uniform"], weighed.get("weight_mass", {})
@@ -278,6 +278,12 @@ def positive_findings(control: dict | None = None, shares: dict | None = None) -
                         for m, e in t.items()},
             "pays": regime.pays(entry["table"], RELEVANT),
         }
+        o = out["confirm"]["methods"][RELEVANT]
+        # A gain to recover: the oracle's accuracy or speed-up interval clears no-change.
+        out["confirm"]["gain_measured"] = o["diff_ci"][0] > 0 or o["speedup_ci"][0] > 1
+        recovered = [v["diff_recovered"] for m, v in out["confirm"]["methods"].items()
+                     if m.startswith("oar-") and v["diff_recovered"] is not None]
+        out["confirm"]["oar_best_recovered"] = max(recovered) if recovered and out["confirm"]["gain_measured"] else None
     return out
 
 
@@ -300,15 +306,14 @@ def positive_sentence(f: dict | None) -> str:
     if inv is not None:
         text += (f", while the inverted oracle {'hurt' if inv['diff_ci'][1] < 0 else 'moved it by'} "
                  f"{inv['diff']:+.3f} ({_ci(inv['diff_ci'], '+.3f')})")
-    measurable = o["diff_ci"][0] > 0 or o["speedup_ci"][0] > 1
     if c["pays"]:
         return text + ". There, credit paid."
-    oar = [v["diff_recovered"] for m, v in c["methods"].items() if m.startswith("oar-") and v["diff_recovered"] is not None]
-    if measurable:
+    best = c["oar_best_recovered"]
+    if c["gain_measured"]:
         return text + (f". A real gain, seen on {len(c['seeds'])} seeds the screen never saw (its 5 seeds could not see it), "
                        f"but below the project's bar ({regime.PAYS_SPEEDUP:g}x with disjoint intervals) and far below the "
                        "ceiling section 8's bound allows."
-                       + (f" OAR-P and OAR-G recovered at best {max(oar):+.2f} of it (mean accuracy)." if oar else ""))
+                       + (f" OAR-P and OAR-G recovered at best {best:+.2f} of it (mean accuracy)." if best is not None else ""))
     return text + ". Section 8's bound makes a large share necessary for credit to pay; here it was not sufficient."
 
 
@@ -372,7 +377,7 @@ def positive_conclusion(f: dict | None = None) -> str:
             text += (f" The inverted oracle: mean accuracy {inv['diff']:+.3f} ({_ci(inv['diff_ci'], '+.3f')}); claim 2 "
                      f"(an interval below 0): {'met' if inv['diff_ci'][1] < 0 else 'not met'}.")
         oar = {k: v for k, v in m.items() if k.startswith("oar-")}
-        if oar and o["diff_ci"][0] <= 0:
+        if oar and not c["gain_measured"]:
             text += (" OAR: " + "; ".join(f"{k} {v['diff']:+.3f} ({_ci(v['diff_ci'], '+.3f')})" for k, v in oar.items())
                      + "; the oracle's own gain has an interval that includes 0, so there is no gain for OAR to recover "
                      "and a recovered fraction would divide by noise.")
@@ -381,14 +386,12 @@ def positive_conclusion(f: dict | None = None) -> str:
                 f"{k} {v['diff']:+.3f} ({_ci(v['diff_ci'], '+.3f')})"
                 + ("" if v["diff_recovered"] is None else f", recovered {v['diff_recovered']:.2f}")
                 for k, v in oar.items()) + "."
-            best = max((v["diff_recovered"] for v in oar.values() if v["diff_recovered"] is not None), default=None)
+            best = c["oar_best_recovered"]
             if best is not None:
                 text += f" Claim 4 (one of them recovers >= {RECOVERED_CLAIM:g}): {'met' if best >= RECOVERED_CLAIM else 'not met'}."
         paras.append(text)
     w = f.get("oar_weights")
-    recovered = [] if c is None or c["methods"][RELEVANT]["diff_ci"][0] <= 0 else [
-        v["diff_recovered"] for m, v in c["methods"].items() if m.startswith("oar-") and v["diff_recovered"] is not None]
-    learned = max(recovered) if recovered else None
+    learned = None if c is None else c["oar_best_recovered"]
     if w:
         oar = [m for m in w if m.startswith("oar-")]
         mass = lambda m: "" if w[m].get("irrelevant_mass") is None else (f", {w[m]['irrelevant_mass']:.0%} of its weight mass on the irrelevant tokens, effective share "
@@ -407,7 +410,7 @@ def positive_conclusion(f: dict | None = None) -> str:
                if learned < RECOVERED_CLAIM else "")
             + (" OAR's influence scores do see that the scratch words do not move the answer; what is missing is the "
                "oracle's own gain in learning, so there is none for OAR to recover."
-               if c is not None and not c["pays"] and c["methods"][RELEVANT]["diff_ci"][0] <= 0 else ""))
+               if c is not None and not c["gain_measured"] else ""))
     return "\n\n".join(paras)
 
 
