@@ -9,6 +9,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from .findings import RELEVANT
 from .ground_truth import PIVOT_THRESHOLD, probability_jumps
 from .report import by_method_and_seed, method_label, phase_times
 from .train import PHASES
@@ -243,18 +244,19 @@ def plot_positive_control(axes, sweep: Sequence[dict], *, confirm: dict | None =
     left.set_xlabel("irrelevant tokens' share of the gradient variance")
     left.set_ylabel("speed-up in steps to the target vs GRPO")
     left.legend(fontsize=8)
-    controls = [("oracle-relevant", "oracle", 0.0, method_color("oracle")),
-                ("inverted:oracle-relevant", "inverted", -0.006, "tab:red"),
-                ("shuffled:oracle-relevant", "shuffled", 0.006, "tab:gray")]
-    for method, label, offset, color in controls:
-        rows = [(r["diff"], r["diff_ci"]) if method == "oracle-relevant" else
-                ((r["controls"][method]["diff"], r["controls"][method]["diff_ci"]) if method in r["controls"] else (np.nan, (np.nan, np.nan)))
-                for r in sweep]
+    def diff(r, method):  # the oracle's own difference sits in the row, its controls' under "controls"
+        e = r if method == RELEVANT else r["controls"].get(method, {"diff": np.nan, "diff_ci": (np.nan, np.nan)})
+        return e["diff"], e["diff_ci"]
+
+    for method, label, offset, color in ((RELEVANT, "oracle", 0.0, method_color("oracle")),
+                                         ("inverted:" + RELEVANT, "inverted", -0.006, "tab:red"),
+                                         ("shuffled:" + RELEVANT, "shuffled", 0.006, "tab:gray")):
+        rows = [diff(r, method) for r in sweep]
         errorbar(right, [d for d, _ in rows], [c[0] for _, c in rows], [c[1] for _, c in rows], offset=offset,
                  color=color, label=label)
     if confirm is not None:
         x = next(r["share"] for r in sweep if r["k"] == confirm["k"]) + 0.012
-        o = confirm["methods"]["oracle-relevant"]
+        o = confirm["methods"][RELEVANT]
         label = f"oracle, confirmatory ({len(confirm['seeds'])} new seeds)"
         for ax, y, (lo, hi) in ((left, o["speedup"], o["speedup_ci"]), (right, o["diff"], o["diff_ci"])):
             ax.errorbar([x], [y], yerr=[[y - lo], [hi - y]], fmt="*", ms=11, capsize=3, color=method_color("oracle"),
