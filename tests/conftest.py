@@ -1,4 +1,5 @@
 """Shared fixtures: tiny deterministic causal LMs built in-process (nothing downloaded)."""
+import contextlib
 import dataclasses
 import os
 
@@ -115,6 +116,41 @@ def load_script(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@contextlib.contextmanager
+def recorded(module: torch.nn.Module, what):
+    """Inside the block, every forward call of ``module`` appends ``what(inputs, output)`` to
+    the list it yields (e.g. how many positions the layer ran on); the hook is removed after."""
+    seen = []
+    hook = module.register_forward_hook(lambda _module, args, out: seen.append(what(args, out)))
+    try:
+        yield seen
+    finally:
+        hook.remove()
+
+
+def assert_refused_or_in_range(make, owner: str, field: str, value, ranges: dict) -> None:
+    """``make(**{field: value})`` either refuses the value with a message naming
+    ``owner.field`` and what is expected, or keeps a finite value inside ``ranges[field]``
+    (`oar_lite.checks.check_number`'s keywords: low, high, low_open, high_open, integer)."""
+    import math
+
+    try:
+        config = make(**{field: value})
+    except ValueError as err:
+        assert f"{owner}.{field}=" in str(err) and "expected" in str(err)
+        return
+    kept = getattr(config, field)
+    assert math.isfinite(kept)
+    allowed = ranges[field]
+    low, high = allowed.get("low"), allowed.get("high")
+    if low is not None:
+        assert kept > low if allowed.get("low_open") else kept >= low
+    if high is not None:
+        assert kept < high if allowed.get("high_open") else kept <= high
+    if allowed.get("integer"):
+        assert isinstance(kept, int)
 
 
 def rows_alone(score, model, ids, attn, reasoning, answer, **kw):

@@ -2,10 +2,16 @@
 by architecture; cache selection; continuing from the sampling's cache."""
 import pytest
 import torch
-from conftest import PAD, tiny_gpt2, tiny_llama, tiny_qwen2
+from conftest import PAD, recorded, tiny_gpt2, tiny_llama, tiny_qwen2
 
 import oar_lite as ol
 from oar_lite.attribution import MODES
+
+
+
+def positions(args, out) -> int:
+    """How many positions a layer ran on (for `recorded`)."""
+    return args[0].shape[1]
 
 
 @pytest.mark.parametrize("make", [tiny_llama, tiny_gpt2])
@@ -15,9 +21,7 @@ def test_perturbation_runs_last_mlp_only_where_logits_are_read(make, sequence):
     model = make()
     mlp = (model.model.layers if make is tiny_llama else model.transformer.h)[-1].mlp
     ids, reasoning, answer = sequence
-    lengths = []
-    hook = mlp.register_forward_hook(lambda module, args, out: lengths.append(args[0].shape[1]))
-    try:
+    with recorded(mlp, positions) as lengths:
         for mode in MODES:
             keep = 1 if mode == "last" else answer.stop - answer.start
             lengths.clear()
@@ -28,8 +32,6 @@ def test_perturbation_runs_last_mlp_only_where_logits_are_read(make, sequence):
         lengths.clear()
         model(ids[None])  # outside OAR-P the MLP runs everywhere again
         assert lengths == [len(ids)]
-    finally:
-        hook.remove()
     assert not mlp._forward_hooks and not mlp._forward_pre_hooks
 
 
@@ -46,10 +48,7 @@ def test_last_attention_runs_queries_only_where_logits_are_read(make, attention,
     is_gpt2 = make is tiny_gpt2
     out_proj = model.transformer.h[-1].attn.c_proj if is_gpt2 else model.model.layers[-1].self_attn.o_proj
     final_norm = model.transformer.ln_f if is_gpt2 else model.model.norm
-    lengths, norm_lengths = [], []
-    hook = out_proj.register_forward_hook(lambda module, args, out: lengths.append(args[0].shape[1]))
-    norm_hook = final_norm.register_forward_hook(lambda module, args, out: norm_lengths.append(args[0].shape[1]))
-    try:
+    with recorded(out_proj, positions) as lengths, recorded(final_norm, positions) as norm_lengths:
         for mode in MODES:
             naive = ol.perturbation_scores_naive(model, ids, reasoning, answer, mode=mode, pad_token_id=PAD)
             keep = 1 if mode == "last" else answer.stop - answer.start
@@ -67,9 +66,6 @@ def test_last_attention_runs_queries_only_where_logits_are_read(make, attention,
         lengths.clear()
         model(ids[None])  # outside OAR-P the attention runs everywhere again
         assert lengths == [len(ids)]
-    finally:
-        hook.remove()
-        norm_hook.remove()
     attn = model.transformer.h[-1].attn if is_gpt2 else model.model.layers[-1].self_attn
     assert not attn._forward_hooks and not attn._forward_pre_hooks
 
@@ -88,13 +84,10 @@ def test_last_layer_cut_finds_the_decoder_layers_by_architecture(sequence):
     model.decoy = torch.nn.ModuleList([tiny_llama().model.layers[0] for _ in model.model.layers])  # never called
     assert decoder_layers(model)[0] is model.model.layers
     assert decoder_layers(tiny_gpt2())[0] is not None
-    lengths = []
-    hook = model.model.layers[-1].mlp.register_forward_hook(lambda module, args, out: lengths.append(args[0].shape[1]))
     naive = ol.perturbation_scores_naive(model, ids, reasoning, answer, mode="last", pad_token_id=PAD)
-    lengths.clear()
-    torch.testing.assert_close(ol.perturbation_scores(model, ids, reasoning, answer, mode="last", pad_token_id=PAD),
-                               naive, rtol=1e-6, atol=1e-9)
-    hook.remove()
+    with recorded(model.model.layers[-1].mlp, positions) as lengths:
+        torch.testing.assert_close(ol.perturbation_scores(model, ids, reasoning, answer, mode="last", pad_token_id=PAD),
+                                   naive, rtol=1e-6, atol=1e-9)
     assert lengths and set(lengths) == {1}
     wrapped = get_peft_model(tiny_llama(), LoraConfig(r=2, target_modules=["q_proj", "k_proj", "v_proj"]))
     assert decoder_layers(wrapped)[0] is wrapped.get_base_model().model.layers

@@ -3,7 +3,8 @@ form equal to the per-row reference."""
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import assert_untouched, mixed_state_model, padded_rows, rows_alone, span_masks, tiny_gpt2, tiny_llama
+from conftest import (assert_untouched, mixed_state_model, padded_rows, recorded, rows_alone, span_masks, tiny_gpt2,
+                      tiny_llama)
 
 import oar_lite as ol
 from oar_lite.attribution import MODES
@@ -127,13 +128,9 @@ def test_token_weights_oar_g_runs_rows_in_one_pass(llama):
     ids, attn, reasoning, answer = padded_rows(llama, [2, 0, 5], [3, 2, 1])
     rm, am = span_masks(attn, reasoning, answer)
     am[1] = False  # a row without an answer is not scored
-    batch_sizes = []
-    hook = llama.lm_head.register_forward_hook(lambda m, i, o: batch_sizes.append(o.shape[0]))
-    try:
+    with recorded(llama.lm_head, lambda args, out: out.shape[0]) as batch_sizes:
         _, scores = ol.token_weights(llama, ids, attn, rm, am, method="oar-g:last", return_scores=True,
                                      generator=torch.Generator().manual_seed(4))
-    finally:
-        hook.remove()
     assert set(batch_sizes) == {2} and len(batch_sizes) <= 3  # prompt prefix, clean pass, noisy pass
     assert scores[1] is None
     expected = ol.gradient_scores_batch(llama, ids[[0, 2]], attn[[0, 2]], [reasoning[0], reasoning[2]],

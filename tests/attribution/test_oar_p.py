@@ -3,7 +3,7 @@ naive per-position loop, and do the work the spec bounds."""
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import (PAD, assert_untouched, mixed_state_model, padded_rows, rows_alone, span_masks, tiny_gpt2,
+from conftest import (PAD, assert_untouched, mixed_state_model, padded_rows, recorded, rows_alone, span_masks, tiny_gpt2,
                       tiny_llama, tiny_qwen2)
 
 import oar_lite as ol
@@ -55,12 +55,8 @@ def test_perturbation_naive_is_a_real_counterfactual(llama, sequence):
 
 def test_perturbation_computes_lm_head_only_where_needed(llama, sequence):
     ids, reasoning, answer = sequence
-    shapes = []
-    hook = llama.lm_head.register_forward_hook(lambda m, i, o: shapes.append(tuple(o.shape)))
-    try:
+    with recorded(llama.lm_head, lambda args, out: tuple(out.shape)) as shapes:
         ol.perturbation_scores(llama, ids, reasoning, answer, mode="answer_mean", pad_token_id=PAD, batch_size=8)
-    finally:
-        hook.remove()
     A = answer.stop - answer.start
     assert shapes, "the LM head was never called"
     assert all(s[1] <= A for s in shapes), f"LM head computed on more positions than P_final needs: {shapes}"
@@ -173,13 +169,9 @@ def test_token_weights_oar_p_packs_rows_into_shared_passes(llama):
     reasoning, answer = reasoning + reasoning[:1], answer + answer[:1]
     rm, am = span_masks(attn, reasoning, answer)
     am[1] = False  # a row without an answer is not scored
-    batch_sizes = []
-    hook = llama.lm_head.register_forward_hook(lambda m, i, o: batch_sizes.append(o.shape[0]))
-    try:
+    with recorded(llama.lm_head, lambda args, out: out.shape[0]) as batch_sizes:
         _, scores = ol.token_weights(llama, ids, attn, rm, am, method="oar-p:answer_joint", return_scores=True,
                                      pad_token_id=PAD)
-    finally:
-        hook.remove()
     scored = [0, 2, 3]
     copies = sum(reasoning[i].stop - reasoning[i].start for i in scored)
     assert scores[1] is None
