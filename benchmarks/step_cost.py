@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+import zlib
 from typing import Callable
 
 import torch
@@ -43,21 +44,34 @@ SETTINGS = {
 }
 
 
-def make_task(model_name: str, tokenizer, *, shots: int = 2, word_steps=(1,)):
-    """The training task of the model: toy additions, or SmolLM2's word problems."""
+def spread_reward(completion: str, problem: dict) -> float:
+    """A cost-only reward, 0 or 1 by the parity of the completion text's CRC-32: almost every
+    group gets unequal rewards, so almost every row is scored, the most a step can cost. Its
+    values mean nothing; `--reward spread` uses it where the model is too rarely right for
+    `math_reward` to give a group a spread (SmolLM2 on two- and three-step problems)."""
+    return float(zlib.crc32(completion.encode()) % 2)
+
+
+REWARDS = {"math": None, "spread": spread_reward}
+"""``--reward``: None is the task's default, `oar_lite.reward.math_reward`."""
+
+
+def make_task(model_name: str, tokenizer, *, shots: int = 2, word_steps=(1,), reward: str = "math"):
+    """The training task of the model: toy additions, or SmolLM2's word problems, rewarded by
+    ``REWARDS[reward]``."""
     from oar_lite.train import Task
 
     if model_name == "toy":
         from oar_lite.compare import toy_task
 
-        return toy_task(eval_size=1)
+        return dataclasses.replace(toy_task(eval_size=1), reward=REWARDS[reward])
     from oar_lite.problems import format_prompt, make_problems
 
     # One-step templates: SmolLM2 solves about 20% of them at T=1 (benchmarks/RESULTS.md, "SmolLM2
     # baseline"), so most groups have mixed rewards and get scored; on the full bank most do not.
     problems = [{"prompt": format_prompt(p, tokenizer, shots=shots), "answer": p.answer}
                 for p in make_problems(64, seed=7, steps=list(word_steps))]
-    return Task(train_problems=problems, add_special_tokens=False)
+    return Task(train_problems=problems, add_special_tokens=False, reward=REWARDS[reward])
 
 
 def _trainable(model) -> dict[str, torch.Tensor]:
@@ -95,7 +109,8 @@ def scoring_steps(scored_rows: Callable[[int], float], need: int, *, max_candida
 
 def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device, settings: dict,
                   progress: bool = True, scored_rounds: bool = False, max_candidates: int | None = None,
-                  on_round: Callable[[list[dict]], None] | None = None, word_steps=(1,)) -> dict:
+                  on_round: Callable[[list[dict]], None] | None = None, word_steps=(1,),
+                  reward: str = "math") -> dict:
     """Interleaved rounds of `train_step` per method on one model; per-phase times and ratios.
 
     Round ``r`` runs step ``FIRST_STEP + r``; with ``scored_rounds``, the rounds run instead
@@ -120,7 +135,7 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
         if name in methods and name not in SCORERS:
             register_scorer(name, functools.partial(scorer))
     model, tok = common.load(model_name, device)
-    task = make_task(model_name, tok, word_steps=word_steps)
+    task = make_task(model_name, tok, word_steps=word_steps, reward=reward)
     # The trainer's default credit settings (OAR-P's limits per pass), only the method changed.
     default_credit = TrainConfig().credit
     configs = {m: TrainConfig(credit=dataclasses.replace(default_credit, method=m), seed=0, progress=False,
@@ -183,7 +198,7 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
                               after_round=after_round)
     records = {m: [rec for _, rec in runs[m]] for m in methods}
     totals = {m: [sum(r[f"{clock}_{p}"] for p in PHASES) for r in records[m]] for m in methods}
-    result = {"model": model_name, "settings": settings, "steps": steps[warmup:], "scored_rounds": search,
+    result = {"model": model_name, "settings": settings, "reward": reward, "steps": steps[warmup:], "scored_rounds": search,
               "credit": {k: v for k, v in dataclasses.asdict(default_credit).items() if k != "method"},
               "rounds": rounds_log,
               "parameters": sum(p.numel() for p in model.parameters()),
@@ -243,6 +258,7 @@ def render(report: dict) -> str:
         lines += [f"**{res['model']}** ({res['parameters'] / 1e6:.1f}M parameters, {kind}, "
                   f"{res['trainable_parameters'] / 1e6:.2f}M trained): {s['prompts_per_step']} prompts x "
                   f"{s['group_size']} completions = {B} rows, up to {s['max_new_tokens']} new tokens; "
+                  f"{'' if res.get('reward', 'math') == 'math' else 'cost-only reward ' + repr(res['reward']) + '; '}"
                   f"{common.rounds(report)}; {_steps_line(res)}; same rollouts across methods: {res['same_rollouts']}"
                   f"{_targets(res['model'])}.",
                   "",
@@ -261,6 +277,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--full", action="store_true", help="full fine-tuning of SmolLM2 instead of LoRA")
     ap.add_argument("--word-steps", type=int, nargs="+", default=[1], choices=[1, 2, 3],
                     help="SmolLM2: the word problems' step counts (default one-step; 1 2 3 gives longer completions)")
+    ap.add_argument("--reward", default="math", choices=sorted(REWARDS),
+                    help="math: right or wrong (default); spread: a cost-only reward that gives almost every "
+                         "group a spread, so every row is scored (the most a step costs)")
     ap.add_argument("--scored-rounds", action="store_true",
                     help=f"run the rounds only on steps (from {FIRST_STEP} on) where plain GRPO scores at least one "
                          "row, found by untimed GRPO steps first; default: steps in a row, scored or not")
@@ -284,7 +303,7 @@ def main(argv=None) -> dict:
         res = measure_model(name, methods=args.methods, warmup=args.warmup, repeats=args.repeats,
                             device=device, settings=settings, progress=not args.no_progress,
                             scored_rounds=args.scored_rounds, max_candidates=args.max_candidates,
-                            on_round=save_partial, word_steps=args.word_steps)
+                            on_round=save_partial, word_steps=args.word_steps, reward=args.reward)
         report.pop("partial", None)
         res["loadavg"] = common.loadavg()
         res["word_steps"] = args.word_steps

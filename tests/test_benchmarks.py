@@ -105,6 +105,21 @@ def test_step_cost_runs(tmp_path):
 
 
 @toy_model
+def test_step_cost_spread_reward_scores_rows_where_math_scores_none(tmp_path):
+    """``--reward spread`` (a cost-only reward) gives the groups a spread, so rows are scored
+    where right-or-wrong gives none; the report names the reward."""
+    assert {step_cost.spread_reward(t, {}) for t in ("a", "b", "c", "d")} == {0.0, 1.0}
+    task = step_cost.make_task("toy", None, reward="spread")
+    assert task.reward is step_cost.spread_reward and step_cost.make_task("toy", None).reward is None
+    report = step_cost.main(["--model", "toy", "--prompts", "2", "--group-size", "4", "--max-new-tokens", "40",
+                             "--methods", "uniform", "--reward", "spread", "--warmup", "0", "--repeats", "1",
+                             "--threads", "1", "--no-progress", "--out", str(tmp_path / "s.json")])
+    res = report["models"][0]
+    assert res["reward"] == "spread" and res["methods"]["uniform"]["scored_rows"] >= 6
+    assert "cost-only reward 'spread'" in report["markdown"]
+
+
+@toy_model
 def test_step_cost_scored_rounds_run_only_steps_that_score_rows(tmp_path):
     """--scored-rounds keeps only steps on which GRPO scores a row: every kept round of every
     method scored rows, on the same rollouts, and the report says which steps and how many
@@ -494,3 +509,9 @@ def test_smollm2_collect_refuses_a_run_trained_past_its_steps_and_records_the_ti
     past = folder("c", "none", 2, [1, 2, 3])
     with pytest.raises(SystemExit, match=r"steps \[3\] beyond the 2 it was run for"):
         smollm2_learning.main(["collect", "--name", "t", "--json", str(out), past])
+    alone = [*good, folder("d", "oar-p", 1, [1, 2])]  # ran at another time: no step cost from it
+    smollm2_learning.main(["collect", "--name", "t", "--untimed", "oar-p", "--json", str(out), *alone])
+    assert json.loads(out.read_text())["untimed"] == ["oar-p"]
+    for wrong in ("none", "oar-q"):
+        with pytest.raises(SystemExit, match="expected methods of the collected runs other than GRPO's"):
+            smollm2_learning.main(["collect", "--name", "t", "--untimed", wrong, "--json", str(out), *alone])
