@@ -131,9 +131,14 @@ def collect(args) -> Path:
                      "learning_rate": meta["settings"]["learning_rate"], "command": meta["command"],
                      "machine": meta["machine"], "settings": meta["settings"], "trl_config": meta["trl_config"],
                      "log": meta["log"], "heldout": sorted(evals, key=lambda r: (r["step"], r["decoding"]))})
+    unknown = sorted(set(args.untimed) - {r["method"] for r in runs})
+    if unknown or "none" in args.untimed:
+        raise SystemExit(f"--untimed {unknown or ['none']}: expected methods of the collected runs other than GRPO's "
+                         f"'none' ({sorted({r['method'] for r in runs} - {'none'})})")
     path = args.json or SHIPPED / f"{args.name}.json"
     common.write_json({"name": args.name, "note": args.note, "screened_seeds": args.screened_seeds,
-                       **({"cost_seeds": args.cost_seeds} if args.cost_seeds else {}), "runs": runs}, path)
+                       **({"cost_seeds": args.cost_seeds} if args.cost_seeds else {}),
+                       **({"untimed": sorted(args.untimed)} if args.untimed else {}), "runs": runs}, path)
     print(f"{len(runs)} runs -> {path}")
     return path
 
@@ -168,6 +173,9 @@ def main(argv=None):
     c.add_argument("--cost-seed", dest="cost_seeds", type=int, action="append", default=[],
                    help="a seed whose method runs ran side by side, so their wall-clock step times compare (the step "
                         "cost reads only these; default: every seed); repeatable")
+    c.add_argument("--untimed", action="append", default=[],
+                   help="a method none of whose runs ran beside a GRPO run of its seed: its wall-clock step times "
+                        "compare with nothing, so no step cost is read from them; repeatable")
     c.add_argument("--json", type=Path, default=None, help=f"default: {SHIPPED}/<name>.json")
     c.set_defaults(func=collect)
     args = ap.parse_args(argv)

@@ -433,11 +433,12 @@ def learning_findings(log: dict | None = None) -> dict:
         curves = {k: lora_learning.metric_curve(log, m, k)["mean"] for k in ("oar/effective_share", "oar/frac_at_floor",
                                                                               "oar/tau_mean")}
         mean = lambda xs: float(sum(xs) / len(xs))  # metric_curve raises when a metric was never logged
-        cost = lora_learning.cost_ratio(log, m)
+        cost = (None if m in log.get("untimed", ()) else lora_learning.cost_ratio(log, m))
         out["methods"][m] = {"gain": lora_learning.heldout_change(log, m),
                              "paired": {d: lora_learning.heldout_change(log, m, decoding=d, against="none")
                                         for d in ("greedy", "t1")},
-                             "cost": cost["mean"], "cost_clock": cost["clock"], "cost_seeds": sorted(cost["per_seed"]),
+                             "cost": cost and cost["mean"], "cost_clock": cost and cost["clock"],
+                             "cost_seeds": sorted(cost["per_seed"]) if cost else [],
                              "effective_share": mean(curves["oar/effective_share"]),
                              "at_floor": mean(curves["oar/frac_at_floor"]), "tau_mean": mean(curves["oar/tau_mean"])}
     return out
@@ -445,6 +446,17 @@ def learning_findings(log: dict | None = None) -> dict:
 
 def _includes_zero(change: dict) -> bool:
     return change["low"] <= 0 <= change["high"]
+
+
+def _cost_sentence(e: dict) -> str:
+    """What one method's step cost against GRPO's was, and on which clock (or why it is not read here)."""
+    if e["cost"] is None:
+        return ("Its step cost is not read from these runs: none of them ran beside a GRPO run of its seed, so their "
+                "wall-clock step times compare with nothing (benchmarks/RESULTS.md measures it in interleaved rounds). ")
+    return f"A step took {e['cost']:.2f}x GRPO's " + (
+        "CPU seconds. " if e.get("cost_clock", "cpu") == "cpu" else
+        "time (TRL's wall-clock step time, read on the pairs of runs that shared the machine at the same time: "
+        f"seed{'s' if len(e.get('cost_seeds', [])) != 1 else ''} {', '.join(map(str, e.get('cost_seeds', [])))}). ")
 
 
 def learning_conclusion(f: dict | None = None) -> str:
@@ -485,11 +497,7 @@ def learning_conclusion(f: dict | None = None) -> str:
                    f"{'greedy' if q is p else 'at T = 1'}, {name} gained {'more' if q['low'] > 0 else 'less'} than GRPO"
                    for q in (p, p1) if not _includes_zero(q))
                + (f" (on {len(p['seeds'])} seeds; a result to confirm on more). " if len(p["seeds"]) < 5 else ". "))
-            + f"A step took {e['cost']:.2f}x GRPO's "
-            + ("CPU seconds. " if e.get("cost_clock", "cpu") == "cpu" else
-               "time (TRL's wall-clock step time, read on the pairs of runs that shared the machine at the same time: "
-               f"seed{'s' if len(e.get('cost_seeds', [])) != 1 else ''} "
-               f"{', '.join(map(str, e.get('cost_seeds', [])))}). ")
+            + _cost_sentence(e)
             + f"Its weights {'stayed close to' if e['effective_share'] >= 0.8 else 'were far from'} uniform: an effective "
             f"share of {e['effective_share']:.2f} of the tokens (1 is GRPO), {e['at_floor']:.1%} of the reasoning tokens "
             "at the floor.")
@@ -539,8 +547,10 @@ def readme_summary(credit: dict | None = None, learning: dict | None = None) -> 
                 f"{lora_learning.describe(g1)}; greedy by {lora_learning.describe(g)}.")
         for m, e in lf["methods"].items():
             line += (f" {lora_learning.METHOD_NAMES.get(m, m)} - GRPO, paired by seed: "
-                     f"{lora_learning.describe(e['paired']['greedy'])}, at {e['cost']:.2f}x GRPO's "
-                     f"{'CPU' if e.get('cost_clock', 'cpu') == 'cpu' else 'wall-clock'} time per step.")
+                     f"{lora_learning.describe(e['paired']['greedy'])}"
+                     + (f", at {e['cost']:.2f}x GRPO's {'CPU' if e.get('cost_clock', 'cpu') == 'cpu' else 'wall-clock'} "
+                        "time per step." if e["cost"] is not None else
+                        " (its step cost: benchmarks/RESULTS.md; these runs did not run beside GRPO's)."))
         lines.append(line)
     return "\n".join(lines)
 

@@ -151,6 +151,9 @@ def cost_ratio(log: dict, method: str, against: str = "none", seeds: Sequence[in
         seconds, clock = step_seconds(run)
         return float(np.median(seconds)), clock
 
+    if method in log.get("untimed", ()):
+        raise ValueError(f"{method}'s runs did not run beside a GRPO run of their seed (the log's 'untimed'): "
+                         "their step times compare with nothing")
     seeds = log.get("cost_seeds") if seeds is None else seeds
     theirs = {r["seed"]: median(r) for r in runs_of(log, against) if seeds is None or r["seed"] in seeds}
     mine = {r["seed"]: median(r) for r in runs_of(log, method) if r["seed"] in theirs}

@@ -59,6 +59,18 @@ def test_learning_conclusion_on_a_log_with_known_answers():
     text = findings.learning_conclusion(f)
     assert "measurably learned" in text and "cannot be told apart" in text and "1.20x" in text
 
+    # A method whose runs never ran beside GRPO's: no ratio is read from their step times, and the text says so.
+    untimed = {**log, "untimed": ["oar-p"], "runs": log["runs"] + [_run("oar-p", s, base, [1, 1, 0, 0, 0, 0, 0, 0], 500.0)
+                                                                     for s in (1, 2)]}
+    f = findings.learning_findings(untimed)
+    assert f["methods"]["oar-p"]["cost"] is None and f["methods"]["oar-g"]["cost"] == pytest.approx(1.2)
+    assert f["methods"]["oar-p"]["paired"]["greedy"]["seeds"] == [1, 2]
+    text = findings.learning_conclusion(f)
+    assert "5.00x" not in text and "not read from these runs" in text and "1.20x" in text
+    with pytest.raises(ValueError, match="did not run beside a GRPO run"):
+        lora_learning.cost_ratio(untimed, "oar-p")
+    assert "its step cost: benchmarks/RESULTS.md" in findings.readme_summary(learning=f)
+
 
 def test_the_shipped_learning_log_reads_through():
     f = findings.learning_findings(lora_learning.load_log())
