@@ -51,7 +51,7 @@ def main(argv=None) -> dict:
     from oar_lite.reshape import weight_uniformity
     from oar_lite.reward import math_reward
     from oar_lite.rollout import sample_completions
-    from oar_lite.seeding import pick_problems
+    from oar_lite.seeding import derive_seed, pick_problems
 
     ap = common.parser(__doc__, OUT, timing=False, out_flag="--json")
     ap.add_argument("--name", required=True)
@@ -76,7 +76,8 @@ def main(argv=None) -> dict:
     for b in range(args.batches):
         problems = pick_problems(task.train_problems, args.prompts, seed=args.seed, step=b + 1)
         ro = sample_completions(model, tok, [p["prompt"] for p in problems], group_size=args.group_size,
-                                max_new_tokens=cap, temperature=1.0, formats=toy.FORMATS, seed=args.seed * 7919 + b)
+                                max_new_tokens=cap, temperature=1.0, formats=toy.FORMATS,
+                                seed=derive_seed(0, b, args.seed))  # the shipped runs' draws (key 2 counts 7,919 per seed)
         rows = [p for p in problems for _ in range(args.group_size)]
         adv = group_advantages(torch.tensor([math_reward(c, p["answer"], formats=toy.FORMATS)
                                              for c, p in zip(ro.completions, rows)]), args.group_size)

@@ -27,3 +27,7 @@ def test_one_seed_formula_in_the_package_and_the_benchmarks():
     files = [p for folder in ("oar_lite", "benchmarks", "scripts") for p in (root / folder).rglob("*.py")]
     holders = sorted({str(p.relative_to(root)) for p in files if re.search(r"1_?000_?003", p.read_text())})
     assert holders == ["oar_lite/seeding.py"]
+    # No other mixing formula either (a seed times a constant plus a key): credit_weights' was one.
+    mixing = re.compile(r"seed\s*\*\s*\d{3,}")
+    assert [str(p.relative_to(root)) for p in files if p.name != "seeding.py" and mixing.search(p.read_text())] == []
+    assert all(derive_seed(0, b, s) == s * 7919 + b for s in (0, 1000, 1005) for b in range(20))  # its draws, kept
