@@ -46,9 +46,10 @@ SETTINGS = {
 
 def spread_reward(completion: str, problem: dict) -> float:
     """A cost-only reward, 0 or 1 by the parity of the completion text's CRC-32: almost every
-    group gets unequal rewards, so almost every row is scored, the most a step can cost. Its
-    values mean nothing; `--reward spread` uses it where the model is too rarely right for
-    `math_reward` to give a group a spread (SmolLM2 on two- and three-step problems)."""
+    group gets unequal rewards, so every row that states an answer is scored, as in a step where
+    the model is right about half the time. Its values mean nothing; `--reward spread` uses it
+    where the model is too rarely right for `math_reward` to give a group a spread (SmolLM2 on
+    two- and three-step problems)."""
     return float(zlib.crc32(completion.encode()) % 2)
 
 
@@ -279,7 +280,7 @@ def main(argv=None) -> dict:
                     help="SmolLM2: the word problems' step counts (default one-step; 1 2 3 gives longer completions)")
     ap.add_argument("--reward", default="math", choices=sorted(REWARDS),
                     help="math: right or wrong (default); spread: a cost-only reward that gives almost every "
-                         "group a spread, so every row is scored (the most a step costs)")
+                         "group a spread, so every row that states an answer is scored")
     ap.add_argument("--scored-rounds", action="store_true",
                     help=f"run the rounds only on steps (from {FIRST_STEP} on) where plain GRPO scores at least one "
                          "row, found by untimed GRPO steps first; default: steps in a row, scored or not")
