@@ -142,18 +142,18 @@ def step_seconds(run: dict) -> tuple[list[float], str]:
     return wall, "wall"
 
 
-def cost_ratio(log: dict, method: str, against: str = "none", seeds: Sequence[int] | None = None) -> dict:
+def cost_ratio(log: dict, method: str, against: str = "none", seeds: Sequence[int] | None = None) -> dict | None:
     """A step's seconds for ``method`` over ``against``'s, median step of each run
     (`step_seconds`), paired by seed (only ``seeds`` if given, else the log's ``cost_seeds``
     when it names the pairs that ran side by side, else every seed): ``{"mean", "per_seed",
-    "clock"}`` (``"cpu"`` or ``"wall"``)."""
+    "clock"}`` (``"cpu"`` or ``"wall"``). None for a method the log lists as ``untimed``: its
+    runs did not run beside a GRPO run of their seed, so their step times compare with nothing."""
     def median(run):
         seconds, clock = step_seconds(run)
         return float(np.median(seconds)), clock
 
     if method in log.get("untimed", ()):
-        raise ValueError(f"{method}'s runs did not run beside a GRPO run of their seed (the log's 'untimed'): "
-                         "their step times compare with nothing")
+        return None
     seeds = log.get("cost_seeds") if seeds is None else seeds
     theirs = {r["seed"]: median(r) for r in runs_of(log, against) if seeds is None or r["seed"] in seeds}
     mine = {r["seed"]: median(r) for r in runs_of(log, method) if r["seed"] in theirs}
