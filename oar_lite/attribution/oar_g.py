@@ -89,7 +89,7 @@ def gradient_scores_batch(
     noise is drawn row by row, in order, from ``generator``, as a per-row loop would. Equal
     to the per-row scores up to floating-point rounding (padding and a cached prefix change
     the order of the sums; the KL modes, second order in the noise, amplify it), which
-    tests/test_attribution.py bounds. The parameters' ``.grad``, ``requires_grad`` and
+    tests/attribution/test_oar_g.py bounds. The parameters' ``.grad``, ``requires_grad`` and
     train/eval modes are left as they were.
 
     Args:
