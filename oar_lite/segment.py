@@ -13,6 +13,7 @@ Formats are tried in the order given, the last occurrence of the first that matc
 """
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Sequence
@@ -199,20 +200,15 @@ def completion_offsets(tokenizer, completion_ids: Sequence[int]) -> tuple[str, l
         return tokenizer.decode(part, skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
     text = decode(ids)
-    offsets, prev, length = [], 0, 0
+    lengths, length = [], 0  # the decoded text's length after each token
     for k in range(len(ids)):
         window = ids[max(0, k - _OFFSET_WINDOW):k]
         length += len(decode(window + [ids[k]])) - (len(decode(window)) if window else 0)
-        cur = max(length, prev)
-        offsets.append((prev, cur))
-        prev = cur
+        lengths.append(length)
     if ids and length != len(text):  # the windows missed some context: decode whole prefixes
-        offsets, prev = [], 0
-        for k in range(1, len(ids) + 1):
-            cur = max(len(decode(ids[:k])), prev)
-            offsets.append((prev, cur))
-            prev = cur
-    return text, offsets
+        lengths = [len(decode(ids[:k])) for k in range(1, len(ids) + 1)]
+    ends = list(itertools.accumulate(lengths, max, initial=0))  # a token's span never ends before the previous one's
+    return text, list(zip(ends[:-1], ends[1:]))
 
 
 def segment_completion_ids(

@@ -89,7 +89,7 @@ def gradient_scores_batch(
     noise is drawn row by row, in order, from ``generator``, as a per-row loop would. Equal
     to the per-row scores up to floating-point rounding (padding and a cached prefix change
     the order of the sums; the KL modes, second order in the noise, amplify it), which
-    tests/test_attribution.py bounds. The parameters' ``.grad``, ``requires_grad`` and
+    tests/attribution/test_oar_g.py bounds. The parameters' ``.grad``, ``requires_grad`` and
     train/eval modes are left as they were.
 
     Args:
@@ -128,12 +128,13 @@ def gradient_scores_batch(
     keep_idx = torch.tensor([p - prefix for p in wanted], device=ids.device)
     column = {p: i for i, p in enumerate(wanted)}
     rows_cols = [[column[p] for p in range(end - keep, end)] for end, keep in spans]
+    own = [slice(r.start - prefix, r.stop - prefix) for r in reasoning]  # per row, its reasoning columns after the prefix
 
     def outcomes(logits: torch.Tensor) -> list[torch.Tensor]:  # [B, len(wanted), V] -> per row P_final
         return [p_final(logits[i : i + 1, cols], input_ids[i, answer[i]], mode) for i, cols in enumerate(rows_cols)]
 
-    def forward(cache, **inputs):
-        return model(attention_mask=attn, position_ids=position_ids[:, prefix:], logits_to_keep=keep_idx,
+    def forward(cache, start: int = prefix, **inputs):  # the columns from ``start`` on, continuing from ``cache``
+        return model(attention_mask=attn, position_ids=position_ids[:, start:], logits_to_keep=keep_idx + prefix - start,
                      **inputs, **cache_kwargs(model, cache)).logits
 
     first_read = wanted[0]
@@ -145,10 +146,7 @@ def gradient_scores_batch(
         with torch.no_grad():
             cache = None
             if sampled_head is not None:  # the clean pass: only the columns from the first one read
-                logits = model(input_ids=ids[:, first_read:], attention_mask=attn,
-                               position_ids=position_ids[:, first_read:], logits_to_keep=keep_idx + prefix - first_read,
-                               **cache_kwargs(model, sampled_head)).logits
-                clean = outcomes(logits)
+                clean = outcomes(forward(sampled_head, first_read, input_ids=ids[:, first_read:]))
             if sampled_prefix is not None:
                 cache = sampled_prefix
             elif prefix > 0:
@@ -165,17 +163,13 @@ def gradient_scores_batch(
             embeds = model.get_input_embeddings()(ids[:, prefix:]).detach()
             noisy = embeds.clone()
             noise_device = generator.device if generator is not None else embeds.device
-            for i, r in enumerate(reasoning):
-                noise = torch.randn((r.stop - r.start, embeds.shape[-1]), generator=generator, device=noise_device,
+            for i, cols in enumerate(own):
+                noise = torch.randn((cols.stop - cols.start, embeds.shape[-1]), generator=generator, device=noise_device,
                                     dtype=torch.float32)
-                noisy[i, r.start - prefix : r.stop - prefix] += (noise_std * noise).to(embeds.device, embeds.dtype)
+                noisy[i, cols] += (noise_std * noise).to(embeds.device, embeds.dtype)
         noisy.requires_grad_(True)
         with torch.enable_grad():
             changed = outcomes(forward(cache, inputs_embeds=noisy))
             objective = sum(divergence(c, o, mode).sum() for c, o in zip(clean, changed))
             (grad,) = torch.autograd.grad(objective, noisy)
-    scores = []
-    for i, r in enumerate(reasoning):
-        cols = slice(r.start - prefix, r.stop - prefix)
-        scores.append((upcast(grad[i, cols]) * upcast(embeds[i, cols])).sum(-1).abs().detach().float())
-    return scores
+    return [(upcast(grad[i, cols]) * upcast(embeds[i, cols])).sum(-1).abs().detach().float() for i, cols in enumerate(own)]
