@@ -317,8 +317,6 @@ def _nested_stats(gram, draws: int):
     """From the Gram matrix ``[N * M, N * M]`` of nested batch gradients (rows n * M + m):
     ``(means_gram [N, N], within [N])``: the inner products of the prompt sets' mean gradients,
     and each set's unbiased within-set variance (trace) over its M draws."""
-    import numpy as np
-
     N = gram.shape[0] // draws
     blocks = gram.reshape(N, draws, N, draws)
     means_gram = blocks.sum(axis=(1, 3)) / draws**2
@@ -332,8 +330,6 @@ def _components(means_gram, within, draws: int, counts):
     each prompt set is drawn; all ones is the sample itself): ``(total, prompts, completions,
     signal)`` arrays ``[K]``. ANOVA: completions = the mean within-set variance; prompts = the
     variance of the set means minus completions / M; signal = |mean|^2 minus its own noise."""
-    import numpy as np
-
     N = means_gram.shape[0]
     mean_sq = np.einsum("kn,nm,km->k", counts, means_gram, counts) / N**2
     between = (counts @ np.diag(means_gram) - N * mean_sq) / (N - 1)
@@ -367,8 +363,6 @@ def variance_components(full: torch.Tensor, relevant: torch.Tensor, *, draws: in
     Raises:
         ValueError: shapes differ, ``draws`` < 2 or does not divide the rows, fewer than 2 sets.
     """
-    import numpy as np
-
     if full.shape != relevant.shape or full.dim() != 2:
         raise ValueError(f"full and relevant must both be [N * M, D], got {tuple(full.shape)} and {tuple(relevant.shape)}")
     if not isinstance(draws, int) or draws < 2 or full.shape[0] % draws:
@@ -432,8 +426,6 @@ def completion_noise_shares(model, sequences, *, groups=None, n_boot: int = 2000
         ``{"share", "share_ci", "n", "per_completion": [{"noise", "irrelevant", "tokens",
         "irrelevant_tokens"}]}`` (``noise`` = |A S|^2, ``irrelevant`` = |A S|^2 - |A R|^2).
     """
-    import numpy as np
-
     if not sequences:
         raise ValueError("sequences is empty; expected dicts with input_ids, completion, irrelevant and advantage")
     groups = list(range(len(sequences))) if groups is None else list(groups)
