@@ -37,6 +37,13 @@ from .grpo import group_advantages, sequence_logprobs
 from .reshape import effective_share
 from .reward import math_reward
 from .rollout import sample_batch
+from .stats import mean, percentile_interval
+
+
+def _finite_interval(values: np.ndarray, level: float) -> tuple[float, float]:
+    """`percentile_interval` of the finite ``values``; NaN, NaN when none is."""
+    values = values[np.isfinite(values)]
+    return percentile_interval(values, level) if len(values) else (float("nan"),) * 2
 
 
 def _weighting(spec) -> tuple[object, dict]:
@@ -173,8 +180,7 @@ def weight_mass_on(info: dict, mask_label: str = "relevant") -> dict[str, dict[s
                 continue
             mass.append(float(w[off].sum()) / total)
             spread.append(effective_share(w))
-        out[label] = {"irrelevant_mass": sum(mass) / len(mass) if mass else float("nan"),
-                      "effective_share": sum(spread) / len(spread) if spread else float("nan"), "rows": len(mass)}
+        out[label] = {"irrelevant_mass": mean(mass), "effective_share": mean(spread), "rows": len(mass)}
     return out
 
 
@@ -289,15 +295,8 @@ def snr_ratio_intervals(gradients: Mapping[str, torch.Tensor], *, reference: str
             return np.where(noise > 0, signal / noise, np.inf)
 
     base = snrs(gradients[reference])
-    alpha = (1 - level) / 2
-    out = {}
-    for label, g in gradients.items():
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = snrs(g) / base
-        ratio = ratio[np.isfinite(ratio)]
-        out[label] = (float(np.quantile(ratio, alpha)), float(np.quantile(ratio, 1 - alpha))) if len(ratio) else (
-            float("nan"), float("nan"))
-    return out
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return {label: _finite_interval(snrs(g) / base, level) for label, g in gradients.items()}
 
 
 def gradient_quality(model, tokenizer, problems: Sequence[dict], weightings: Mapping[str, object], **kwargs) -> dict:
@@ -382,18 +381,12 @@ def variance_components(full: torch.Tensor, relevant: torch.Tensor, *, draws: in
     values = {"total": total, "prompts": prompts, "completions": completions, "irrelevant": total - left}
     with np.errstate(divide="ignore", invalid="ignore"):
         shares = {k: values[k] / total for k in VARIANCE_PARTS}
-    alpha = (1 - level) / 2
-
-    def interval(x):
-        x = x[1:][np.isfinite(x[1:])]
-        return (float(np.quantile(x, alpha)), float(np.quantile(x, 1 - alpha))) if len(x) else (float("nan"),) * 2
-
     sig, sig_r = max(float(signal[0]), 0.0), max(float(signal_relevant[0]), 0.0)
     return {
         "prompt_sets": N, "draws": draws,
         "variance": {k: float(v[0]) for k, v in values.items()},
         "shares": {k: float(v[0]) for k, v in shares.items()},
-        "shares_ci": {k: interval(v) for k, v in shares.items()},
+        "shares_ci": {k: _finite_interval(v[1:], level) for k, v in shares.items()},  # row 0 is the sample
         "signal": sig,
         "snr": sig / float(total[0]) if total[0] > 0 else float("nan"),
         "snr_relevant": sig_r / float(left[0]) if left[0] > 0 else float("nan"),
@@ -458,8 +451,7 @@ def completion_noise_shares(model, sequences, *, groups=None, n_boot: int = 2000
     counts = np.random.default_rng(seed).multinomial(len(units), np.full(len(units), 1 / len(units)), size=n_boot)
     sums = counts @ by_unit  # [K, 2]
     boot = sums[:, 0][sums[:, 1] > 0] / sums[:, 1][sums[:, 1] > 0]
-    alpha = (1 - level) / 2
-    ci = (float(np.quantile(boot, alpha)), float(np.quantile(boot, 1 - alpha))) if len(boot) else (float("nan"),) * 2
+    ci = percentile_interval(boot, level) if len(boot) else (float("nan"),) * 2
     return {"share": share, "share_ci": ci, "n": len(rows), "units": len(units), "per_completion": rows}
 
 
