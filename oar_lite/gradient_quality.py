@@ -287,12 +287,10 @@ def snr_ratio_intervals(gradients: Mapping[str, torch.Tensor], *, reference: str
     def snrs(g: torch.Tensor) -> np.ndarray:
         if g.shape[0] != N:
             raise ValueError(f"every weighting needs the same {N} batches, got {g.shape[0]}")
-        gram = _gram(g)
-        mean_sq = np.einsum("kn,nm,km->k", counts, gram, counts) / N**2  # |mean of the resample|^2
-        noise = (counts @ np.diag(gram) - N * mean_sq) / (N - 1)
-        signal = np.maximum(mean_sq - noise / N, 0.0)
+        # `_components` with one draw per batch: the noise is the whole variance, nothing within
+        noise, _, _, signal = _components(_gram(g), np.zeros(N), 1, counts)
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(noise > 0, signal / noise, np.inf)
+            return np.where(noise > 0, np.maximum(signal, 0.0) / noise, np.inf)
 
     base = snrs(gradients[reference])
     with np.errstate(divide="ignore", invalid="ignore"):
