@@ -437,8 +437,7 @@ def completion_noise_shares(model, sequences, *, groups=None, n_boot: int = 2000
                 a = float(seq["advantage"])
                 full = torch.autograd.grad(a * logp.sum(), params, retain_graph=True, allow_unused=True)
                 rel = torch.autograd.grad(a * (logp * keep).sum(), params, allow_unused=True)
-            noise = sum(float(x.double().pow(2).sum()) for x in full if x is not None)
-            left = sum(float(x.double().pow(2).sum()) for x in rel if x is not None)
+            noise, left = (sum(float(x.double().pow(2).sum()) for x in g if x is not None) for g in (full, rel))
             rows.append({"noise": noise, "irrelevant": noise - left, "tokens": C,
                          "irrelevant_tokens": int(irrelevant[span].sum())})
     units = sorted(set(groups), key=groups.index)
