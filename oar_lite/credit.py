@@ -162,5 +162,5 @@ def mode_agreement(records: Sequence[dict], methods: Sequence[str]) -> dict[str,
         a, b = f"oar-p:{mode}", f"oar-g:{mode}"
         if a in methods and b in methods:
             rho = [x for x in (rank_agreement(r["scores"][a], r["scores"][b]) for r in records) if not math.isnan(x)]
-            out[mode] = {"mean": sum(rho) / len(rho) if rho else float("nan"), "n": len(rho)}
+            out[mode] = {"mean": mean(rho), "n": len(rho)}
     return out

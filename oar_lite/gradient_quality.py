@@ -37,6 +37,13 @@ from .grpo import group_advantages, sequence_logprobs
 from .reshape import effective_share
 from .reward import math_reward
 from .rollout import sample_batch
+from .stats import mean, percentile_interval
+
+
+def _finite_interval(values: np.ndarray, level: float) -> tuple[float, float]:
+    """`percentile_interval` of the finite ``values``; NaN, NaN when none is."""
+    values = values[np.isfinite(values)]
+    return percentile_interval(values, level) if len(values) else (float("nan"),) * 2
 
 
 def _weighting(spec) -> tuple[object, dict]:
@@ -173,8 +180,7 @@ def weight_mass_on(info: dict, mask_label: str = "relevant") -> dict[str, dict[s
                 continue
             mass.append(float(w[off].sum()) / total)
             spread.append(effective_share(w))
-        out[label] = {"irrelevant_mass": sum(mass) / len(mass) if mass else float("nan"),
-                      "effective_share": sum(spread) / len(spread) if spread else float("nan"), "rows": len(mass)}
+        out[label] = {"irrelevant_mass": mean(mass), "effective_share": mean(spread), "rows": len(mass)}
     return out
 
 
@@ -281,23 +287,14 @@ def snr_ratio_intervals(gradients: Mapping[str, torch.Tensor], *, reference: str
     def snrs(g: torch.Tensor) -> np.ndarray:
         if g.shape[0] != N:
             raise ValueError(f"every weighting needs the same {N} batches, got {g.shape[0]}")
-        gram = _gram(g)
-        mean_sq = np.einsum("kn,nm,km->k", counts, gram, counts) / N**2  # |mean of the resample|^2
-        noise = (counts @ np.diag(gram) - N * mean_sq) / (N - 1)
-        signal = np.maximum(mean_sq - noise / N, 0.0)
+        # `_components` with one draw per batch: the noise is the whole variance, nothing within
+        noise, _, _, signal = _components(_gram(g), np.zeros(N), 1, counts)
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(noise > 0, signal / noise, np.inf)
+            return np.where(noise > 0, np.maximum(signal, 0.0) / noise, np.inf)
 
     base = snrs(gradients[reference])
-    alpha = (1 - level) / 2
-    out = {}
-    for label, g in gradients.items():
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = snrs(g) / base
-        ratio = ratio[np.isfinite(ratio)]
-        out[label] = (float(np.quantile(ratio, alpha)), float(np.quantile(ratio, 1 - alpha))) if len(ratio) else (
-            float("nan"), float("nan"))
-    return out
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return {label: _finite_interval(snrs(g) / base, level) for label, g in gradients.items()}
 
 
 def gradient_quality(model, tokenizer, problems: Sequence[dict], weightings: Mapping[str, object], **kwargs) -> dict:
@@ -317,8 +314,6 @@ def _nested_stats(gram, draws: int):
     """From the Gram matrix ``[N * M, N * M]`` of nested batch gradients (rows n * M + m):
     ``(means_gram [N, N], within [N])``: the inner products of the prompt sets' mean gradients,
     and each set's unbiased within-set variance (trace) over its M draws."""
-    import numpy as np
-
     N = gram.shape[0] // draws
     blocks = gram.reshape(N, draws, N, draws)
     means_gram = blocks.sum(axis=(1, 3)) / draws**2
@@ -332,8 +327,6 @@ def _components(means_gram, within, draws: int, counts):
     each prompt set is drawn; all ones is the sample itself): ``(total, prompts, completions,
     signal)`` arrays ``[K]``. ANOVA: completions = the mean within-set variance; prompts = the
     variance of the set means minus completions / M; signal = |mean|^2 minus its own noise."""
-    import numpy as np
-
     N = means_gram.shape[0]
     mean_sq = np.einsum("kn,nm,km->k", counts, means_gram, counts) / N**2
     between = (counts @ np.diag(means_gram) - N * mean_sq) / (N - 1)
@@ -367,8 +360,6 @@ def variance_components(full: torch.Tensor, relevant: torch.Tensor, *, draws: in
     Raises:
         ValueError: shapes differ, ``draws`` < 2 or does not divide the rows, fewer than 2 sets.
     """
-    import numpy as np
-
     if full.shape != relevant.shape or full.dim() != 2:
         raise ValueError(f"full and relevant must both be [N * M, D], got {tuple(full.shape)} and {tuple(relevant.shape)}")
     if not isinstance(draws, int) or draws < 2 or full.shape[0] % draws:
@@ -388,18 +379,12 @@ def variance_components(full: torch.Tensor, relevant: torch.Tensor, *, draws: in
     values = {"total": total, "prompts": prompts, "completions": completions, "irrelevant": total - left}
     with np.errstate(divide="ignore", invalid="ignore"):
         shares = {k: values[k] / total for k in VARIANCE_PARTS}
-    alpha = (1 - level) / 2
-
-    def interval(x):
-        x = x[1:][np.isfinite(x[1:])]
-        return (float(np.quantile(x, alpha)), float(np.quantile(x, 1 - alpha))) if len(x) else (float("nan"),) * 2
-
     sig, sig_r = max(float(signal[0]), 0.0), max(float(signal_relevant[0]), 0.0)
     return {
         "prompt_sets": N, "draws": draws,
         "variance": {k: float(v[0]) for k, v in values.items()},
         "shares": {k: float(v[0]) for k, v in shares.items()},
-        "shares_ci": {k: interval(v) for k, v in shares.items()},
+        "shares_ci": {k: _finite_interval(v[1:], level) for k, v in shares.items()},  # row 0 is the sample
         "signal": sig,
         "snr": sig / float(total[0]) if total[0] > 0 else float("nan"),
         "snr_relevant": sig_r / float(left[0]) if left[0] > 0 else float("nan"),
@@ -432,8 +417,6 @@ def completion_noise_shares(model, sequences, *, groups=None, n_boot: int = 2000
         ``{"share", "share_ci", "n", "per_completion": [{"noise", "irrelevant", "tokens",
         "irrelevant_tokens"}]}`` (``noise`` = |A S|^2, ``irrelevant`` = |A S|^2 - |A R|^2).
     """
-    import numpy as np
-
     if not sequences:
         raise ValueError("sequences is empty; expected dicts with input_ids, completion, irrelevant and advantage")
     groups = list(range(len(sequences))) if groups is None else list(groups)
@@ -454,8 +437,7 @@ def completion_noise_shares(model, sequences, *, groups=None, n_boot: int = 2000
                 a = float(seq["advantage"])
                 full = torch.autograd.grad(a * logp.sum(), params, retain_graph=True, allow_unused=True)
                 rel = torch.autograd.grad(a * (logp * keep).sum(), params, allow_unused=True)
-            noise = sum(float(x.double().pow(2).sum()) for x in full if x is not None)
-            left = sum(float(x.double().pow(2).sum()) for x in rel if x is not None)
+            noise, left = (sum(float(x.double().pow(2).sum()) for x in g if x is not None) for g in (full, rel))
             rows.append({"noise": noise, "irrelevant": noise - left, "tokens": C,
                          "irrelevant_tokens": int(irrelevant[span].sum())})
     units = sorted(set(groups), key=groups.index)
@@ -466,8 +448,7 @@ def completion_noise_shares(model, sequences, *, groups=None, n_boot: int = 2000
     counts = np.random.default_rng(seed).multinomial(len(units), np.full(len(units), 1 / len(units)), size=n_boot)
     sums = counts @ by_unit  # [K, 2]
     boot = sums[:, 0][sums[:, 1] > 0] / sums[:, 1][sums[:, 1] > 0]
-    alpha = (1 - level) / 2
-    ci = (float(np.quantile(boot, alpha)), float(np.quantile(boot, 1 - alpha))) if len(boot) else (float("nan"),) * 2
+    ci = percentile_interval(boot, level) if len(boot) else (float("nan"),) * 2
     return {"share": share, "share_ci": ci, "n": len(rows), "units": len(units), "per_completion": rows}
 
 

@@ -65,9 +65,7 @@ def learning_table(records: Sequence[dict], *, target: float, methods: Sequence[
     evals, methods, seeds = _paired_runs(records, methods, reference)
     steps, finals, reached = {}, {}, {}
     for m in methods:
-        rows = []
-        for s in seeds:
-            rows.append(steps_to_target(evals[m][s], target))
+        rows = [steps_to_target(evals[m][s], target) for s in seeds]
         steps[m] = np.array([r[0] for r in rows])
         reached[m] = [r[1] for r in rows]
         finals[m] = np.array([evals[m][s][-1]["eval_accuracy"] for s in seeds])

@@ -30,6 +30,13 @@ def ci95(xs: Sequence[float]) -> float:
     return 1.96 * std(xs) / math.sqrt(len(xs)) if len(xs) >= 2 else float("nan")
 
 
+def percentile_interval(values: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """``(low, high)``: the central ``level`` of ``values`` (e.g. a bootstrap's resampled
+    statistics), between their ``(1 - level) / 2`` and ``1 - (1 - level) / 2`` quantiles."""
+    alpha = (1 - level) / 2
+    return float(np.quantile(values, alpha)), float(np.quantile(values, 1 - alpha))
+
+
 def bootstrap_interval(stat, samples: np.ndarray, *, n: int = 10_000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
     """Percentile bootstrap interval of ``stat(samples[idx])`` over rows resampled with
     replacement (``samples: [S, ...]``, one row per seed; columns stay together)."""
@@ -39,9 +46,7 @@ def bootstrap_interval(stat, samples: np.ndarray, *, n: int = 10_000, seed: int 
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(samples), size=(n, len(samples)))
     values = np.array([stat(samples[i]) for i in idx], dtype=float)
-    values = values[np.isfinite(values)]
-    alpha = (1 - level) / 2
-    return float(np.quantile(values, alpha)), float(np.quantile(values, 1 - alpha))
+    return percentile_interval(values[np.isfinite(values)], level)
 
 
 def crossed_bootstrap(values: np.ndarray, *, n: int = 4000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
@@ -56,8 +61,7 @@ def crossed_bootstrap(values: np.ndarray, *, n: int = 4000, seed: int = 0, level
     rows = rng.integers(0, S, size=(n, S))
     cols = rng.integers(0, N, size=(n, N))
     means = np.array([values[r][:, c].mean() for r, c in zip(rows, cols)])
-    alpha = (1 - level) / 2
-    return float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
+    return percentile_interval(means, level)
 
 
 def intervals_overlap(a: Sequence[float], b: Sequence[float]) -> bool:
