@@ -87,13 +87,11 @@ def toy_task(*, eval_size: int | None = None, digits: int | tuple[int, int] | No
     """The toy addition task: training problems that avoid the held-out set, and the first
     ``eval_size`` held-out problems. ``digits`` (an int or an inclusive ``(low, high)``) other
     than `TRAIN_POOL`'s sets both; the held-out ones are then fresh (``OTHER_EVAL``)."""
-    held_out = toy.load_eval_set()
+    held_out = exclude = toy.load_eval_set()
     lo, hi = toy.digit_range(TRAIN_POOL["digits"] if digits is None else digits)
     if (lo, hi) != TRAIN_POOL["digits"]:
         held_out = toy.make_problems(OTHER_EVAL["n"], seed=OTHER_EVAL["seed"], digits=(lo, hi), exclude=held_out)
-        exclude = held_out + toy.load_eval_set()
-    else:
-        exclude = held_out
+        exclude = held_out + exclude
     train_problems = toy.make_problems(TRAIN_POOL["n"], seed=TRAIN_POOL["seed"], digits=(lo, hi), exclude=exclude)
     evals = held_out[:eval_size] if eval_size else held_out
     return Task(train_problems=train_problems, eval_problems=evals, formats=toy.FORMATS)
@@ -290,11 +288,7 @@ RUN_SETTINGS = "run.json"
 
 
 def _refuse_duplicates(what: str, keys: list, given: list) -> None:
-    seen, dups = set(), []
-    for key, name in zip(keys, given):
-        if key in seen:
-            dups.append(name)
-        seen.add(key)
+    dups = [name for i, (key, name) in enumerate(zip(keys, given)) if key in keys[:i]]
     if dups:
         raise ValueError(f"{what} {given} repeat {dups}: two runs would share one folder; give each once")
 
@@ -307,10 +301,7 @@ def _model_fingerprint(model_dir) -> str | None:
     files = [folder / name for name in ("config.json", "model.safetensors", "tokenizer.json")]
     if not all(f.is_file() for f in files):
         return None
-    digest = hashlib.sha256()
-    for f in files:
-        digest.update(f.read_bytes())
-    return digest.hexdigest()[:16]
+    return hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:16]
 
 
 def _run_settings(config: TrainConfig, model: str | None, digits) -> dict:
@@ -343,10 +334,8 @@ def _check_reuse(run_dir: Path, config: TrainConfig, settings: dict) -> None:
              if saved.get(key) != settings[key]]
     allowed = {"bookkeeping": True, "more": more_steps, "evaluation": open_run}
     may_change = resumable(config)
-    for key, (old, new) in sorted(changes.items()):
-        if allowed.get(may_change.get(key)):
-            continue
-        diffs.append(f"{key}={old!r} (now {new!r})")
+    diffs += [f"{key}={old!r} (now {new!r})" for key, (old, new) in sorted(changes.items())
+              if not allowed.get(may_change.get(key))]
     if diffs:
         raise ValueError(f"{run_dir} holds a run with other settings: {'; '.join(diffs)}. Its results would be "
                          f"labelled with the new ones; use another --out, or delete {run_dir} to train it again")

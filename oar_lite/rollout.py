@@ -117,13 +117,14 @@ def sample_completions(
                     add_special_tokens=add_special_tokens).to(device)
     greedy = temperature == 0
     sampling = {} if greedy else {"temperature": temperature, "top_p": top_p, "top_k": 0}
+    prompt_mask = enc["attention_mask"].repeat_interleave(group_size, dim=0)
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
             out = model.generate(
                 input_ids=enc["input_ids"].repeat_interleave(group_size, dim=0),
-                attention_mask=enc["attention_mask"].repeat_interleave(group_size, dim=0),
+                attention_mask=prompt_mask,
                 do_sample=not greedy,
                 max_new_tokens=max_new_tokens,
                 pad_token_id=tokenizer.pad_token_id,
@@ -141,7 +142,6 @@ def sample_completions(
     first_eos = torch.where(has_eos, is_eos.int().argmax(dim=1), torch.full_like(has_eos, completion.shape[1], dtype=torch.long))
     cols = torch.arange(completion.shape[1], device=completion.device)
     completion_mask = (cols[None, :] <= first_eos[:, None]).long()
-    prompt_mask = enc["attention_mask"].repeat_interleave(group_size, dim=0)
     attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
     completion_ids = [row[: int(m.sum())].tolist() for row, m in zip(completion, completion_mask)]
     texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
