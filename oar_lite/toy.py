@@ -425,8 +425,7 @@ def write_eval_set(problems: Sequence[dict], path: str | Path | None = None) -> 
     path = Path(path) if path is not None else EVAL_PATH
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as f:
-        for p in problems:
-            f.write(json.dumps(p, sort_keys=True) + "\n")
+        f.writelines(json.dumps(p, sort_keys=True) + "\n" for p in problems)
     return path
 
 

@@ -260,10 +260,9 @@ def plot_token_advantages(
     """
     if len(tokens) != len(values):
         raise ValueError(f"{len(tokens)} rows of tokens but {len(values)} rows of values; expected one each")
-    if row_labels is not None and len(row_labels) != len(tokens):
-        raise ValueError(f"{len(row_labels)} row labels for {len(tokens)} rows")
-    if marks is not None and len(marks) != len(tokens):
-        raise ValueError(f"{len(marks)} rows of marks for {len(tokens)} rows")
+    for what, given in (("row labels", row_labels), ("rows of marks", marks)):
+        if given is not None and len(given) != len(tokens):
+            raise ValueError(f"{len(given)} {what} for {len(tokens)} rows")
     rows = [_as_array(v) for v in values]
     for i, (toks, v) in enumerate(zip(tokens, rows)):
         if v.ndim != 1 or len(v) != len(toks):
@@ -360,11 +359,10 @@ def reshape_widget(tokens: Sequence[str], scores, *, labels: Sequence[int] | Non
     def static_png() -> str:
         """The widget's current state as one base64 PNG: the scores -> weights curve, then the
         tokens shaded by their weights (a bare Figure: nothing is shown while it is drawn)."""
-        w = current()
         fig = Figure(figsize=(10, 3.2), dpi=FIGURE_DPI)
         curve, strip = fig.subplots(2, 1, height_ratios=[3, 1])
-        plot_scores_to_weights(curve, scores, quantile=quantile.value, boost=boost.value, floor=floor.value,
-                               preserve_mass=preserve.value)
+        w = plot_scores_to_weights(curve, scores, quantile=quantile.value, boost=boost.value, floor=floor.value,
+                                   preserve_mass=preserve.value)
         curve.set_title(f"quantile {quantile.value:g}, boost {boost.value:g}, floor {floor.value:g}"
                         f"{'' if preserve.value else ', mass not preserved'} (the sliders' state; run the notebook to move them)",
                         fontsize=8)
