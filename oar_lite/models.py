@@ -130,10 +130,9 @@ def _convert_gguf(gguf: Path, target: Path, fingerprint: dict, *, replace: bool 
 # ----------------------------------------------------------------------------- damaged model files
 
 def load_saved_model(folder: Path, fix: str, model_class, dtype: torch.dtype, **kwargs):
-    """``(model, tokenizer)`` from a ``save_pretrained`` folder (``kwargs`` go to both
-    ``from_pretrained`` calls), or a ValueError that names the folder, the reason and ``fix``
-    when the files do not load, or names the weights file when a loaded weight is NaN or
-    infinite (a tampered or damaged file would otherwise give NaN logits)."""
+    """``(model, tokenizer)`` from a ``save_pretrained`` folder (``kwargs`` go to both ``from_pretrained``
+    calls). A ValueError names the folder, the reason and ``fix`` when it does not load, the weights
+    file when a weight is NaN or infinite (a tampered or damaged file would otherwise give NaN logits)."""
     from transformers import AutoTokenizer
 
     try:
