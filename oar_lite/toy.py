@@ -397,22 +397,17 @@ def load_model(path: str | Path | None = None, *, dtype: torch.dtype = torch.flo
 
     ``path`` is a ``save_pretrained`` folder (default `MODEL_DIR`). Raises ValueError when
     it is missing or damaged (unreadable, or NaN weights)."""
-    from transformers import AutoTokenizer, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
     path = Path(path) if path is not None else MODEL_DIR
     if not (path / "config.json").exists():
         raise ValueError(f"no toy model in {path} (expected config.json, model.safetensors and tokenizer files; "
                          "run scripts/pretrain_toy.py)")
-    from .models import check_finite_weights, damaged_model_error
+    from .models import load_saved_model
 
     fix = "restore the folder (reinstall oar-lite, or run scripts/pretrain_toy.py to write it again)"
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        model = LlamaForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype).eval()
-    except Exception as err:  # noqa: BLE001 - safetensors, json and tokenizers raise their own types
-        raise damaged_model_error(path, err, fix) from err
-    check_finite_weights(model, path / "model.safetensors", fix)
-    return model, tokenizer
+    model, tokenizer = load_saved_model(path, fix, LlamaForCausalLM, dtype, local_files_only=True)
+    return model.eval(), tokenizer
 
 
 def load_eval_set(path: str | Path | None = None, n: int | None = None) -> list[dict]:
@@ -430,8 +425,7 @@ def write_eval_set(problems: Sequence[dict], path: str | Path | None = None) -> 
     path = Path(path) if path is not None else EVAL_PATH
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as f:
-        for p in problems:
-            f.write(json.dumps(p, sort_keys=True) + "\n")
+        f.writelines(json.dumps(p, sort_keys=True) + "\n" for p in problems)
     return path
 
 

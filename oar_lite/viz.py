@@ -32,17 +32,19 @@ def token_strings(tokenizer, ids: Sequence[int]) -> list[str]:
     return [tokenizer.decode([i], skip_special_tokens=False, clean_up_tokenization_spaces=False) for i in ids]
 
 
-def _check_tokens(tokens: Sequence[str], values: np.ndarray, labels: Sequence[int] | None) -> None:
+def _shaded(tokens: Sequence[str], values, labels: Sequence[int] | None,
+            vmax: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """``(values, shade)`` of a token heatmap: the values as an array, checked one per token
+    (labels too), and their shading in [0, 1] up to ``vmax`` (default: the largest), NaN as 0."""
+    values = _as_array(values)
     if len(tokens) != len(values):
         raise ValueError(f"{len(tokens)} tokens but {len(values)} values; expected one value per token")
     if labels is not None and len(labels) != len(tokens):
         raise ValueError(f"{len(tokens)} tokens but {len(labels)} labels")
-
-
-def _normalise(values: np.ndarray, vmax: float | None) -> np.ndarray:
-    finite = values[np.isfinite(values)]
+    shown = np.nan_to_num(values, nan=0.0)
+    finite = shown[np.isfinite(shown)]
     top = vmax if vmax is not None else (finite.max() if finite.size else 1.0)
-    return np.clip(values / top, 0, 1) if top > 0 else np.zeros_like(values)
+    return values, np.clip(shown / top, 0, 1) if top > 0 else np.zeros_like(shown)
 
 
 def token_heatmap_html(
@@ -66,9 +68,7 @@ def token_heatmap_html(
     Raises:
         ValueError: ``values`` or ``labels`` is not one per token.
     """
-    values = _as_array(values)
-    _check_tokens(tokens, values, labels)
-    shade = _normalise(np.nan_to_num(values, nan=0.0), vmax)
+    values, shade = _shaded(tokens, values, labels, vmax)
     spans = []
     for i, (tok, v, a) in enumerate(zip(tokens, values, shade)):
         text = html.escape(tok).replace(" ", "&nbsp;").replace("\n", "&#9166;<br>")
@@ -126,11 +126,9 @@ def token_heatmap_figure(
     import matplotlib.pyplot as plt
     from matplotlib.colors import LinearSegmentedColormap, Normalize
 
-    values = _as_array(values)
-    _check_tokens(tokens, values, labels)
+    values, shade = _shaded(tokens, values, labels, vmax)
     if width < 10:
         raise ValueError(f"width must be at least 10 characters, got {width}")
-    shade = _normalise(np.nan_to_num(values, nan=0.0), vmax)
     rgb = tuple(int(c) / 255 for c in color.split(","))
     texts = [_display_token(t) or "\u2205" for t in tokens]
     places, line, col = [], 0, 0
@@ -260,10 +258,9 @@ def plot_token_advantages(
     """
     if len(tokens) != len(values):
         raise ValueError(f"{len(tokens)} rows of tokens but {len(values)} rows of values; expected one each")
-    if row_labels is not None and len(row_labels) != len(tokens):
-        raise ValueError(f"{len(row_labels)} row labels for {len(tokens)} rows")
-    if marks is not None and len(marks) != len(tokens):
-        raise ValueError(f"{len(marks)} rows of marks for {len(tokens)} rows")
+    for what, given in (("row labels", row_labels), ("rows of marks", marks)):
+        if given is not None and len(given) != len(tokens):
+            raise ValueError(f"{len(given)} {what} for {len(tokens)} rows")
     rows = [_as_array(v) for v in values]
     for i, (toks, v) in enumerate(zip(tokens, rows)):
         if v.ndim != 1 or len(v) != len(toks):
@@ -360,11 +357,10 @@ def reshape_widget(tokens: Sequence[str], scores, *, labels: Sequence[int] | Non
     def static_png() -> str:
         """The widget's current state as one base64 PNG: the scores -> weights curve, then the
         tokens shaded by their weights (a bare Figure: nothing is shown while it is drawn)."""
-        w = current()
         fig = Figure(figsize=(10, 3.2), dpi=FIGURE_DPI)
         curve, strip = fig.subplots(2, 1, height_ratios=[3, 1])
-        plot_scores_to_weights(curve, scores, quantile=quantile.value, boost=boost.value, floor=floor.value,
-                               preserve_mass=preserve.value)
+        w = plot_scores_to_weights(curve, scores, quantile=quantile.value, boost=boost.value, floor=floor.value,
+                                   preserve_mass=preserve.value)
         curve.set_title(f"quantile {quantile.value:g}, boost {boost.value:g}, floor {floor.value:g}"
                         f"{'' if preserve.value else ', mass not preserved'} (the sliders' state; run the notebook to move them)",
                         fontsize=8)
