@@ -132,3 +132,12 @@ def test_every_imported_name_exists(folder):
             if name and not hasattr(importlib.import_module(target), name):
                 missing.append(f"{path.relative_to(ROOT)}:{line} takes {name} from {target}, which has no such name")
     assert not missing, missing
+
+
+def test_tests_are_laid_out_by_module():
+    """Each module ``oar_lite/[sub/]name.py`` has its unit tests in ``tests/[sub/]test_name.py``
+    (the package's ``__init__`` and ``__main__`` are tested through what they export and run)."""
+    missing = [str(p.relative_to(ROOT)) for p in sorted(PACKAGE.rglob("*.py"))
+               if p.stem not in ("__init__", "__main__")
+               and not (ROOT / "tests" / p.parent.relative_to(PACKAGE) / f"test_{p.stem}.py").is_file()]
+    assert not missing, f"modules without a tests/.../test_<module>.py: {missing}"
