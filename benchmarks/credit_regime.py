@@ -20,7 +20,6 @@ import time
 
 from benchmarks import common
 from oar_lite import cli, compare as cmp, regime
-from oar_lite.checkpoint import write_json
 from oar_lite.report import markdown_table
 
 OUT = regime.RESULTS_DIR / "regimes.json"
@@ -83,10 +82,7 @@ def main(argv=None) -> dict | str:
              "oracle": args.oracle,
              "table": table, "other_targets": others, "area": area, "wall_s": time.time() - t0,
              "reused": {"folders": args.reuse, "methods": [m for m in methods if m not in args.methods]}}
-    data = json.loads(args.out.read_text()) if args.out.exists() else {}
-    data[args.name] = entry
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_json(args.out, data)
+    common.write_entry(args.out, args.name, entry)
     print(render(entry))
     return entry
 
