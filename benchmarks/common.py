@@ -225,12 +225,9 @@ def peak_memory(fn: Callable[[], object], device: torch.device) -> tuple[float, 
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass
-    if not rss_peak_supported():
-        seconds, out = timed(fn)
-        return seconds, None, out
-    base = _status_kb("VmRSS")
+    base = _status_kb("VmRSS") if rss_peak_supported() else None
     seconds, out = timed(fn)
-    return seconds, (_status_kb("VmHWM") - base) / 1024, out
+    return seconds, None if base is None else (_status_kb("VmHWM") - base) / 1024, out
 
 
 # ----------------------------------------------------------------------------- models, sequences

@@ -69,15 +69,13 @@ def main(argv=None) -> dict | str:
         records += reused
         methods = [m for m in dict.fromkeys(r["method"] for r in reused if "method" in r) if m not in methods] + methods
     methods.sort(key=lambda m: (m != "uniform", m != args.oracle))  # GRPO, the oracle, then the rest in order
-    table = regime.learning_table(records, target=summary["target"], methods=methods, oracle=args.oracle,
-                                  max_step=summary["settings"]["steps"])
+    options = {"methods": methods, "oracle": args.oracle, "max_step": summary["settings"]["steps"]}
+    table = regime.learning_table(records, target=summary["target"], **options)
     # The same runs read at a target 0.05 lower and higher: does the verdict hang on the target chosen?
-    others = {f"{t:g}": regime.learning_table(records, target=t, methods=methods, oracle=args.oracle,
-                                              max_step=summary["settings"]["steps"])
+    others = {f"{t:g}": regime.learning_table(records, target=t, **options)
               for t in (round(summary["target"] - 0.05, 4), round(summary["target"] + 0.05, 4)) if 0 < t <= 1}
     # Without a target: the mean held-out accuracy over the run, paired against GRPO seed by seed.
-    area = regime.accuracy_area_table(records, methods=methods, oracle=args.oracle,
-                                      max_step=summary["settings"]["steps"])
+    area = regime.accuracy_area_table(records, **options)
     entry = {"name": args.name, "note": args.note, "command": command, "settings": summary["settings"],
              "oracle": args.oracle,
              "table": table, "other_targets": others, "area": area, "wall_s": time.time() - t0,

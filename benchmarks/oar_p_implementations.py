@@ -216,8 +216,7 @@ def measure_sequence(model, tokenizer, ids, reasoning, answer, *, implementation
            "peak_mib": {k: (common.spread(runs[k]["peak_mib"]) if runs[k]["peak_mib"] else None)
                         for k in implementations}}
     if "batched" in implementations:
-        out["speedup"] = {k: common.spread([t / b for t, b in zip(times[k], times["batched"])])
-                          for k in implementations}
+        out["speedup"] = common.paired_ratios(times, "batched")
     return out
 
 

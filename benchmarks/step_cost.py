@@ -211,8 +211,7 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
         result["methods"][m] = {
             "step": common.spread(totals[m]),
             "phases": {p: common.spread([r[f"{clock}_{p}"] for r in recs]) for p in PHASES},
-            "attribute_ratio_vs_grpo_step": common.spread([r[f"{clock}_attribute"] / b
-                                                           for r, b in zip(recs, totals["uniform"])])
+            "attribute_ratio_vs_grpo_step": common.spread([a / b for a, b in zip(attribute, totals["uniform"])])
             if "uniform" in methods else None,
             "ratio_vs_grpo": common.spread([t / b for t, b in zip(totals[m], totals["uniform"])])
             if "uniform" in methods else None,
