@@ -75,10 +75,6 @@ def make_task(model_name: str, tokenizer, *, shots: int = 2, word_steps=(1,), re
     return Task(train_problems=problems, add_special_tokens=False, reward=REWARDS[reward])
 
 
-def _trainable(model) -> dict[str, torch.Tensor]:
-    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
-
-
 FIRST_STEP = 1000
 """Round ``r`` runs step ``FIRST_STEP + r`` (its prompts and sampling seed); warm-up rounds are ``r < 0``."""
 CANDIDATES_PER_ROUND = 20
@@ -143,8 +139,8 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
                               eval_size=0, **settings) for m in methods}
     if settings.get("lora"):
         model = add_lora(model, configs[methods[0]])
-    start = _trainable(model)
     params = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    start = {n: p.detach().clone() for n, p in params.items()}
 
     def reset_weights():
         with torch.no_grad():
