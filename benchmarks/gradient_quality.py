@@ -87,7 +87,7 @@ def save_figure(report: dict, path: Path) -> Path:
 
 
 def main(argv=None) -> dict:
-    from oar_lite import gradient_quality as gq, oracle, toy
+    from oar_lite import gradient_quality as gq, oracle, stats, toy
 
     ap = common.parser(__doc__, OUT, timing=False, out_flag="--json")
     ap.add_argument("--batches", type=int, default=60)
@@ -113,8 +113,7 @@ def main(argv=None) -> dict:
                                      lambda b, i: print(f"batch {b + 1}/{args.batches}", flush=True))
     report.update(stats=gq.gradient_stats(grads), snr_vs_uniform_ci=gq.snr_ratio_intervals(grads),
                   blame=oracle.blame_shares(info["rows"], info["weights"]),
-                  mean_reward=sum(info["rewards"]) / len(info["rewards"]),
-                  mixed=sum(info["mixed"]) / len(info["mixed"]), cpu_s=time.process_time() - t0)
+                  mean_reward=stats.mean(info["rewards"]), mixed=stats.mean(info["mixed"]), cpu_s=time.process_time() - t0)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     save_figure(report, args.out.with_suffix(".png"))
     return common.finish(report, args.out, render)

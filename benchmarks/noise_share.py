@@ -177,13 +177,7 @@ def main(argv=None) -> dict:
     _, report = common.start(args, "noise_share", argv, name=args.name, settings=settings)
     report = smollm2_entry(args, report) if args.smollm2 else toy_entry(args, report)
     report["machine"]["loadavg_end"] = common.loadavg()
-    data = json.loads(args.out.read_text()) if args.out.exists() else {}
-    data[args.name] = report
-    from oar_lite.checkpoint import atomic_path
-
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(args.out) as tmp:  # a run killed while writing leaves the previous file
-        tmp.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    common.write_entry(args.out, args.name, report)
     print(common.machine_line(report["machine"]))
     print(render({args.name: report}))
     return report

@@ -48,6 +48,8 @@ Targets: `TARGET_VS_CAPTUM`, `TARGET_OVER_IDEAL`. Writes ``benchmarks/results/oa
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from benchmarks import common
@@ -164,27 +166,23 @@ def measure_sequence(model, tokenizer, ids, reasoning, answer, *, implementation
     fixed_stats: dict = {}
     extra_stats: dict = {b: {} for b in extra_batch_sizes}
     waste_stats: dict = {w: {} for w in extra_max_waste}
+    oar_p = functools.partial(perturbation_scores, model, ids, reasoning, answer, mode="answer_joint", pad_token_id=pad)
+    captum = functools.partial(captum_scores, model, tokenizer, ids, reasoning, answer, pad_token_id=pad)
     calls = {
-        "batched": lambda: perturbation_scores(model, ids, reasoning, answer, mode="answer_joint", pad_token_id=pad,
-                                               batch_size=batch_size, token_budget=token_budget, stats=stats),
-        "fixed64": lambda: perturbation_scores(model, ids, reasoning, answer, mode="answer_joint", pad_token_id=pad,
-                                               batch_size=64, token_budget=10**12, max_waste=float("inf"),
-                                               stats=fixed_stats),
+        "batched": lambda: oar_p(batch_size=batch_size, token_budget=token_budget, stats=stats),
+        "fixed64": lambda: oar_p(batch_size=64, token_budget=10**12, max_waste=float("inf"), stats=fixed_stats),
         "naive": lambda: perturbation_scores_naive(model, ids, reasoning, answer, mode="answer_joint",
                                                    pad_token_id=pad),
-        "captum": lambda: captum_scores(model, tokenizer, ids, reasoning, answer, pad_token_id=pad),
-        "captum_tokens": lambda: captum_scores(model, tokenizer, ids, reasoning, answer, pad_token_id=pad,
-                                               forward_in_tokens=True),
+        "captum": captum,
+        "captum_tokens": lambda: captum(forward_in_tokens=True),
     }
     implementations = list(implementations)
     for b in extra_batch_sizes:  # the batched version with other chunk sizes: tokens vs time vs memory
-        calls[f"batched_bs{b}"] = (lambda b=b: perturbation_scores(
-            model, ids, reasoning, answer, mode="answer_joint", pad_token_id=pad, batch_size=b, stats=extra_stats[b]))
+        calls[f"batched_bs{b}"] = lambda b=b: oar_p(batch_size=b, stats=extra_stats[b])
         implementations.append(f"batched_bs{b}")
     for w in extra_max_waste:  # the default with other waste bounds: fewer, larger passes against more tokens
-        calls[f"batched_w{w:g}"] = (lambda w=w: perturbation_scores(
-            model, ids, reasoning, answer, mode="answer_joint", pad_token_id=pad, batch_size=batch_size,
-            token_budget=token_budget, max_waste=w, stats=waste_stats[w]))
+        calls[f"batched_w{w:g}"] = (lambda w=w: oar_p(batch_size=batch_size, token_budget=token_budget, max_waste=w,
+                                                      stats=waste_stats[w]))
         implementations.append(f"batched_w{w:g}")
     runs = common.timed_then_memory({k: calls[k] for k in implementations}, warmup=warmup, repeats=repeats,
                                     device=device, progress=progress)
@@ -202,8 +200,7 @@ def measure_sequence(model, tokenizer, ids, reasoning, answer, *, implementation
             raise AssertionError(f"{k} scores differ from the batched OAR-P by {err:.3g} (max |score| {scale:.3g}); "
                                  f"expected agreement within {tolerance:g} x max(1, max |score|)")
     if check_captum_default:  # Captum's default path: wrong with transformers 5 (module docstring); not timed
-        cached = captum_scores(model, tokenizer, ids, reasoning, answer, pad_token_id=pad, forward_in_tokens=True,
-                               use_cached_outputs=True)
+        cached = captum(forward_in_tokens=True, use_cached_outputs=True)
         agreement["captum_default_unchecked"] = float(((cached / A).clamp(min=0) - ref).abs().max())
     out = {"tokens": {**token_counts(ids, reasoning, answer, stats.get("forward_tokens", 0)),
                       "fixed64": fixed_stats.get("forward_tokens")},
@@ -216,8 +213,7 @@ def measure_sequence(model, tokenizer, ids, reasoning, answer, *, implementation
            "peak_mib": {k: (common.spread(runs[k]["peak_mib"]) if runs[k]["peak_mib"] else None)
                         for k in implementations}}
     if "batched" in implementations:
-        out["speedup"] = {k: common.spread([t / b for t, b in zip(times[k], times["batched"])])
-                          for k in implementations}
+        out["speedup"] = common.paired_ratios(times, "batched")
     return out
 
 

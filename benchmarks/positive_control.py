@@ -12,15 +12,14 @@ that run. It trains nothing: the runs are ``benchmarks/credit_regime.py`` entrie
 """
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
-from oar_lite import findings
+from oar_lite import cli, findings
 
 
 def main(argv=None) -> dict | None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    ap = cli.parser(__doc__.split("\n\n")[0])
     ap.add_argument("--pick", action="store_true", help="print only the k the follow-up rule picks")
     ap.add_argument("--control", type=Path, default=None, help="positive_control.json (default: the shipped one)")
     ap.add_argument("--shares", type=Path, default=None, help="noise_share.json (default: the shipped one)")

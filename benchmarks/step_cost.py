@@ -75,10 +75,6 @@ def make_task(model_name: str, tokenizer, *, shots: int = 2, word_steps=(1,), re
     return Task(train_problems=problems, add_special_tokens=False, reward=REWARDS[reward])
 
 
-def _trainable(model) -> dict[str, torch.Tensor]:
-    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
-
-
 FIRST_STEP = 1000
 """Round ``r`` runs step ``FIRST_STEP + r`` (its prompts and sampling seed); warm-up rounds are ``r < 0``."""
 CANDIDATES_PER_ROUND = 20
@@ -143,8 +139,8 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
                               eval_size=0, **settings) for m in methods}
     if settings.get("lora"):
         model = add_lora(model, configs[methods[0]])
-    start = _trainable(model)
     params = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    start = {n: p.detach().clone() for n, p in params.items()}
 
     def reset_weights():
         with torch.no_grad():
@@ -211,8 +207,7 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
         result["methods"][m] = {
             "step": common.spread(totals[m]),
             "phases": {p: common.spread([r[f"{clock}_{p}"] for r in recs]) for p in PHASES},
-            "attribute_ratio_vs_grpo_step": common.spread([r[f"{clock}_attribute"] / b
-                                                           for r, b in zip(recs, totals["uniform"])])
+            "attribute_ratio_vs_grpo_step": common.spread([a / b for a, b in zip(attribute, totals["uniform"])])
             if "uniform" in methods else None,
             "ratio_vs_grpo": common.spread([t / b for t, b in zip(totals[m], totals["uniform"])])
             if "uniform" in methods else None,

@@ -41,7 +41,7 @@ def settings(name: str):
     return "smollm2", config, None
 
 
-def _task(model_name, tokenizer):
+def _task(tokenizer):
     from oar_lite.problems import format_prompt, heldout_split
     from oar_lite.train import Task
 
@@ -86,7 +86,7 @@ def main(argv=None) -> dict:
         steps = args.smollm2_steps if model_name == "smollm2" else args.steps
         for method in args.methods:
             model, tokenizer = common.load(model_name, common.setup(args.threads, "cpu"))
-            task = task or _task(model_name, tokenizer)
+            task = task or _task(tokenizer)
             run = dataclasses.replace(run_config(method, args.seed, config), steps=steps, progress=not args.no_progress)
             _, records = train(model, tokenizer, task, run)
             steps_ = [r for r in records if r["type"] == "train"]
