@@ -14,7 +14,6 @@ A run appends one record per step to ``out_dir/metrics.jsonl`` and writes
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import hashlib
@@ -295,9 +294,12 @@ def _update(model, optimizer, rollouts, token_adv: torch.Tensor, config: TrainCo
     with torch.no_grad():
         old = torch.cat([logprobs_of(model, r) for r in chunks]) if config.num_iterations > 1 else None
         ref = None
-        if config.beta > 0:  # with LoRA (no reference) the base model is the reference: the adapter off
-            with model.disable_adapter() if reference is None else contextlib.nullcontext():
-                ref = torch.cat([logprobs_of(model if reference is None else reference, r) for r in chunks])
+        if config.beta > 0:
+            if reference is None:  # LoRA: the base model is the reference
+                with model.disable_adapter():
+                    ref = torch.cat([logprobs_of(model, r) for r in chunks])
+            else:
+                ref = torch.cat([logprobs_of(reference, r) for r in chunks])
 
     # No learning signal (all advantages 0, no KL): the gradient is exactly 0, yet AdamW would
     # still move the weights on its momentum, so the optimizer step is skipped.

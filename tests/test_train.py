@@ -354,6 +354,18 @@ def test_eval_size_may_change_on_resume(world, tmp_path):
     assert [r["eval_n"] for r in records if r["type"] == "eval"] == [4, 4, 2]  # steps 0 and 1, then 2
 
 
+def test_lora_kl_is_measured_against_the_base_model(world, tmp_path):
+    """With LoRA the reference is the base model, the adapter switched off: the KL is 0 while
+    the adapter is still zero (step 1) and grows once it has moved. A reference taken with
+    the adapter on would be the policy itself, and the KL 0 at every step."""
+    model, tokenizer, task = world
+    _, records = train(copy.deepcopy(model), tokenizer, task,
+                       config(credit=CreditConfig("oar-g"), lora=True, lora_rank=4, learning_rate=1e-2, beta=0.05,
+                              steps=3), out_dir=tmp_path)
+    kl = [r["kl"] for r in records if r["type"] == "train"]
+    assert len(kl) == 3 and kl[0] == pytest.approx(0.0, abs=1e-7) and max(kl[1:]) > 1e-6, kl
+
+
 def test_same_seed_same_lora_adapter_and_metrics(world):
     model, tokenizer, task = world
     task = Task(train_problems=task.train_problems)
