@@ -11,7 +11,7 @@ import numpy as np
 
 from .findings import RELEVANT
 from .ground_truth import PIVOT_THRESHOLD, probability_jumps
-from .report import by_method_and_seed, method_label, phase_times
+from .report import by_method_and_seed, method_label, method_order, phase_times
 from .train import PHASES
 
 METHOD_COLORS = {"uniform": "#555555", "oar-g": "#1f77b4", "oar-p": "#d62728", "entropy": "#2ca02c", "random": "#9467bd"}
@@ -24,11 +24,6 @@ def method_color(method: str, index: int = 0) -> str:
 
     base = method.partition(":")[0]
     return METHOD_COLORS.get(method, METHOD_COLORS.get(base, plt.get_cmap("tab10")(index % 10)))
-
-
-def _in_order(methods: Sequence[str] | None, available) -> list[str]:
-    """``methods`` if given, else all ``available`` sorted with uniform first."""
-    return list(methods) if methods else sorted(available, key=lambda m: (m != "uniform", m))
 
 
 def _moving_average(window: int, x: np.ndarray, *ys: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -67,7 +62,7 @@ def plot_curves(ax, records: Iterable[dict], *, x: str = "step", y: str = "eval_
         smooth: moving-average window (1: none), for noisy train metrics.
     """
     grouped = by_method_and_seed(records, kind)
-    for i, method in enumerate(_in_order(methods, grouped)):
+    for i, method in enumerate(method_order(methods, grouped)):
         if method not in grouped:
             continue
         runs = list(grouped[method].values())
@@ -88,7 +83,7 @@ def plot_curves(ax, records: Iterable[dict], *, x: str = "step", y: str = "eval_
 def plot_phase_times(ax, phase_times: dict[str, dict[str, float]], *, methods: Sequence[str] | None = None):
     """Stacked horizontal bars, one per method, of ``phase_times``: ``{method: {phase:
     seconds per step}}`` for the phases of `oar_lite.train.PHASES`."""
-    order = [m for m in _in_order(methods, phase_times) if m in phase_times]
+    order = [m for m in method_order(methods, phase_times) if m in phase_times]
     left = np.zeros(len(order))
     for phase in PHASES:
         values = np.array([phase_times[m].get(phase, 0.0) for m in order])

@@ -59,6 +59,11 @@ def phase_times(runs: Iterable[Sequence[dict]]) -> dict[str, float]:
     return {p: _median([r[f"time_{p}"] for rs in runs for r in rs]) or 0.0 for p in PHASES}
 
 
+def method_order(methods: Sequence[str] | None, available: Iterable[str]) -> list[str]:
+    """``methods`` if given, else every ``available`` method sorted with GRPO (``"uniform"``) first."""
+    return list(methods) if methods else sorted(available, key=lambda m: (m != "uniform", m))
+
+
 def summarize(records: Sequence[dict], *, target: float, methods: Sequence[str] | None = None) -> dict:
     """Per method, over seeds: held-out accuracy at the start and at the end (mean, std,
     min, max), the best, steps and training wall time to first reach ``target``, the
@@ -71,7 +76,7 @@ def summarize(records: Sequence[dict], *, target: float, methods: Sequence[str] 
     were); its time to target is censored at its last evaluation's training wall time."""
     evals = by_method_and_seed(records, "eval")
     trains = by_method_and_seed(records, "train")
-    order = list(methods) if methods else sorted(evals, key=lambda m: (m != "uniform", m))
+    order = method_order(methods, evals)
     result = {}
     for method in (m for m in order if m in evals):
         runs = evals[method]

@@ -54,3 +54,9 @@ def test_summarize_by_hand():
 def test_markdown_table():
     assert report.markdown_table(["a", "b"], [[1, None], ["x", 2.5]]) == [
         "| a | b |", "|---|---|", "| 1 | - |", "| x | 2.5 |"]
+
+
+def test_method_order_puts_grpo_first_unless_told():
+    from oar_lite.report import method_order
+    assert method_order(None, {"oar-p": 1, "uniform": 2, "entropy": 3}) == ["uniform", "entropy", "oar-p"]
+    assert method_order(["oar-p", "uniform"], ["uniform", "oar-p", "x"]) == ["oar-p", "uniform"]
