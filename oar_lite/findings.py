@@ -452,20 +452,15 @@ CLOCKS = {"cpu": "CPU", "wall": "wall-clock"}
 """How a step cost's clock is named in the prose (`lora_learning.step_seconds`' ``clock``)."""
 
 
-def _clock(e: dict) -> str:
-    """The clock one method's step cost was read on (CPU seconds unless it says otherwise)."""
-    return e.get("cost_clock") or "cpu"
-
-
 def _cost_sentence(e: dict) -> str:
     """What one method's step cost against GRPO's was, and on which clock (or why it is not read here)."""
     if e["cost"] is None:
         return ("Its step cost is not read from these runs: none of them ran beside a GRPO run of its seed, so their "
                 "wall-clock step times compare with nothing (benchmarks/RESULTS.md measures it in interleaved rounds). ")
     return f"A step took {e['cost']:.2f}x GRPO's " + (
-        f"{CLOCKS['cpu']} seconds. " if _clock(e) == "cpu" else
+        f"{CLOCKS['cpu']} seconds. " if e["cost_clock"] == "cpu" else
         f"time (TRL's {CLOCKS['wall']} step time, read on the pairs of runs that shared the machine at the same time: "
-        f"seed{'s' if len(e.get('cost_seeds', [])) != 1 else ''} {', '.join(map(str, e.get('cost_seeds', [])))}). ")
+        f"seed{'s' if len(e['cost_seeds']) != 1 else ''} {', '.join(map(str, e['cost_seeds']))}). ")
 
 
 def learning_conclusion(f: dict | None = None) -> str:
@@ -557,7 +552,7 @@ def readme_summary(credit: dict | None = None, learning: dict | None = None) -> 
         for m, e in lf["methods"].items():
             line += (f" {lora_learning.METHOD_NAMES.get(m, m)} - GRPO, paired by seed: "
                      f"{lora_learning.describe(e['paired']['greedy'])}"
-                     + (f", at {e['cost']:.2f}x GRPO's {CLOCKS[_clock(e)]} "
+                     + (f", at {e['cost']:.2f}x GRPO's {CLOCKS[e['cost_clock']]} "
                         "time per step." if e["cost"] is not None else
                         " (its step cost: benchmarks/RESULTS.md; these runs did not run beside GRPO's)."))
         lines.append(line)
