@@ -448,7 +448,7 @@ def completion_noise_shares(model, sequences, *, groups=None, n_boot: int = 2000
     counts = np.random.default_rng(seed).multinomial(len(units), np.full(len(units), 1 / len(units)), size=n_boot)
     sums = counts @ by_unit  # [K, 2]
     boot = sums[:, 0][sums[:, 1] > 0] / sums[:, 1][sums[:, 1] > 0]
-    ci = percentile_interval(boot, level) if len(boot) else (float("nan"),) * 2
+    ci = _finite_interval(boot, level)
     return {"share": share, "share_ci": ci, "n": len(rows), "units": len(units), "per_completion": rows}
 
 
