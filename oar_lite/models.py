@@ -129,15 +129,15 @@ def _convert_gguf(gguf: Path, target: Path, fingerprint: dict, *, replace: bool 
 
 # ----------------------------------------------------------------------------- damaged model files
 
-def load_saved_model(folder: Path, fix: str, model_class, dtype: torch.dtype, **kwargs):
-    """``(model, tokenizer)`` from a ``save_pretrained`` folder (``kwargs`` go to both ``from_pretrained``
-    calls). A ValueError names the folder, the reason and ``fix`` when it does not load, the weights
-    file when a weight is NaN or infinite (a tampered or damaged file would otherwise give NaN logits)."""
+def load_saved_model(folder: Path, fix: str, model_class, dtype: torch.dtype, *, local_files_only: bool = False):
+    """``(model, tokenizer)`` from a ``save_pretrained`` folder. A ValueError names the folder,
+    the reason and ``fix`` when it does not load, the weights file when a weight is NaN or
+    infinite (a tampered or damaged file would otherwise give NaN logits)."""
     from transformers import AutoTokenizer
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, **kwargs)
-        model = model_class.from_pretrained(folder, dtype=dtype, **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=local_files_only)
+        model = model_class.from_pretrained(folder, dtype=dtype, local_files_only=local_files_only)
     except Exception as err:  # noqa: BLE001 - safetensors, json and tokenizers raise their own types
         raise ValueError(f"the model files in {folder} cannot be loaded ({type(err).__name__}: {str(err)[:300]}); "
                          f"they are damaged or incomplete: {fix}") from err
