@@ -64,7 +64,7 @@ bench: $(STAMP)
 bench-credit: $(STAMP)
 	$(PY) -m benchmarks.gradient_quality --batches 16 --prompts 8 --group-size 8
 	$(PY) -m benchmarks.gradient_quality --batches 80 --prompts 2 --group-size 4 --digits 2 4 --boost 9 \
-	  --json oar_lite/data/when_credit_matters/gradient_quality_regime.json
+	  --json oar_lite/lab/data/when_credit_matters/gradient_quality_regime.json
 	$(PY) -m benchmarks.credit_regime --name 'small batch, 30 steps: GRPO vs oracle, 10 seeds' --profile credit \
 	  --steps 30 --target 0.75 --jobs 2 --seeds 0 1 2 3 4 5 6 7 8 9 --out results/credit --methods uniform oracle \
 	  --note '2-4 digits, shipped model, 2 prompts x 4, boost 9, 30 steps, 10 seeds; target 0.75 fixed before the runs'
@@ -128,7 +128,7 @@ check-course: check-student check-grade check-site
 clean:
 	rm -rf $(VENV) results .pytest_cache build node_modules
 
-# The SmolLM2 Monte-Carlo ground truth (oar_lite/data/smollm2_ground_truth.json; its CPU cost is in
+# The SmolLM2 Monte-Carlo ground truth (oar_lite/lab/data/smollm2_ground_truth.json; its CPU cost is in
 # benchmarks/RESULTS.md); resumable (partial results in ~/.cache/oar-lite/mc_ground_truth).
 ground-truth: $(STAMP)
 	OMP_NUM_THREADS=1 nice -n 10 $(PY) scripts/mc_ground_truth.py --phase all

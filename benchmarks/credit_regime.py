@@ -1,12 +1,12 @@
 """Does better credit make GRPO learn faster in one regime of the toy world? Trains GRPO,
-the oracle, its controls and OAR with `oar_lite.compare`, then reads steps to a target
-accuracy over seeds (`oar_lite.regime.learning_table`: 95% bootstrap intervals, speed-up
+the oracle, its controls and OAR with `oar_lite.lab.compare`, then reads steps to a target
+accuracy over seeds (`oar_lite.lab.regime.learning_table`: 95% bootstrap intervals, speed-up
 paired with GRPO by seed, the share of the oracle's gain recovered), the same at targets
 0.05 either side, and the mean held-out accuracy over the run. Results:
 benchmarks/RESULTS.md, "When credit matters".
 
 Each run adds (or replaces) its ``--name`` entry in ``regimes.json`` of
-`oar_lite.regime.RESULTS_DIR`, which notebook 06 reads; ``--render`` prints every entry::
+`oar_lite.lab.regime.RESULTS_DIR`, which notebook 06 reads; ``--render`` prints every entry::
 
     python -m benchmarks.credit_regime --name small-batch --profile credit --out results/credit \\
         --methods uniform oracle inverted:oracle shuffled:oracle oar-p:answer_mean oar-g:answer_mean
@@ -19,8 +19,8 @@ import json
 import time
 
 from benchmarks import common
-from oar_lite import cli, compare as cmp, regime
-from oar_lite.report import markdown_table
+from oar_lite.lab import cli, compare as cmp, regime
+from oar_lite.lab.report import markdown_table
 
 OUT = regime.RESULTS_DIR / "regimes.json"
 

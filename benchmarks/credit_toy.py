@@ -1,9 +1,9 @@
 """Which reasoning tokens does each credit method credit, against the toy world's ground
-truth (`oar_lite.toy`: pivotal, support and neutral tokens)? Results: benchmarks/RESULTS.md,
+truth (`oar_lite.course.toy`: pivotal, support and neutral tokens)? Results: benchmarks/RESULTS.md,
 "Credit-assignment benchmark (toy world)".
 
 The shipped toy model samples one completion (temperature 1) per held-out problem and every
-method scores its reasoning tokens (`oar_lite.credit.credit_benchmark`). Tables: per
+method scores its reasoning tokens (`oar_lite.lab.credit.credit_benchmark`). Tables: per
 method, ROC-AUC and precision@k of the pivotal tokens (`credit.results_table`; 0.5 and the
 base rate are chance) and the mean normalised score per label; then how alike OAR-G ranks
 the tokens to OAR-P in each P_final mode (mean Spearman correlation, 1 = same order)::
@@ -13,8 +13,8 @@ the tokens to OAR-P in each P_final mode (mean Spearman correlation, 1 = same or
 from __future__ import annotations
 
 from benchmarks import common
-from oar_lite import credit
-from oar_lite.report import markdown_table
+from oar_lite.lab import credit
+from oar_lite.lab.report import markdown_table
 
 
 def render(report: dict) -> str:

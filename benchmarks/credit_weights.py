@@ -1,6 +1,6 @@
 """Where credit puts the advantage in a toy world: per method, how far from uniform its token
 weights are (`oar_lite.reshape.weight_uniformity`), the share of a completion's weight mass
-on the tokens the reward does not depend on (`oar_lite.oracle.irrelevant_mask`; uniform credit
+on the tokens the reward does not depend on (`oar_lite.course.oracle.irrelevant_mask`; uniform credit
 gives their share of the tokens, the relevance oracle at boost 9 about a tenth of it), and
 how well its scores separate the relevant tokens from the others (AUC). Results:
 benchmarks/RESULTS.md, "When credit must pay" (OAR in the positive control); notebook 06
@@ -12,21 +12,21 @@ temperature 1); only the completions with a non-zero advantage, which are the on
     python -m benchmarks.credit_weights --name "weights, k=16" --model /tmp/pos/worlds/scratch16 --scratch 16
 
 Each run adds (or replaces) its ``--name`` entry in ``--json`` (default ``positive_control.json``
-of `oar_lite.regime.RESULTS_DIR`, beside the sweep's entries).
+of `oar_lite.lab.regime.RESULTS_DIR`, beside the sweep's entries).
 """
 from __future__ import annotations
 
 import time
 
 from benchmarks import common
-from oar_lite.regime import RESULTS_DIR
+from oar_lite.lab.regime import RESULTS_DIR
 
 OUT = RESULTS_DIR / "positive_control.json"
 METHODS = ("uniform", "oracle-relevant", "oar-p:last", "oar-g:answer_mean")
 
 
 def render(entry: dict) -> str:
-    from oar_lite.report import markdown_table
+    from oar_lite.lab.report import markdown_table
 
     rows = [[m, f"{e['irrelevant_mass']:.3f}", f"{e['auc_relevant']:.2f}" if e["auc_relevant"] is not None else "-",
              f"{e['tau']:.3f}", f"{e['at_floor']:.3f}", f"{e['weight_std']:.3f}", f"{e['effective_share']:.3f}"]
@@ -43,9 +43,10 @@ def main(argv=None) -> dict:
     import numpy as np
     import torch
 
-    from oar_lite import compare, oracle, toy
+    from oar_lite.lab import compare
+    from oar_lite.course import oracle, toy
     from oar_lite.attribution import CreditConfig, token_weights
-    from oar_lite.credit import roc_auc
+    from oar_lite.lab.credit import roc_auc
     from oar_lite.grpo import group_advantages
     from oar_lite.reshape import weight_uniformity
     from oar_lite.reward import math_reward

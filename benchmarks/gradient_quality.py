@@ -3,16 +3,16 @@ weighting, and how much of a wrong completion's negative advantage lands on its 
 tokens ("influence vs blame")? Results: benchmarks/RESULTS.md, "When credit matters";
 notebooks 05 and 07 read the JSON.
 
-`oar_lite.gradient_quality.batch_gradients` draws independent batches of P prompts x G
+`oar_lite.lab.gradient_quality.batch_gradients` draws independent batches of P prompts x G
 completions (temperature 1) of fresh problems (none held out) and differentiates every
 weighting on the same rollouts; `gradient_stats` compares each batch gradient with the mean
 uniform one (cosine, bias cosine, SNR across batches with a bootstrap interval of its ratio
-to uniform's); `oar_lite.oracle.blame_shares` gives each weighting's blame share (uniform
+to uniform's); `oar_lite.course.oracle.blame_shares` gives each weighting's blame share (uniform
 credit's is the share of wrong tokens)::
 
     python -m benchmarks.gradient_quality --batches 60 --prompts 8 --group-size 8
 
-Writes ``gradient_quality.json`` in `oar_lite.regime.RESULTS_DIR` (``--json``) and a figure next to it.
+Writes ``gradient_quality.json`` in `oar_lite.lab.regime.RESULTS_DIR` (``--json``) and a figure next to it.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from benchmarks import common
-from oar_lite.regime import RESULTS_DIR
+from oar_lite.lab.regime import RESULTS_DIR
 
 # Weightings of the same rollouts. The oracle's binary scores become weights 1 + boost
 # on its tokens against 1 elsewhere (before the mass is rescaled): boost 9 is "0.1 elsewhere".
@@ -45,7 +45,7 @@ def _ci(ci) -> str:
 
 
 def render(report: dict) -> str:
-    from oar_lite.report import markdown_table
+    from oar_lite.lab.report import markdown_table
 
     s = report["settings"]
     base = report["stats"]["uniform"]["snr"]
@@ -87,7 +87,8 @@ def save_figure(report: dict, path: Path) -> Path:
 
 
 def main(argv=None) -> dict:
-    from oar_lite import gradient_quality as gq, oracle, stats, toy
+    from oar_lite.lab import gradient_quality as gq, stats
+    from oar_lite.course import oracle, toy
 
     ap = common.parser(__doc__, OUT, timing=False, out_flag="--json")
     ap.add_argument("--batches", type=int, default=60)

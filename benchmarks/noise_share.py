@@ -1,11 +1,11 @@
 """The share of a batch gradient's noise that credit can remove: how much of its variance comes
 from the prompts drawn, from the completions sampled, and from the tokens the reward does not
-depend on (`oar_lite.gradient_quality.variance_components`). Results: benchmarks/RESULTS.md,
+depend on (`oar_lite.lab.gradient_quality.variance_components`). Results: benchmarks/RESULTS.md,
 "When credit must pay"; notebook 06 reads the JSON.
 
 Toy world: ``--prompt-sets`` N sets of P prompts, ``--draws`` M completion batches of each
 (temperature 1) at a toy model, each batch's gradient under uniform credit (GRPO) and with the
-toy's irrelevant tokens (`oar_lite.oracle.irrelevant_mask`: filler and scratch words,
+toy's irrelevant tokens (`oar_lite.course.oracle.irrelevant_mask`: filler and scratch words,
 separators) weighted 0; 95% intervals by resampling the prompt sets. ``--weightings`` adds
 credit weightings of the same batches, whose SNR against uniform's (`gradient_stats`) checks
 the prediction ``SNR ratio <= 1 / (1 - share)`` for credit that only removes that noise::
@@ -13,7 +13,7 @@ the prediction ``SNR ratio <= 1 / (1 - share)`` for credit that only removes tha
     python -m benchmarks.noise_share --name "2x4" --prompts 2 --group-size 4 --digits 2 4
 
 SmolLM2 (``--smollm2``): the completions of the Monte-Carlo ground truth
-(`oar_lite.credit.GROUND_TRUTH_PATH`), their reasoning tokens with ``|delta P|`` below
+(`oar_lite.lab.credit.GROUND_TRUTH_PATH`), their reasoning tokens with ``|delta P|`` below
 ``--threshold`` called irrelevant, their advantages those of their sampled groups of 8;
 `completion_noise_shares` (a share of the completion noise; prompts and signal are not
 separable from one completion per draw)::
@@ -21,7 +21,7 @@ separable from one completion per draw)::
     python -m benchmarks.noise_share --name smollm2 --smollm2
 
 Each run adds (or replaces) its ``--name`` entry in ``noise_share.json`` of
-`oar_lite.regime.RESULTS_DIR`; ``--render`` prints the table of every entry.
+`oar_lite.lab.regime.RESULTS_DIR`; ``--render`` prints the table of every entry.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from benchmarks import common
-from oar_lite.regime import RESULTS_DIR
+from oar_lite.lab.regime import RESULTS_DIR
 
 OUT = RESULTS_DIR / "noise_share.json"
 
@@ -52,7 +52,7 @@ def _pct(x: float) -> str:
 
 def render(data: dict) -> str:
     """The share table: one row per entry."""
-    from oar_lite.report import markdown_table
+    from oar_lite.lab.report import markdown_table
 
     rows = []
     for name, e in data.items():
@@ -80,7 +80,8 @@ def render(data: dict) -> str:
 
 
 def toy_entry(args, report: dict) -> dict:
-    from oar_lite import gradient_quality as gq, oracle, toy
+    from oar_lite.lab import gradient_quality as gq
+    from oar_lite.course import oracle, toy
 
     model, tok = toy.load_model(args.model)
     lo, hi = args.digits
@@ -113,9 +114,10 @@ def toy_entry(args, report: dict) -> dict:
 def smollm2_entry(args, report: dict) -> dict:
     import torch
 
-    from oar_lite import credit, gradient_quality as gq, models
+    from oar_lite.lab import credit, gradient_quality as gq
+    from oar_lite.course import models
     from oar_lite.grpo import group_advantages
-    from oar_lite.problems import format_prompt, make_problems
+    from oar_lite.course.problems import format_prompt, make_problems
 
     data = credit.load_ground_truth()
     s = data["settings"]

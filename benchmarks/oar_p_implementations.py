@@ -53,7 +53,7 @@ import functools
 import torch
 
 from benchmarks import common
-from oar_lite import report as tables
+from oar_lite.lab import report as tables
 
 IMPLEMENTATIONS = ("batched", "fixed64", "naive", "captum", "captum_tokens")
 DEFAULT_IMPLEMENTATIONS = ("batched", "fixed64", "naive", "captum")
@@ -111,12 +111,12 @@ def sample_sequences(model_name: str, model, tokenizer, n: int, *, min_reasoning
     from oar_lite.rollout import sample_completions
 
     if model_name == "toy":
-        from oar_lite import toy
+        from oar_lite.course import toy
 
         prompts = [p["prompt"] for p in toy.load_eval_set()[: 4 * n]]
         formats, special, new = toy.FORMATS, True, max_new_tokens or 66
     else:
-        from oar_lite.problems import format_prompt, make_problems
+        from oar_lite.course.problems import format_prompt, make_problems
         from oar_lite.segment import FORMATS
 
         prompts = [format_prompt(p, tokenizer, shots=shots) for p in make_problems(4 * n, seed=seed)]

@@ -5,7 +5,7 @@ controls), the world the pre-registered follow-up rule picks for the confirmator
 that run. It trains nothing: the runs are ``benchmarks/credit_regime.py`` entries of
 ``positive_control.json`` and ``benchmarks/noise_share.py`` entries of ``noise_share.json``
 (commands in benchmarks/RESULTS.md, "When credit must pay"); the reading is
-`oar_lite.findings.positive_findings`::
+`oar_lite.lab.findings.positive_findings`::
 
     python -m benchmarks.positive_control            # the sweep, the pick and the conclusion
     python -m benchmarks.positive_control --pick     # only the k the follow-up rule picks
@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from oar_lite import cli, findings
+from oar_lite.lab import cli, findings
 
 
 def main(argv=None) -> dict | None:

@@ -9,7 +9,7 @@ Each benchmark writes its JSON to ``--out``; ``summary.md`` there collects every
 its command, machine and load, for benchmarks/RESULTS.md, rewritten after each benchmark; a
 benchmark that fails leaves its traceback there, the others still run, and the command
 fails at the end. The learning summary is
-``compare.md``'s table (`oar_lite.report`) of the records in ``--compare-folder``, finished
+``compare.md``'s table (`oar_lite.lab.report`) of the records in ``--compare-folder``, finished
 or not; it is skipped when no comparison ran (``python -m oar_lite compare``), never trained.
 """
 from __future__ import annotations
@@ -36,10 +36,10 @@ ablated still differs by about the score itself."""
 
 
 def learning(folder: Path, out: Path) -> dict | None:
-    """The summary of the comparison in ``folder`` (`oar_lite.report.summarize`, at the target and
+    """The summary of the comparison in ``folder`` (`oar_lite.lab.report.summarize`, at the target and
     with the settings of its ``compare.json`` when it has one), written to ``out`` as JSON;
     None when the folder holds no records."""
-    from oar_lite import compare, report
+    from oar_lite.lab import compare, report
 
     records = compare.load_records(folder) if folder.exists() else []
     if not records:

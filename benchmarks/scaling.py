@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from benchmarks import common
-from oar_lite import report as tables
+from oar_lite.lab import report as tables
 
 LENGTHS = (64, 128, 256, 512, 1024)
 MARKERS = {"smollm2": (" The answer is", " 42", "."), "toy": (" A=", "42", "</s>")}

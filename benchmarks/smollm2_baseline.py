@@ -3,7 +3,7 @@ word-problem bank, how many prompts give GRPO a signal, and what do sampling and
 Results: benchmarks/RESULTS.md, "SmolLM2 baseline".
 
 Three parts (``--only``): accuracy, greedy and sampled (temperature T, groups of G), on
-``--prompts`` problems of `oar_lite.problems.make_problems`, with the share of prompts whose
+``--prompts`` problems of `oar_lite.course.problems.make_problems`, with the share of prompts whose
 group has mixed rewards (the only prompts that give GRPO a signal); sampling throughput at
 a fixed completion length; OAR-P (mode ``last``), OAR-G and one plain forward pass on one
 completion with ``--reasoning`` tokens of reasoning, in interleaved rounds::
@@ -20,8 +20,8 @@ from tqdm.auto import tqdm
 
 from benchmarks import common
 from oar_lite.attribution import gradient_scores, perturbation_scores
-from oar_lite.problems import format_prompt, make_problems
-from oar_lite.report import markdown_table
+from oar_lite.course.problems import format_prompt, make_problems
+from oar_lite.lab.report import markdown_table
 from oar_lite.reward import math_reward
 from oar_lite.rollout import sample_completions
 

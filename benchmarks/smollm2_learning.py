@@ -2,7 +2,7 @@
 (TRL, peft) on the one-step word problems, GRPO (``--method none``) against OAR, with the
 policy's accuracy on held-out problems measured before, along and after training.
 Results: benchmarks/RESULTS.md, "SmolLM2 learns"; the logs ship in
-``oar_lite/data/smollm2_learning/`` (notebook 07 plots them).
+``oar_lite/lab/data/smollm2_learning/`` (notebook 07 plots them).
 
 One run per call (resumable: a run killed mid-way continues from its last checkpoint), then
 ``collect`` gathers the finished runs into the shipped JSON::
@@ -10,7 +10,7 @@ One run per call (resumable: a run killed mid-way continues from its last checkp
     python -m benchmarks.smollm2_learning run --method none --seed 1 --learning-rate 3e-4 --steps 30
     python -m benchmarks.smollm2_learning collect --name main results/smollm2-learning/*
 
-The problems: the four one-step templates of `oar_lite.problems` (SmolLM2 answers about a
+The problems: the four one-step templates of `oar_lite.course.problems` (SmolLM2 answers about a
 third of them greedily and a quarter at temperature 1, so most groups of 8 have mixed rewards
 and GRPO has a signal; on two- and three-step problems it is at 0-3%). Held-out problems
 (`heldout_problems`) are drawn with their own seed and removed from the training pool, so
@@ -30,10 +30,10 @@ import torch
 from benchmarks import common
 
 OUT = Path("results/smollm2-learning")
-SHIPPED = Path(__file__).resolve().parent.parent / "oar_lite" / "data" / "smollm2_learning"
+SHIPPED = Path(__file__).resolve().parent.parent / "oar_lite" / "lab" / "data" / "smollm2_learning"
 
 SPLIT = dict(steps=1, per_template=24, heldout_seed=2026, train_size=4096, train_seed=0)
-"""`oar_lite.problems.heldout_split`'s settings: the one-step templates, 96 held-out problems."""
+"""`oar_lite.course.problems.heldout_split`'s settings: the one-step templates, 96 held-out problems."""
 SHOTS = 2
 FORMATS = ["answer_is"]
 DECODINGS = {"greedy": (0.0, 1), "t1": (1.0, 1)}
@@ -66,10 +66,10 @@ def run(args) -> Path:
     """Train one run into ``args.out / <method>-seed<seed>-lr<lr>``; returns the folder."""
     from datasets import Dataset
 
-    from oar_lite.models import load_smollm2
-    from oar_lite.problems import dataset_rows, format_prompt, heldout_split
-    from oar_lite.trl import (HeldOutAccuracyCallback, OARGRPOTrainer, accuracy_reward, format_reward, lora_adapter,
-                              recipe_config)
+    from oar_lite.course.models import load_smollm2
+    from oar_lite.course.problems import dataset_rows, format_prompt, heldout_split
+    from oar_lite.lab.recipes import HeldOutAccuracyCallback, lora_adapter, recipe_config
+    from oar_lite.trl import OARGRPOTrainer, accuracy_reward, format_reward
 
     torch.set_num_threads(args.threads)
     name = f"{args.method.replace(':', '-')}-seed{args.seed}-lr{args.learning_rate:g}"

@@ -25,7 +25,7 @@ from typing import Callable
 import torch
 
 from benchmarks import common
-from oar_lite import report as tables
+from oar_lite.lab import report as tables
 from oar_lite.train import PHASES
 
 METHODS = ("uniform", "oar-g", "oar-p")
@@ -35,7 +35,7 @@ TARGETS = {"toy": {"oar-g": 1.3, "oar-p": 2.0}, "smollm2": {"oar-g": 1.10}}
 (paired median over >= 5 interleaved rounds; SmolLM2 with LoRA)."""
 
 # Per model: a step like the ones the project trains with. The toy settings are
-# `oar_lite.compare`'s (8 prompts x 8 completions, full fine-tuning); SmolLM2 trains a
+# `oar_lite.lab.compare`'s (8 prompts x 8 completions, full fine-tuning); SmolLM2 trains a
 # LoRA adapter (rank 8, all linear layers) on 2-shot chat prompts of the word-problem
 # bank's one-step problems.
 SETTINGS = {
@@ -63,10 +63,10 @@ def make_task(model_name: str, tokenizer, *, shots: int = 2, word_steps=(1,), re
     from oar_lite.train import Task
 
     if model_name == "toy":
-        from oar_lite.compare import toy_task
+        from oar_lite.lab.compare import toy_task
 
         return dataclasses.replace(toy_task(eval_size=1), reward=REWARDS[reward])
-    from oar_lite.problems import format_prompt, make_problems
+    from oar_lite.course.problems import format_prompt, make_problems
 
     # One-step templates: SmolLM2 solves about 20% of them at T=1 (benchmarks/RESULTS.md, "SmolLM2
     # baseline"), so most groups have mixed rewards and get scored; on the full bank most do not.

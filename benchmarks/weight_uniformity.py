@@ -4,7 +4,7 @@ from the batches of real training steps (`oar_lite.train`, which records
 the share of completions with tau = 0, the share of reasoning tokens clamped to the floor,
 the weight std and the effective share (sum w)^2 / (R sum w^2). Results:
 benchmarks/RESULTS.md, "How uniform are OAR's weights"; the JSON ships in
-``oar_lite/data/weight_uniformity.json`` (notebooks 04 and 06 read it)::
+``oar_lite/lab/data/weight_uniformity.json`` (notebooks 04 and 06 read it)::
 
     python -m benchmarks.weight_uniformity --steps 10
 """
@@ -17,7 +17,7 @@ import numpy as np
 
 from benchmarks import common
 
-SHIPPED = Path(__file__).resolve().parent.parent / "oar_lite" / "data" / "weight_uniformity.json"
+SHIPPED = Path(__file__).resolve().parent.parent / "oar_lite" / "lab" / "data" / "weight_uniformity.json"
 METHODS = ("oar-g:answer_mean", "oar-p:last", "oar-p:answer_mean")
 
 
@@ -25,13 +25,13 @@ def settings(name: str):
     """``(model name, TrainConfig without method and seed, Task)`` of a setting: the toy
     comparison's defaults (8 x 8, boost 1), the credit regime's (2 x 4, boost 9), and SmolLM2
     + LoRA with the laptop recipe's batch (4 x 8, 64 tokens) on the one-step word problems."""
-    from oar_lite import compare
+    from oar_lite.lab import compare
 
     if name in ("toy default", "toy credit"):
         profile = compare.PROFILES["default" if name == "toy default" else "credit"]
         config = dataclasses.replace(profile.config, eval_every=0, checkpoint_every=0)
         return "toy", config, compare.toy_task(eval_size=1)
-    from oar_lite.trl import RECIPES
+    from oar_lite.lab.recipes import RECIPES
 
     laptop = RECIPES["laptop"]
     config = dataclasses.replace(compare.TRAINING, prompts_per_step=laptop["prompts_per_step"],
@@ -42,7 +42,7 @@ def settings(name: str):
 
 
 def _task(tokenizer):
-    from oar_lite.problems import format_prompt, heldout_split
+    from oar_lite.course.problems import format_prompt, heldout_split
     from oar_lite.train import Task
 
     train, _ = heldout_split()
@@ -67,7 +67,7 @@ def summarize(records: list[dict]) -> dict:
 
 
 def main(argv=None) -> dict:
-    from oar_lite.compare import run_config
+    from oar_lite.lab.compare import run_config
     from oar_lite.train import train
 
     ap = common.parser(__doc__, "weight_uniformity.json", timing=False)
@@ -101,7 +101,7 @@ def main(argv=None) -> dict:
 
 
 def render(report: dict) -> str:
-    from oar_lite.report import markdown_table
+    from oar_lite.lab.report import markdown_table
 
     rows = []
     for name, methods in report["results"].items():

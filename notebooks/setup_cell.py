@@ -15,7 +15,7 @@ if "google.colab" in sys.modules or "OAR_LITE_SOURCE" in os.environ:
             raise RuntimeError(f"Installing failed: {' '.join(_cmd)}\n{_pip.stderr[-3000:]}\n{_HELP}")
     importlib.invalidate_caches()
 try:
-    from oar_lite import toy
+    from oar_lite.course import toy
     assert (toy.MODEL_DIR / "config.json").is_file(), f"the toy model is missing from {toy.MODEL_DIR}"
 except Exception as _err:
     raise RuntimeError(f"oar_lite is not usable here: {_err!r}\n{_HELP}") from _err

@@ -1,15 +1,20 @@
 """oar-lite: Outcome-grounded Advantage Reshaping (OAR) for GRPO, small and readable.
 
-The algorithm contract is OAR-SPEC (Li et al. 2026, arXiv 2601.07408): docs/oar-spec.md in
-the repository, whose sections the docstrings cite. The notebooks teach it in order.
+The algorithm contract is OAR-SPEC (Li et al. 2026, arXiv 2601.07408; ACL 2026):
+docs/oar-spec.md in the repository, whose sections the docstrings cite.
 
-The core, which knows nothing of the toy world or of training: GRPO in `grpo`; the scorers
-(OAR-P, OAR-G, baselines) and `token_weights` with its `CreditConfig` in `attribution`;
-scores -> weights in `reshape`; sampling in `rollout`; answer spans in `segment`; rewards in
-`reward`. Around it: models in `models`, `toy` (addition with known pivotal tokens, its
-oracles in `oracle`) and `problems`; training in `train` (with `seeding`, `checkpoint`,
-`evaluate`), `compare`, `report` and `plots`; measuring credit in `credit`,
-`ground_truth`, `gradient_quality`, `regime` and `stats`. README, "Layout", draws it.
+`import oar_lite` loads the library alone, the part a researcher puts into their own GRPO run:
+GRPO in `grpo`; the scorers (OAR-P, OAR-G, baselines) and `token_weights` with its
+`CreditConfig` in `attribution`; scores -> weights in `reshape`; sampling in `rollout`; answer
+spans in `segment`; rewards in `reward`; settings in `checks`, seeds in `seeding`; the readable
+trainer in `train` (with `checkpoint` and `evaluate`); TRL's trainer in `trl` (imported on its
+own: it needs TRL).
+
+Beside it, never imported by it: `oar_lite.course` (the toy addition world with known pivotal
+tokens and its oracles, the word problems, model loading, plots of tokens, the graded
+exercises) and `oar_lite.lab` (the experiments, their statistics and tables, and the shipped
+results they read). `oar_lite.course` and `oar_lite.lab` are loaded on first use. README,
+"Layout", draws the three layers.
 """
 from .attribution import (
     MODES,
@@ -32,8 +37,6 @@ from .attribution import (
     token_weights,
 )
 from .grpo import group_advantages, policy_loss, selective_log_softmax, sequence_logprobs, token_advantages
-from .models import OfflineModelError, load_hub_model, load_smollm2
-from . import problems
 from .reshape import bilevel_weights
 from .reward import math_reward, math_rewards
 from .rollout import Rollouts, sample_completions
@@ -47,9 +50,15 @@ from .segment import (
     segment_completion_ids,
     segments_to_masks,
 )
-from . import toy
-from . import gradient_quality, oracle, regime, report
-from .credit import credit_benchmark, results_table
-from .stats import precision_at_k, roc_auc
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """``oar_lite.course`` and ``oar_lite.lab`` on first use (PEP 562), so ``import oar_lite``
+    loads neither."""
+    if name in ("course", "lab"):
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,7 +7,7 @@
     python -m oar_lite demo                           # the quick comparison, then its table
 
 Every setting of a run has its flag, named, typed, range-checked and explained by its
-declaration (`oar_lite.cli`); flags are never abbreviated, contradictory ones are refused,
+declaration (`oar_lite.lab.cli`); flags are never abbreviated, contradictory ones are refused,
 and a bad value is a usage error (exit 2).
 """
 from __future__ import annotations
@@ -17,9 +17,10 @@ import os
 import shlex
 import sys
 
-from . import cli, compare, toy
+from .lab import cli, compare
+from .course import toy
 from .checks import settings_of
-from .report import terminal_summary, verdict
+from .lab.report import terminal_summary, verdict
 from .train import TrainConfig
 
 
@@ -49,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
                        default=None, help=f"seeds (default: "
                                           f"{', '.join(f'{k} {list(v.seeds)}' for k, v in compare.PROFILES.items())})")
         p.add_argument("--out", default="results", help="output folder (default: results)")
-        p.add_argument("--model", default=None, help="toy model folder (default: the shipped oar_lite/data/toy-model)")
+        p.add_argument("--model", default=None, help="toy model folder (default: the shipped oar_lite/course/data/toy-model)")
         p.add_argument("--digits", type=int, nargs="+", default=None, metavar="D",
                        help="digits of the problems, one number or a low high range (default 2 4); other than "
                             "2-4, the held-out set is 200 fresh problems with those digits")
@@ -57,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--verbose", action="store_true",
                        help="show the libraries' warnings, logs and weight-loading bars (hidden by default)")
         p.add_argument("--profile", default=None, choices=("default", "quick", "credit"),
-                       help="budget and batch settings (oar_lite.compare.PROFILES; default: default); "
+                       help="budget and batch settings (oar_lite.lab.compare.PROFILES; default: default); "
                             "'credit': the regime of notebook 06")
         p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # test size
         cli.add_setting_flags(p, {**compare.RUN_OPTIONS, **cli.run_settings()}, defaults)

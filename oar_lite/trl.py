@@ -11,7 +11,6 @@ from __future__ import annotations
 import inspect
 import math
 import time
-from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,7 +51,6 @@ def check_trl_version(version: str | None = None) -> str:
 check_trl_version()
 
 from accelerate.utils import gather_object  # noqa: E402
-from transformers import TrainerCallback  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402  (after the version check, which names the range)
 from trl.models import unwrap_model_for_generation as _trl_unwrap_model_for_generation  # noqa: E402
 
@@ -64,8 +62,6 @@ else:  # TRL < 1.16 takes no such argument: it re-enables gradient checkpointing
 
 from .attribution import (CONTROLS, CREDIT_FIELDS, CREDIT_RANGES, SCORERS, CreditConfig, default_mode,  # noqa: E402
                           parse_method, split_controls, token_weights)
-from .checkpoint import append_jsonl, read_jsonl  # noqa: E402
-from .evaluate import heldout_accuracy  # noqa: E402
 from .checks import check_number, settings_of  # noqa: E402
 from .grpo import token_advantages  # noqa: E402
 from .reshape import summarize_uniformity, weight_uniformity  # noqa: E402
@@ -313,124 +309,7 @@ class OARGRPOTrainer(GRPOTrainer):
         metrics["oar/attribution_seconds"].append(slowest)
 
 
-# ----------------------------------------------------------------------------- recipes: LoRA runs to start from
-
-RECIPES: dict[str, dict] = {
-    "laptop": dict(
-        prompts_per_step=4, num_generations=8, micro_batch=8, max_completion_length=64, learning_rate=3e-4,
-        lr_scheduler_type="constant", warmup_steps=0, beta=0.0, temperature=1.0, save_steps=5, save_total_limit=2,
-        gradient_checkpointing=True, mask_truncated_completions=False),
-    "gpu": dict(
-        prompts_per_step=4, num_generations=4, micro_batch=8, max_completion_length=256, learning_rate=2e-5,
-        lr_scheduler_type="linear", warmup_steps=0, beta=0.0, temperature=1.0, save_steps=50, save_total_limit=None,
-        gradient_checkpointing=True, mask_truncated_completions=True, oar_batch_size=16),
-}
-"""Settings of the LoRA runs this project ships, each declared once.
-
-- ``laptop``: SmolLM2-135M-Instruct on two CPU cores, the runs of benchmarks/RESULTS.md
-  "SmolLM2 learns" (`benchmarks/smollm2_learning.py`; its learning rate is the screen's pick).
-- ``gpu``: notebook 07's GPU profile, sized for a free Colab T4 (15 GB) with a 0.5B-1.5B model:
-  gradient checkpointing, completions cut at 256 tokens left out of the loss, OAR-P at
-  most 16 perturbed copies per pass. Reasoned, not yet measured on a GPU.
-
-``prompts_per_step x num_generations`` completions are sampled per optimizer step and go
-through the backward pass ``micro_batch`` at a time (gradient accumulation)."""
-
-
-def lora_adapter(rank: int = 16):
-    """The recipes' peft adapter: rank ``rank``, alpha ``2 * rank``, dropout 0.05, on every linear layer."""
-    from peft import LoraConfig
-
-    check_number("lora_adapter", "rank", rank, integer=True, low=1)
-    return LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.05, target_modules="all-linear",
-                      task_type="CAUSAL_LM")
-
-
-def mixed_precision(device: str | torch.device) -> dict:
-    """``{"bf16": ..., "fp16": ..., "use_cpu": ...}`` for ``device``: bfloat16 on a GPU that has it
-    natively (Ampere and newer), float16 with loss scaling on an older one (a T4); on a CPU,
-    bfloat16 autocast where the CPU computes it natively (AVX512-BF16 or AMX), else float32."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        bf16 = torch.cuda.is_bf16_supported(including_emulation=False)
-        return {"bf16": bf16, "fp16": not bf16, "use_cpu": False}
-    if device.type == "cpu":
-        native = any(getattr(torch.cpu, f"_is_{isa}_supported", lambda: False)() for isa in ("avx512_bf16", "amx_tile"))
-        return {"bf16": native, "fp16": False, "use_cpu": True}
-    return {"bf16": False, "fp16": False, "use_cpu": False}
-
-
-def recipe_config(recipe: str, output_dir: str, *, steps: int, oar_method: str = "oar-g", answer_formats=FORMATS,
-                  seed: int = 0, device: str | torch.device | None = None, **overrides) -> OARConfig:
-    """The `OARConfig` of a `RECIPES` entry for ``steps`` optimizer steps on ``device`` (default:
-    CUDA if available, else the CPU), with its precision (`mixed_precision`); ``overrides``
-    (recipe keys or any `OARConfig` field) win. Logs every step; checkpoints every
-    ``save_steps`` (resume with ``trainer.train(resume_from_checkpoint=True)``)."""
-    if recipe not in RECIPES:
-        raise ValueError(f"unknown recipe {recipe!r}; expected one of {sorted(RECIPES)}")
-    settings = {**RECIPES[recipe], **overrides}
-    prompts, group, micro = (settings.pop(k) for k in ("prompts_per_step", "num_generations", "micro_batch"))
-    if prompts * group % micro:
-        raise ValueError(f"prompts_per_step x num_generations = {prompts * group} must be a multiple of "
-                         f"micro_batch={micro}")
-    device = device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu")
-    base = dict(logging_steps=1, save_strategy="steps", report_to="none")  # overridable, as the recipe's keys
-    return OARConfig(output_dir=str(output_dir), max_steps=steps, seed=seed, oar_method=oar_method,
-                     oar_answer_formats=list(answer_formats), num_generations=group, per_device_train_batch_size=micro,
-                     gradient_accumulation_steps=prompts * group // micro, **{**base, **mixed_precision(device), **settings})
-
-
-# ----------------------------------------------------------------------------- held-out accuracy during training
-
-class HeldOutAccuracyCallback(TrainerCallback):
-    """Measures the policy's accuracy on held-out problems at chosen optimizer steps
-    (`oar_lite.evaluate.heldout_accuracy`, greedy and/or sampled) and appends one JSON line
-    per measurement to ``path``: ``{"step", "decoding", "temperature", "samples", "seconds",
-    **results}``. Steps already in the file are skipped, so a resumed run measures each step
-    once; the training's random state is left untouched (the runs with and without this
-    callback sample the same completions). Only the main process measures.
-
-    Args:
-        tokenizer: the policy's tokenizer.
-        prompts, answers: the held-out problems (``[N]`` each), never in the training data.
-        at_steps: optimizer steps to measure at; 0 is before the first update.
-        path: the JSONL file.
-        decodings: ``{name: (temperature, samples)}``, e.g. ``{"greedy": (0.0, 1), "t1": (1.0, 1)}``.
-        **options: more `heldout_accuracy` settings (``max_new_tokens``, ``seed``, ``formats``...).
-    """
-
-    def __init__(self, tokenizer, prompts, answers, *, at_steps, path, decodings=None, **options):
-        self.tokenizer, self.prompts, self.answers = tokenizer, list(prompts), list(answers)
-        self.at_steps = sorted({int(check_number("HeldOutAccuracyCallback", "at_steps", s, integer=True, low=0))
-                                for s in at_steps})
-        self.path = Path(path)
-        self.decodings = dict(decodings or {"greedy": (0.0, 1)})
-        self.options = options
-        self.done = {(r["step"], r["decoding"]) for r in read_jsonl(self.path)} if self.path.exists() else set()
-
-    def _measure(self, state, model) -> None:
-        step = int(state.global_step)
-        if step not in self.at_steps or not state.is_world_process_zero:
-            return
-        for name, (temperature, samples) in self.decodings.items():
-            if (step, name) in self.done:
-                continue
-            start = time.process_time()
-            result = heldout_accuracy(model, self.tokenizer, self.prompts, self.answers, temperature=temperature,
-                                      samples=samples, **self.options)
-            record = {"step": step, "decoding": name, "temperature": temperature, "samples": samples,
-                      "cpu_seconds": round(time.process_time() - start, 2), **result}
-            append_jsonl(self.path, record)
-            self.done.add((step, name))
-
-    def on_train_begin(self, args, state, control, model=None, **kwargs):
-        self._measure(state, model)
-
-    def on_step_end(self, args, state, control, model=None, **kwargs):
-        self._measure(state, model)
-
-
-# ----------------------------------------------------------------------------- rewards and data for TRL
-# They live in `oar_lite.reward` and `oar_lite.problems` (importable without TRL); re-exported here.
-from .problems import GSM8K_FORMATS, gsm8k_example, load_gsm8k  # noqa: E402,F401
+# ----------------------------------------------------------------------------- rewards for TRL
+# They live in `oar_lite.reward` (importable without TRL); re-exported here. The recipes of the
+# project's LoRA runs and the held-out callback are the lab's: `oar_lite.lab.recipes`.
 from .reward import accuracy_reward, format_reward  # noqa: E402,F401

@@ -18,7 +18,7 @@ around the test cells (plain ``assert`` statements, so the source notebooks chec
 solutions when they run, under nbval too), and raw ``# END QUESTION``. A test cell whose first
 line is ``# HIDDEN`` is hidden: students never see it, the autograder runs it. Public tests check
 only the type and shape of an answer; the hidden ones check its values, and for an exercise that
-re-implements a package function they run the student's code inside `oar_lite.exercises.forbid`,
+re-implements a package function they run the student's code inside `oar_lite.course.exercises.forbid`,
 so a submission that only calls the package fails (scripts/exercise_shortcuts.py holds such a
 submission for each; `check-student` proves it fails). The assignment configuration is added
 here, so the source notebooks carry no otter settings. Question names start with the notebook's

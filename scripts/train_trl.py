@@ -42,7 +42,7 @@ def parse_args(argv=None):
                                  epilog="Any other OARConfig / GRPOConfig field is accepted as --<field_name> VALUE.",
                                  allow_abbrev=False)
     ap.add_argument("--model", default="toy",
-                    help="'toy' (oar_lite/data/toy-model), 'smollm2' (offline SmolLM2-135M-Instruct), or a hub id / local path")
+                    help="'toy' (oar_lite/course/data/toy-model), 'smollm2' (offline SmolLM2-135M-Instruct), or a hub id / local path")
     ap.add_argument("--dataset", default="toy", choices=DATASETS,
                     help="toy: the toy addition problems; words: the project's word problems; "
                          "gsm8k: openai/gsm8k through `datasets` (needs the hub)")
@@ -74,11 +74,11 @@ def load_policy(name: str):
     """``(model or hub id, tokenizer or None)``. Hub ids are loaded by TRL itself, so that
     DeepSpeed ZeRO-3 / FSDP can shard them as they load."""
     if name == "toy":
-        from oar_lite.toy import load_model
+        from oar_lite.course.toy import load_model
 
         return load_model()
     if name == "smollm2":
-        from oar_lite.models import load_smollm2
+        from oar_lite.course.models import load_smollm2
 
         return load_smollm2()
     return name, None
@@ -93,7 +93,7 @@ def load_data(name: str, n: int, n_eval: int, seed: int):
     from datasets import Dataset
 
     if name == "toy":
-        from oar_lite import toy
+        from oar_lite.course import toy
 
         held_out = toy.load_eval_set() if toy.EVAL_PATH.exists() else []
         train = toy.make_problems(n, seed=seed, exclude=held_out)
@@ -102,13 +102,13 @@ def load_data(name: str, n: int, n_eval: int, seed: int):
         cap = toy.max_new_tokens(max(p["digits"] for p in train))
         return Dataset.from_list(rows(train)), (Dataset.from_list(rows(evals)) if n_eval else None), list(toy.FORMATS), cap
     if name == "words":
-        from oar_lite.problems import make_problems, prompt_messages
+        from oar_lite.course.problems import make_problems, prompt_messages
 
         rows = lambda ps: [{"prompt": prompt_messages(p), "answer": str(p.answer)} for p in ps]  # noqa: E731
         train = Dataset.from_list(rows(make_problems(n, seed=seed)))
         evals = Dataset.from_list(rows(make_problems(n_eval, seed=seed + 10_007))) if n_eval else None
         return train, evals, ["answer_is", "boxed"], 256
-    from oar_lite.trl import GSM8K_FORMATS, load_gsm8k
+    from oar_lite.course.problems import GSM8K_FORMATS, load_gsm8k
 
     train = load_gsm8k("train")
     evals = load_gsm8k("test", n=n_eval) if n_eval else None

@@ -18,7 +18,7 @@ import oar_lite as ol
 hypothesis_settings.register_profile("reproducible", derandomize=True)
 hypothesis_settings.register_profile("explore", derandomize=False)
 hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "reproducible"))
-from oar_lite import toy
+from oar_lite.course import toy
 from oar_lite.train import TrainConfig
 
 torch.set_num_threads(2)

@@ -14,7 +14,8 @@ import torch
 from conftest import PAD, char_tokenizer, tiny_llama
 
 from benchmarks import answer_checking, common, credit_toy, oar_p_implementations, run_all, scaling, smollm2_baseline, step_cost
-from oar_lite import compare, credit, toy
+from oar_lite.lab import compare, credit
+from oar_lite.course import toy
 from oar_lite.attribution import perturbation_scores
 
 toy_model = pytest.mark.skipif(not (toy.MODEL_DIR / "config.json").exists(),
@@ -360,7 +361,7 @@ def test_run_all_skips_learning_without_a_comparison(tmp_path, capsys):
 
 @toy_model
 def test_run_all_in_bfloat16_the_gpu_default(tmp_path, monkeypatch):
-    """--device cuda loads the models in bfloat16 (`oar_lite.models.default_dtype`); on a CPU
+    """--device cuda loads the models in bfloat16 (`oar_lite.course.models.default_dtype`); on a CPU
     --dtype bfloat16 runs the same dtype through the benchmarks: the training step (its
     methods, same rollouts) and the three OAR-P implementations, whose scores agree at
     bfloat16's tolerance (the default 1e-4 holds in float32 only)."""
@@ -448,7 +449,8 @@ def test_documented_commands_still_parse(monkeypatch):
         raise Stop
 
     from benchmarks import smollm2_learning
-    from oar_lite import findings, models
+    from oar_lite.lab import findings
+    from oar_lite.course import models
 
     for owner, name in ((common, "load"), (toy, "load_model"), (compare, "compare"), (credit, "credit_benchmark"),
                         (step_cost, "measure_model"), (models, "load_smollm2"), (smollm2_learning, "collect"),

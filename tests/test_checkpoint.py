@@ -6,7 +6,7 @@ import pytest
 import torch
 from conftest import old_flat_form
 
-from oar_lite import toy
+from oar_lite.course import toy
 from oar_lite.attribution import CreditConfig
 from oar_lite.checkpoint import (CHECKPOINT, METRICS, atomic_path, load_checkpoint, read_jsonl, resumable,
                                  save_checkpoint, write_json)

@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 
 import oar_lite as ol
 from conftest import assert_refused_or_in_range
-from oar_lite import cli
+from oar_lite.lab import cli
 from oar_lite.__main__ import _parser
 from oar_lite.attribution import CREDIT_RANGES, CreditConfig
 from oar_lite.checks import check_number, settings_of
-from oar_lite.report import render_markdown
+from oar_lite.lab.report import render_markdown
 from oar_lite.reshape import RESHAPING, bilevel_weights, weight_uniformity
 from oar_lite.train import NUMERIC_RANGES, TrainConfig
 

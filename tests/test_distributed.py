@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from oar_lite import toy
+from oar_lite.course import toy
 
 ROOT = Path(__file__).resolve().parent.parent
 HELPER = ROOT / "tests" / "helpers" / "distributed_train.py"

@@ -4,7 +4,7 @@ fixed draws for a seed and the caller's random state left alone."""
 import pytest
 import torch
 
-from oar_lite import toy
+from oar_lite.course import toy
 from oar_lite.evaluate import heldout_accuracy
 from oar_lite.reward import math_reward
 from oar_lite.rollout import sample_completions

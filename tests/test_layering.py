@@ -10,13 +10,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "oar_lite"
 LAYERS = [
-    {"checks", "seeding", "grpo", "reshape", "rollout", "segment", "reward", "attribution"},  # the core
-    {"toy", "oracle", "models", "problems", "evaluate"},  # the toy world, models, problems
-    {"train", "checkpoint", "trl"},  # training
-    {"stats", "report", "credit", "ground_truth", "gradient_quality", "regime", "lora_learning", "findings"},  # measuring
-    {"compare", "cli", "__main__", "plots", "progress", "viz", "exercises"},  # experiments and the course
+    {"checks", "seeding", "grpo", "reshape", "rollout", "segment", "reward", "attribution"},  # the algorithm
+    {"evaluate", "train", "checkpoint", "trl"},  # training: with the algorithm, the library
+    {"course"},  # the course: the toy world, problems, models, viz, exercises
+    {"lab", "__main__"},  # the lab (experiments, statistics, shipped results) and the command line over it
 ]
-"""The layers of the README's table: a module imports from its own layer or the ones before it."""
+"""The layers of the README's "Layout": a module imports from its own layer or the ones before it.
+`oar_lite.course.*` and `oar_lite.lab.*` are one layer each; the library is the first two."""
 CORE = {f"oar_lite.{name}" for name in LAYERS[0]}
 
 
@@ -65,7 +65,7 @@ def test_the_core_imports_only_the_core():
     edges = graph()
     outside = {(m, t) for m, targets in edges.items() if in_core(m) for t in targets if not in_core(t)}
     assert not outside, f"core modules import modules above them: {sorted(outside)}"
-    assert "oar_lite.toy" in edges and "oar_lite.attribution.registry" in edges  # the graph is read at all
+    assert "oar_lite.course.toy" in edges and "oar_lite.attribution.registry" in edges  # the graph is read at all
 
 
 def layer(name: str) -> int:
@@ -141,3 +141,35 @@ def test_tests_are_laid_out_by_module():
                if p.stem not in ("__init__", "__main__")
                and not (ROOT / "tests" / p.parent.relative_to(PACKAGE) / f"test_{p.stem}.py").is_file()]
     assert not missing, f"modules without a tests/.../test_<module>.py: {missing}"
+
+
+LIBRARY = LAYERS[0] | LAYERS[1]
+
+
+def test_import_oar_lite_loads_the_library_alone():
+    """`import oar_lite` (and its TRL trainer) load neither the course nor the lab, and the scorer
+    registry holds the library's scorers until the course is imported, which adds its oracles."""
+    import subprocess
+
+    code = (
+        "import sys, oar_lite, oar_lite.grpo, oar_lite.train\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('oar_lite'))\n"
+        "print(sorted(oar_lite.SCORERS))\n"
+        "print([m for m in loaded if m != 'oar_lite' and m.split('.')[1] not in " + repr(sorted(LIBRARY)) + "])\n"
+        "import oar_lite.course\n"
+        "print(sorted(oar_lite.SCORERS))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    before, outside, after = out.strip().split("\n")
+    assert outside == "[]", f"import oar_lite loaded modules outside the library: {outside}"
+    assert "oracle" not in before and "oar-p" in before and "oar-g" in before, before
+    assert "oracle-relevant" in after, after
+
+
+def test_the_library_imports_neither_the_course_nor_the_lab():
+    edges = graph()
+    library = {m for m in edges if m != "oar_lite" and m.split(".")[1] in LIBRARY}
+    above = sorted((m, t) for m in library for t in edges[m] if t.split(".")[1] in ("course", "lab"))
+    assert not above, f"library modules import the course or the lab: {above}"
+    course = {m for m in edges if m.split(".")[1:2] == ["course"]}
+    assert not sorted((m, t) for m in course for t in edges[m] if t.split(".")[1] == "lab"), "the course imports the lab"

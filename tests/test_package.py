@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import load_script
 
-from oar_lite import toy
+from oar_lite.course import toy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,14 +56,17 @@ def test_installed_trl_is_supported():
 
 
 def test_data_is_package_data():
-    """The toy model and held-out set live inside the package (so wheels carry them) and
-    `pyproject.toml` ships the whole folder."""
+    """The toy model and held-out set live inside the course, the shipped results inside the lab
+    (so wheels carry them), and `pyproject.toml` ships both data folders whole."""
+    from oar_lite.lab import regime
+
     package = Path(sys.modules["oar_lite"].__file__).parent
-    assert toy.DATA_DIR == package / "data"
+    assert toy.DATA_DIR == package / "course" / "data"
     assert (toy.MODEL_DIR / "model.safetensors").is_file() and toy.EVAL_PATH.is_file()
+    assert regime.RESULTS_DIR.parent == package / "lab" / "data" and (regime.RESULTS_DIR / "regimes.json").is_file()
     package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    assert "data/**/*" in package_data["oar_lite"]
-    assert not (ROOT / "data").exists(), "data/ moved to oar_lite/data: one copy only"
+    assert package_data == {"oar_lite.course": ["data/**/*"], "oar_lite.lab": ["data/**/*"]}
+    assert not (ROOT / "data").exists() and not (package / "data").exists(), "one copy of the data only"
 
 
 def _sync_module():

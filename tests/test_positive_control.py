@@ -12,8 +12,9 @@ import torch
 from conftest import load_script, tiny_llama
 
 import oar_lite as ol
-from oar_lite import gradient_quality as gq
-from oar_lite import oracle, rollout, toy
+from oar_lite.lab import gradient_quality as gq
+from oar_lite.course import oracle, toy
+from oar_lite import rollout
 
 ROOT = Path(__file__).resolve().parents[1]
 

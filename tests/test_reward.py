@@ -141,7 +141,7 @@ def test_completion_offsets_match_prefix_decoding(text):
 
 
 def test_completion_offsets_on_real_tokenizers(chars):
-    from oar_lite import toy
+    from oar_lite.course import toy
 
     _, tokenizer = toy.load_model()
     for tok, text in [(chars, "12+30=42 A=42"), (tokenizer, "Q: 12+30=? 12+30=42 A=42")]:

@@ -46,7 +46,8 @@ def test_bad_arguments(model, chars):
 
 
 def test_sequence_unpads_a_row_and_shifts_its_spans():
-    from oar_lite import find_answer, toy
+    from oar_lite import find_answer
+    from oar_lite.course import toy
 
     model, tok = toy.load_model()
     prompts = ["49+20:", "2626+4546:"]  # different lengths: the first row is left-padded

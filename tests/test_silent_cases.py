@@ -10,7 +10,7 @@ import torch
 from conftest import PAD, VOCAB
 
 import oar_lite as ol
-from oar_lite import compare
+from oar_lite.lab import compare
 from oar_lite.__main__ import main
 from oar_lite.train import TrainConfig
 

@@ -23,7 +23,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 from trl import GRPOConfig, GRPOTrainer
 
-from oar_lite import toy
+from oar_lite.course import toy
 from oar_lite.attribution import CreditConfig, token_weights
 from oar_lite.grpo import group_advantages
 from oar_lite.reward import math_reward
@@ -328,8 +328,8 @@ def test_accuracy_reward_reads_text_and_chat_completions():
 
 
 def test_gsm8k_example_keeps_the_final_number_and_asks_with_shots():
-    from oar_lite.problems import INSTRUCTION
-    from oar_lite.trl import gsm8k_example
+    from oar_lite.course.problems import INSTRUCTION
+    from oar_lite.course.problems import gsm8k_example
 
     row = gsm8k_example({"question": "Tom has 1,200 apples and buys 34. How many now?",
                          "answer": "He has 1200 + 34 = <<1200+34=1234>>1234 apples.\n#### 1,234"}, shots=2)
@@ -442,7 +442,7 @@ def test_heldout_callback_measures_at_its_steps_and_resumes(tmp_path):
 
     from oar_lite.evaluate import heldout_accuracy
     from oar_lite.checkpoint import read_jsonl
-    from oar_lite.trl import HeldOutAccuracyCallback
+    from oar_lite.lab.recipes import HeldOutAccuracyCallback
 
     model, tokenizer = toy.load_model()
     problems = toy.make_problems(4, seed=0, digits=3)

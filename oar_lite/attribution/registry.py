@@ -17,7 +17,7 @@ from .outcome import check_mode
 Scorer = Callable[..., torch.Tensor]
 SCORERS: dict[str, Scorer] = {}
 """Scorers by method name, each ``scorer(model, input_ids [T], reasoning, answer, **options) -> [R]``.
-The toy world's oracles (`oar_lite.oracle`) register themselves here."""
+The toy world's oracles (`oar_lite.course.oracle`) register themselves here."""
 BATCHED: dict[str, Callable] = {}
 """The padded-batch form of a scorer, by method name: ``(model, input_ids [B, T],
 attention_mask [B, T], reasoning, answer, **options) -> B tensors [R_i]``."""

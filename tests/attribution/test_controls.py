@@ -4,7 +4,7 @@ import torch
 from conftest import toy_scores
 
 import oar_lite as ol
-from oar_lite import toy
+from oar_lite.course import toy
 
 
 def test_method_names_with_controls_parse():

@@ -5,7 +5,7 @@ import torch
 from conftest import PAD, VOCAB
 
 import oar_lite as ol
-from oar_lite import toy
+from oar_lite.course import toy
 from oar_lite.attribution import CreditConfig
 from oar_lite.train import TrainConfig
 

@@ -29,7 +29,7 @@ def main():
     train_trl = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(train_trl)
 
-    from oar_lite import toy
+    from oar_lite.course import toy
     from oar_lite.trl import OARGRPOTrainer
 
     scored = []

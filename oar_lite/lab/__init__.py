@@ -1,0 +1,20 @@
+"""The lab, on top of the library and the course: the experiments behind the notebooks'
+measured claims and benchmarks/RESULTS.md, and the shipped results they read (``lab/data``).
+
+`compare` and `cli` (the toy comparison and its command line), `report`, `plots` and `stats`
+(tables, figures, intervals), `credit` (the credit benchmark), `gradient_quality`, `regime`,
+`ground_truth` (Monte-Carlo ground truth on SmolLM2), `lora_learning` and `findings` (the
+SmolLM2 study and the conclusions the notebooks and README print), `progress` (bars).
+benchmarks/ are thin command lines over it.
+"""
+import importlib
+
+MODULES = ("compare", "cli", "report", "plots", "stats", "credit", "gradient_quality", "regime", "ground_truth",
+           "lora_learning", "findings", "progress")
+
+
+def __getattr__(name: str):
+    """``oar_lite.lab.<module>`` on first use (PEP 562)."""
+    if name in MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

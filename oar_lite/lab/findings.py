@@ -1,0 +1,598 @@
+"""What the series found, in words, from the shipped measurements only: the numbers of the
+credit notebook (06) and of the SmolLM2 runs (07), gathered in one place (`credit_findings`,
+`learning_findings`) and written out as the prose a teacher can read aloud
+(`credit_conclusion`, `learning_conclusion`) and as the README's "What we measured" block
+(`readme_summary`; ``python -m oar_lite.lab.findings --write-readme`` rewrites it, and a test fails
+when the README and the shipped data disagree). Nothing here trains or samples: it reads
+``oar_lite/data``, so a number in the prose changes only when the data does.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+import torch
+
+from . import ground_truth, lora_learning, regime
+from .report import markdown_table
+from .stats import intervals_overlap, rank_agreement
+
+CONFIRM = "small batch, 30 steps: GRPO vs oracle, 10 seeds"
+"""The confirmatory regime: settings and seeds fixed before its runs (benchmarks/RESULTS.md)."""
+CONTROLS = "controls at 30 steps: inverted and shuffled oracle, 10 seeds"
+OAR_SCREEN = "small batch, 30 steps: OAR, 3 seeds"
+ORACLE = "oracle (0.1 elsewhere)"
+"""The oracle weighting of the gradient-quality files (`oar_lite.course.oracle`, 0.1 off the wrong tokens)."""
+UNIFORMITY_PATH = Path(__file__).resolve().parent / "data" / "weight_uniformity.json"
+README_MARKERS = ("<!-- findings:start -->", "<!-- findings:end -->")
+
+
+def _read(name: str) -> dict:
+    return json.loads((regime.RESULTS_DIR / name).read_text())
+
+
+def _ci(pair, fmt: str) -> str:
+    return f"{pair[0]:{fmt}} to {pair[1]:{fmt}}"
+
+
+def credit_findings() -> dict:
+    """The credit notebook's numbers, from ``oar_lite/lab/data/when_credit_matters`` and the
+    SmolLM2 ground truth: SNR gains (8 x 8 and the 2 x 4 regime), blame shares, the
+    confirmatory learning run, its controls, OAR's screen, the regimes tried, the noise
+    share credit can remove, the ground-truth AUCs and (when shipped) how uniform OAR's
+    weights are in training. Plain floats, JSON-ready."""
+    gq, gq_regime = _read("gradient_quality.json"), _read("gradient_quality_regime.json")
+    regimes, shares = _read("regimes.json"), _read("noise_share.json")
+    st, sr = gq["stats"], gq_regime["stats"]
+    snr = lambda stats, k: stats[k]["snr"] / stats["uniform"]["snr"] - 1
+    confirm, controls = regimes[CONFIRM], regimes[CONTROLS]
+    t, area = confirm["table"]["methods"], confirm["area"]["methods"]
+    tried = regime.oracle_regimes(regimes)
+    met = [n for n in tried if len(regimes[n]["table"]["seeds"]) >= regime.PAYS_SEEDS
+           and regime.pays(regimes[n]["table"]) and not regime.superseded(n, regimes)]
+    toy_shares = {k: e["components"]["shares"]["irrelevant"] for k, e in shares.items() if e["kind"] == "toy"
+                  and e["settings"].get("model") == "shipped"}
+    smol_share = next(e["completion"] for e in shares.values() if e["kind"] == "smollm2"
+                      and e["settings"].get("threshold", ground_truth.PIVOT_THRESHOLD) == ground_truth.PIVOT_THRESHOLD)
+    auc = ground_truth.ground_truth_table()
+    out = {
+        "snr_8x8": {k: snr(st, k) for k in (ORACLE, "OAR-P answer_mean", "OAR-G answer_mean",
+                                             "shuffled " + ORACLE, "inverted " + ORACLE)},
+        "snr_regime": {k: snr(sr, k) for k in (ORACLE, "OAR-P answer_mean", "OAR-G answer_mean")},
+        "snr_regime_ci": {k: [x - 1 for x in gq_regime["snr_vs_uniform_ci"][k]]
+                          for k in (ORACLE, "OAR-P answer_mean", "OAR-G answer_mean")},
+        "regime_batch": f"{gq_regime['settings']['prompts']} x {gq_regime['settings']['group_size']}",
+        "blame": {k: gq["blame"][k]["share"] for k in ("uniform", ORACLE, "OAR-P answer_mean", "OAR-G answer_mean")},
+        "confirm": {"seeds": len(confirm["table"]["seeds"]), "steps": confirm["settings"]["steps"],
+                    "target": confirm["table"]["target"], "grpo_steps": t["uniform"]["mean"],
+                    "oracle_steps": t["oracle"]["mean"], "speedup": t["oracle"]["speedup"],
+                    "speedup_ci": list(t["oracle"]["speedup_ci"]),
+                    "overlap": intervals_overlap(t["oracle"]["ci"], t["uniform"]["ci"]),
+                    "accuracy_diff": area["oracle"]["diff"], "accuracy_diff_ci": list(area["oracle"]["diff_ci"]),
+                    "pays": regime.pays(confirm["table"])},
+        "controls": {k: {"diff": e["diff"], "diff_ci": list(e["diff_ci"]),
+                         "speedup": controls["table"]["methods"][k]["speedup"]}
+                     for k, e in controls["area"]["methods"].items() if k.endswith(":oracle")},
+        "oar_screen": {k: {"speedup": e["speedup"], "diff": regimes[OAR_SCREEN]["area"]["methods"][k]["diff"]}
+                       for k, e in regimes[OAR_SCREEN]["table"]["methods"].items() if k.startswith("oar-")},
+        "regimes_tried": len(tried), "regimes_paid": met,
+        "noise_share_toy": [min(toy_shares.values()), max(toy_shares.values())],
+        "noise_share_smollm2": smol_share["share"], "noise_share_smollm2_ci": list(smol_share["share_ci"]),
+        "auc": {k: {"mean": v["auc_mean"], "ci95": v["auc_ci95"], "n": v["auc_n"]} for k, v in auc.items()},
+    }
+    out["positive"] = positive_findings()
+    if UNIFORMITY_PATH.is_file():
+        out["uniformity"] = {setting: {m: {k: e[k] for k in ("effective_share", "tau_zero_share", "at_floor", "weight_std")}
+                                       for m, e in methods.items() if e.get("completions")}
+                             for setting, methods in json.loads(UNIFORMITY_PATH.read_text())["results"].items()}
+    return out
+
+
+def credit_conclusion(f: dict | None = None) -> str:
+    """`credit_findings` as paragraphs of markdown (notebook 06's conclusion)."""
+    f = credit_findings() if f is None else f
+    c, s8, sr, ci = f["confirm"], f["snr_8x8"], f["snr_regime"], f["snr_regime_ci"]
+    inv, shu = f["controls"]["inverted:oracle"], f["controls"]["shuffled:oracle"]
+    a = f["auc"]
+    paras = [
+        "**Credit acts on the noise of the gradient, and there was little noise for it to remove.** GRPO's uniform "
+        "credit is already unbiased; better credit can only make each step's gradient less noisy. With large batches "
+        f"(8 prompts x 8 completions) the oracle, which knows the wrong token of every wrong answer, raised the "
+        f"gradient's signal-to-noise ratio by {s8[ORACLE]:+.0%}, and misplaced credit lowered it (shuffled "
+        f"{s8['shuffled ' + ORACLE]:+.0%}, inverted {s8['inverted ' + ORACLE]:+.0%}). But in the small-batch regime "
+        f"({f['regime_batch']}) where learning speed was measured, the oracle's gain was {sr[ORACLE]:+.0%} "
+        f"(95% interval {_ci(ci[ORACLE], '+.0%')}): indistinguishable from none. Section 8 says why: only "
+        f"{f['noise_share_toy'][0]:.0%}-{f['noise_share_toy'][1]:.0%} of a batch gradient's variance comes from "
+        "tokens the reward does not depend on, the only part credit can remove without bias. The rest comes from "
+        "which prompts were drawn and which digits were sampled, and no credit reaches it.",
+        f"**So even perfect credit did not learn faster.** In the confirmatory run ({c['seeds']} seeds, settings fixed "
+        f"before it ran) the oracle reached held-out accuracy {c['target']:g} in {c['oracle_steps']:.1f} steps against "
+        f"GRPO's {c['grpo_steps']:.1f} ({c['speedup']:.2f}x, 95% interval {_ci(c['speedup_ci'], '.2f')}x; the intervals "
+        f"of the steps {'overlap' if c['overlap'] else 'do not overlap'}), and its mean held-out accuracy over the run "
+        f"differed from GRPO's by {c['accuracy_diff']:+.3f} ({_ci(c['accuracy_diff_ci'], '+.3f')}). Of "
+        f"{f['regimes_tried']} regimes tried, "
+        + (f"{len(f['regimes_paid'])} met the project's bar ({', '.join(f['regimes_paid'])})"
+           if f["regimes_paid"] else "none met the project's bar")
+        + f" (>= {regime.PAYS_SPEEDUP:g}x fewer steps, disjoint intervals, >= {regime.PAYS_SEEDS} seeds). The setup "
+        f"can see harm: the inverted oracle lowered mean accuracy by {inv['diff']:+.3f} "
+        f"({_ci(inv['diff_ci'], '+.3f')}), an interval "
+        + ("below 0" if inv["diff_ci"][1] < 0 else "that includes 0")
+        + f"; the shuffled oracle moved it by {shu['diff']:+.3f} ({_ci(shu['diff_ci'], '+.3f')}).",
+        "**OAR measures influence, not blame.** OAR asks how much the answer *depends on* a token; the oracle asks "
+        f"which token *caused* the mistake. On wrong answers OAR-P put {f['blame']['OAR-P answer_mean']:.1%} and OAR-G "
+        f"{f['blame']['OAR-G answer_mean']:.1%} of the advantage on the wrong tokens, close to uniform credit's "
+        f"{f['blame']['uniform']:.1%} and far from the oracle's {f['blame'][ORACLE]:.1%}: the answer depends on every "
+        "result digit, right or wrong. On a real model the two are even anti-aligned: against SmolLM2's Monte-Carlo "
+        "ground truth (where P(correct) jumps), OAR-P ranks the pivotal tokens "
+        f"{'below' if a['oar-p:last']['mean'] + a['oar-p:last']['ci95'] < 0.5 else 'near'} chance (AUC "
+        f"{a['oar-p:last']['mean']:.2f} ± {a['oar-p:last']['ci95']:.2f}, n = {a['oar-p:last']['n']}), OAR-G at "
+        f"{a['oar-g:answer_mean']['mean']:.2f} ± {a['oar-g:answer_mean']['ci95']:.2f}, and the model's own entropy "
+        f"does best ({a['entropy']['mean']:.2f} ± {a['entropy']['ci95']:.2f}): the decisive tokens come before the "
+        "digits the answer copies. SmolLM2 does carry removable noise (tokens that barely move P(correct) hold "
+        f"{f['noise_share_smollm2']:.0%} of its completions' noise, 95% interval "
+        f"{_ci(f['noise_share_smollm2_ci'], '.0%')}), but OAR does not point at those tokens.",
+    ]
+    u = f.get("uniformity")
+    if u:
+        share = {setting: [v["effective_share"] for v in ms.values()] for setting, ms in u.items()}
+        flat = [k for k, xs in share.items() if min(xs) >= 0.8]
+        peaked = [k for k, xs in share.items() if max(xs) < 0.8]
+        zero = {(k, m): v["tau_zero_share"] for k, ms in u.items() for m, v in ms.items()}
+        most = max(zero, key=zero.get)
+        paras.append(
+            "**How far from uniform are OAR's weights in training?** The effective share of the tokens, "
+            "(sum w)^2 / (R sum w^2), is 1 for GRPO's equal weights and 1/R when one token takes everything. On real "
+            "training batches: "
+            + "; ".join(f"{k}: " + ", ".join(f"{m} {v['effective_share']:.2f}" for m, v in ms.items()) for k, ms in u.items())
+            + ". "
+            + (f"With {', '.join(flat)}'s settings the weights stay close to uniform; " if flat else "")
+            + (f"with {', '.join(peaked)}'s (a larger boost) they are far from it, and learning was still no faster: the "
+               "weights were concentrated, only not on the noise credit could remove. " if peaked else "")
+            + f"`{most[1]}` ({most[0]}) gets tau = 0 on {zero[most]:.0%} of its completions: when a quarter or more "
+            "of the tokens tie at the lowest score the threshold is that score, nothing is suppressed and the filler "
+            "keeps about its GRPO weight (notebook 04's example).")
+    paras.append(
+        "**What this does not show.** These are short chains (tens of reasoning tokens), a toy model of under a "
+        "million parameters and a 135M one: nothing here tests the long chains of thought and billion-parameter models "
+        "where the OAR paper reports its gains, where many more tokens may not matter to the answer. "
+        + positive_sentence(f.get("positive"))
+        + " Entropy, which found the decisive tokens best here, is the baseline to beat.")
+    return "\n\n".join(paras)
+
+
+# ----------------------------------------------------------------------------- the positive control (issue 28)
+
+POSITIVE = "positive_control.json"
+"""The positive control's learning runs: entries ``screen, k=K`` and ``confirm, k=K`` of
+``benchmarks/credit_regime.py`` (`oar_lite.lab.regime.RESULTS_DIR`)."""
+WORLDS = (0, 16, 32, 64)
+"""The scratch-word counts k of the pre-registered sweep (benchmarks/RESULTS.md)."""
+SPEARMAN_CLAIM = 0.8
+"""Pre-registered claim 3: the oracle's speed-up ranks the worlds as their shares do, Spearman >= this."""
+RECOVERED_CLAIM = 0.5
+"""Pre-registered claim 4 (issue 28's goal): OAR-P or OAR-G recovers at least this share of the oracle's gain."""
+RELEVANT = "oracle-relevant"
+"""The positive control's oracle: 1 on the tokens the reward depends on, 0 elsewhere (`oar_lite.course.oracle`)."""
+
+
+def screen_name(k: int) -> str:
+    return f"screen, k={k}"
+
+
+def confirm_name(k: int) -> str:
+    return f"confirm, k={k}"
+
+
+def share_name(k: int) -> str:
+    return f"k={k} world, 2x4"
+
+
+def oar_weights_name(k: int) -> str:
+    """The ``noise_share.json`` entry that weighs the same batches with OAR and the oracle."""
+    return f"k={k} world, 2x4, OAR's weights"
+
+
+def positive_sweep(control: dict | None = None, shares: dict | None = None) -> list[dict]:
+    """One row per screened world, k ascending: the share of the gradient's variance carried
+    by reward-irrelevant tokens (``noise_share.json``) beside the screen's learning result,
+    GRPO against the oracle and its controls (``positive_control.json``). Worlds without a
+    screen entry or a share are left out. Each row: ``k``, ``share``, ``share_ci``, ``seeds``,
+    ``grpo_steps`` / ``oracle_steps`` (mean steps to the target) with ``*_ci``, ``speedup``,
+    ``speedup_ci``, ``diff`` / ``diff_ci`` (mean held-out accuracy over the run, oracle - GRPO,
+    paired by seed), ``controls`` (``{method: {"diff", "diff_ci", "speedup"}}``) and
+    ``qualifies`` (the follow-up rule's test: `regime.pays` and a positive mean-accuracy difference)."""
+    control = _read(POSITIVE) if control is None else control
+    shares = _read("noise_share.json") if shares is None else shares
+    rows = []
+    for k in WORLDS:
+        entry, share = control.get(screen_name(k)), shares.get(share_name(k))
+        if entry is None or share is None:
+            continue
+        t, area = entry["table"]["methods"], entry["area"]["methods"]
+        g, o = t["uniform"], t[RELEVANT]
+        rows.append({
+            "k": k, "share": share["components"]["shares"]["irrelevant"],
+            "share_ci": list(share["components"]["shares_ci"]["irrelevant"]),
+            "seeds": list(entry["table"]["seeds"]), "target": entry["table"]["target"],
+            "grpo_steps": g["mean"], "grpo_ci": list(g["ci"]), "oracle_steps": o["mean"], "oracle_ci": list(o["ci"]),
+            "speedup": o["speedup"], "speedup_ci": list(o["speedup_ci"]),
+            "diff": area[RELEVANT]["diff"], "diff_ci": list(area[RELEVANT]["diff_ci"]),
+            "controls": {m: {"diff": area[m]["diff"], "diff_ci": list(area[m]["diff_ci"]), "speedup": t[m]["speedup"]}
+                         for m in t if m not in ("uniform", RELEVANT)},
+            "qualifies": regime.pays(entry["table"], RELEVANT) and area[RELEVANT]["diff"] > 0,
+        })
+    return rows
+
+
+def confirmatory_world(sweep: list[dict]) -> dict:
+    """The pre-registered follow-up rule: among the worlds whose screen `qualifies`, the one
+    with the largest speed-up; if none does, the one with the largest measured share.
+    ``{"k", "reason"}``."""
+    if not sweep:
+        raise ValueError("no screened world with a measured share: run the screens and benchmarks.noise_share first")
+    qualified = [r for r in sweep if r["qualifies"]]
+    if qualified:
+        best = max(qualified, key=lambda r: r["speedup"])
+        return {"k": best["k"], "reason": f"its screen met the bar with the largest speed-up ({best['speedup']:.2f}x)"}
+    best = max(sweep, key=lambda r: r["share"])
+    return {"k": best["k"], "reason": f"no screen met the bar; it has the largest share ({best['share']:.0%})"}
+
+
+def positive_findings(control: dict | None = None, shares: dict | None = None) -> dict | None:
+    """The positive control's numbers: the sweep (`positive_sweep`), the world the follow-up
+    rule picks, the rank correlation of the oracle's speed-up with the share across worlds
+    (NaN when either does not vary), and the confirmatory run when it is shipped (steps,
+    speed-up, mean-accuracy differences and OAR's recovered fractions). None before any screen."""
+    try:
+        control = _read(POSITIVE) if control is None else control
+    except FileNotFoundError:
+        return None
+    shares = _read("noise_share.json") if shares is None else shares
+    sweep = positive_sweep(control, shares)
+    if not sweep:
+        return None
+    pick = confirmatory_world(sweep)
+    rho = (rank_agreement(torch.tensor([r["share"] for r in sweep]), torch.tensor([r["speedup"] for r in sweep]))
+           if len(sweep) > 1 else float("nan"))
+    out = {"sweep": sweep, "pick": pick, "spearman": rho, "confirm": None, "oar_weights": None}
+    weighed = shares.get(oar_weights_name(pick["k"]))
+    if weighed is not None and RELEVANT in weighed["snr_vs_uniform"]:
+        gain, mass = weighed["snr_vs_uniform"], weighed.get("weight_mass", {})
+        out["oar_weights"] = {m: {"snr_gain": gain[m], "snr_recovered": gain[m] / gain[RELEVANT] if gain[RELEVANT] else None,
+                                  **{k: mass.get(m, {}).get(k) for k in ("irrelevant_mass", "effective_share")}}
+                              for m in (RELEVANT, *sorted(k for k in gain if k.startswith("oar-")))}
+        out["oar_weights"]["uniform"] = {k: mass.get("uniform", {}).get(k) for k in ("irrelevant_mass", "effective_share")}
+    entry = control.get(confirm_name(pick["k"]))
+    if entry is not None:
+        t, area = entry["table"]["methods"], entry["area"]["methods"]
+        out["confirm"] = {
+            "k": pick["k"], "seeds": list(entry["table"]["seeds"]), "target": entry["table"]["target"],
+            "methods": {m: {"steps": e["mean"], "ci": list(e["ci"]), "speedup": e["speedup"],
+                            "speedup_ci": list(e["speedup_ci"]), "recovered": e["recovered"],
+                            "recovered_ci": e["recovered_ci"] and list(e["recovered_ci"]),
+                            "diff": area[m]["diff"], "diff_ci": list(area[m]["diff_ci"]),
+                            "diff_recovered": area[m]["recovered"],
+                            "diff_recovered_ci": area[m]["recovered_ci"] and list(area[m]["recovered_ci"])}
+                        for m, e in t.items()},
+            "pays": regime.pays(entry["table"], RELEVANT),
+        }
+        o = out["confirm"]["methods"][RELEVANT]
+        # A gain to recover: the oracle's accuracy or speed-up interval clears no-change.
+        out["confirm"]["gain_measured"] = o["diff_ci"][0] > 0 or o["speedup_ci"][0] > 1
+        recovered = [v["diff_recovered"] for m, v in out["confirm"]["methods"].items()
+                     if m.startswith("oar-") and v["diff_recovered"] is not None]
+        out["confirm"]["oar_best_recovered"] = max(recovered) if recovered and out["confirm"]["gain_measured"] else None
+    return out
+
+
+def positive_sentence(f: dict | None) -> str:
+    """The positive control in two sentences (the credit conclusion's last paragraph, the README)."""
+    if f is None:
+        return ("A world where the removable share is large is built (`toy.chain_of_thought(scratch=k)`: k scratch "
+                "words the answer never reads) and its sweep pre-registered in benchmarks/RESULTS.md, not yet run.")
+    top = max(f["sweep"], key=lambda r: r["share"])
+    c = f["confirm"]
+    text = (f"The positive control (notebook 06, section 9) raised the removable share to {top['share']:.0%} "
+            f"(k = {top['k']} scratch words the answer never reads)")
+    if c is None:
+        return text + (f"; on the screen the oracle's speed-up there was {top['speedup']:.2f}x "
+                       f"({_ci(top['speedup_ci'], '.2f')}), the confirmatory run is not shipped yet.")
+    o, inv = c["methods"][RELEVANT], c["methods"].get("inverted:" + RELEVANT)
+    text += (f"; in its confirmatory run (k = {c['k']}, {len(c['seeds'])} seeds never screened) the oracle reached "
+             f"{c['target']:g} {o['speedup']:.2f}x as fast as GRPO ({_ci(o['speedup_ci'], '.2f')}), mean accuracy "
+             f"{o['diff']:+.3f} ({_ci(o['diff_ci'], '+.3f')})")
+    if inv is not None:
+        text += (f", while the inverted oracle {'hurt' if inv['diff_ci'][1] < 0 else 'moved it by'} "
+                 f"{inv['diff']:+.3f} ({_ci(inv['diff_ci'], '+.3f')})")
+    if c["pays"]:
+        return text + ". There, credit paid."
+    best = c["oar_best_recovered"]
+    if c["gain_measured"]:
+        return text + (f". A real gain, seen on {len(c['seeds'])} seeds the screen never saw (its 5 seeds could not see it), "
+                       f"but below the project's bar ({regime.PAYS_SPEEDUP:g}x with disjoint intervals) and far below the "
+                       "ceiling section 8's bound allows."
+                       + (f" OAR-P and OAR-G recovered at best {best:+.2f} of it (mean accuracy)." if best is not None else ""))
+    return text + ". Section 8's bound makes a large share necessary for credit to pay; here it was not sufficient."
+
+
+def positive_table(sweep: list[dict]) -> str:
+    """`positive_sweep` as a markdown table (notebook 06, ``benchmarks/positive_control.py``)."""
+    rows = []
+    for r in sweep:
+        c = r["controls"]
+        rows.append([r["k"], f"{r['share']:.0%} ({_ci(r['share_ci'], '.0%')})", f"{1 / (1 - r['share']) - 1:+.0%}",
+                     len(r["seeds"]), f"{r['grpo_steps']:.1f} ({_ci(r['grpo_ci'], '.1f')})",
+                     f"{r['oracle_steps']:.1f} ({_ci(r['oracle_ci'], '.1f')})",
+                     f"{r['speedup']:.2f}x ({_ci(r['speedup_ci'], '.2f')})", f"{r['diff']:+.3f} ({_ci(r['diff_ci'], '+.3f')})",
+                     *(f"{c[m]['diff']:+.3f} ({_ci(c[m]['diff_ci'], '+.3f')})" if m in c else "-"
+                       for m in ("inverted:" + RELEVANT, "shuffled:" + RELEVANT)),
+                     "yes" if r["qualifies"] else "no"])
+    return "\n".join(markdown_table(
+        ["k", "irrelevant share (95% CI)", "SNR bound", "seeds", "GRPO steps", "oracle steps", "speed-up (95% CI)",
+         "mean acc., oracle - GRPO", "inverted - GRPO", "shuffled - GRPO", "meets the rule"], rows))
+
+
+def positive_conclusion(f: dict | None = None) -> str:
+    """`positive_findings` in words (the credit notebook's positive-control section)."""
+    f = positive_findings() if f is None else f
+    if f is None:
+        return "The positive control has not been run yet (benchmarks/RESULTS.md has its pre-registration)."
+    sweep, pick = f["sweep"], f["pick"]
+    worlds = "; ".join(f"k = {r['k']}: share {r['share']:.0%} ({_ci(r['share_ci'], '.0%')}), oracle {r['speedup']:.2f}x "
+                       f"({_ci(r['speedup_ci'], '.2f')}), mean accuracy {r['diff']:+.3f} ({_ci(r['diff_ci'], '+.3f')})"
+                       for r in sweep)
+    rho = f["spearman"]
+    grows = all(a["share"] < b["share"] for a, b in zip(sweep, sweep[1:]))
+    follows = rho == rho and rho >= SPEARMAN_CLAIM - 1e-9
+    paid = any(r["qualifies"] for r in sweep)
+    head = (("The share grew with the scratch words" if grows else "The share did not grow steadily with the scratch words")
+            + ("; so did the oracle's gain" if follows and paid else
+               "; the oracle paid in some world, but its gain did not rank the worlds as the share does" if paid else
+               "; on the screens the oracle's gain did not follow"))
+    paras = [
+        f"**{head}.** Screened on "
+        f"{len(sweep[0]['seeds'])} seeds per world: {worlds}. "
+        + ("No world's screen met the bar" if not any(r["qualifies"] for r in sweep)
+           else "The screen met the bar at k = " + ", ".join(str(r["k"]) for r in sweep if r["qualifies"]))
+        + f" (>= {regime.PAYS_SPEEDUP:g}x fewer steps with disjoint intervals and a positive accuracy difference). "
+        + ("The speed-up's rank correlation with the share cannot be computed: one of them did not vary across "
+           "worlds." if rho != rho else
+           f"The speed-up's rank correlation with the share across the worlds is {rho:+.2f} (the pre-registered "
+           f"claim needs >= {SPEARMAN_CLAIM:g}: {'met' if follows else 'not met'}).")
+        + f" The follow-up rule picked k = {pick['k']}: {pick['reason']}.",
+    ]
+    c = f["confirm"]
+    if c is not None:
+        m, o = c["methods"], c["methods"][RELEVANT]
+        g = m["uniform"]
+        inv = m.get("inverted:" + RELEVANT)
+        text = (f"**The confirmatory run** (k = {c['k']}, seeds {c['seeds'][0]}-{c['seeds'][-1]}, never screened): the "
+                f"oracle reached {c['target']:g} in {o['steps']:.1f} steps ({_ci(o['ci'], '.1f')}) against GRPO's "
+                f"{g['steps']:.1f} ({_ci(g['ci'], '.1f')}), {o['speedup']:.2f}x ({_ci(o['speedup_ci'], '.2f')}x); mean "
+                f"accuracy {o['diff']:+.3f} ({_ci(o['diff_ci'], '+.3f')}). Claim 1 (>= {regime.PAYS_SPEEDUP:g}x, disjoint "
+                f"intervals): {'met' if c['pays'] else 'not met'}.")
+        if inv is not None:
+            text += (f" The inverted oracle: mean accuracy {inv['diff']:+.3f} ({_ci(inv['diff_ci'], '+.3f')}); claim 2 "
+                     f"(an interval below 0): {'met' if inv['diff_ci'][1] < 0 else 'not met'}.")
+        oar = {k: v for k, v in m.items() if k.startswith("oar-")}
+        if oar and not c["gain_measured"]:
+            text += (" OAR: " + "; ".join(f"{k} {v['diff']:+.3f} ({_ci(v['diff_ci'], '+.3f')})" for k, v in oar.items())
+                     + "; the oracle's own gain has an interval that includes 0, so there is no gain for OAR to recover "
+                     "and a recovered fraction would divide by noise.")
+        elif oar:
+            text += " OAR's share of the oracle's gain in mean accuracy: " + "; ".join(
+                f"{k} {v['diff']:+.3f} ({_ci(v['diff_ci'], '+.3f')})"
+                + ("" if v["diff_recovered"] is None else f", recovered {v['diff_recovered']:.2f}")
+                for k, v in oar.items()) + "."
+            best = c["oar_best_recovered"]
+            if best is not None:
+                text += f" Claim 4 (one of them recovers >= {RECOVERED_CLAIM:g}): {'met' if best >= RECOVERED_CLAIM else 'not met'}."
+        paras.append(text)
+    w = f.get("oar_weights")
+    learned = None if c is None else c["oar_best_recovered"]
+    if w:
+        oar = [m for m in w if m.startswith("oar-")]
+        mass = lambda m: "" if w[m].get("irrelevant_mass") is None else (f", {w[m]['irrelevant_mass']:.0%} of its weight mass on the irrelevant tokens, effective share "
+                                                                   f"{w[m]['effective_share']:.2f}")
+        paras.append(
+            f"**Does OAR find the removable noise?** On the same batches of the k = {pick['k']} world, the oracle's weighting "
+            f"raised the gradient's SNR by {w[RELEVANT]['snr_gain']:+.0%}{mass(RELEVANT)}; "
+            + "; ".join(f"{m} by {w[m]['snr_gain']:+.0%} ({w[m]['snr_recovered']:.0%} of the oracle's gain){mass(m)}"
+                        for m in oar)
+            + ("" if w["uniform"].get("irrelevant_mass") is None else
+               f" (uniform credit: {w['uniform']['irrelevant_mass']:.0%}, the irrelevant tokens' share of the tokens)")
+            + "."
+            + ("" if learned is None else
+               f" So OAR's weights bought most of the oracle's SNR gain on the summed gradient and, at best, "
+               f"{learned:+.2f} of its gain in learning: the SNR of the summed gradient did not set the learning speed here."
+               if learned < RECOVERED_CLAIM else "")
+            + (" OAR's influence scores do see that the scratch words do not move the answer; what is missing is the "
+               "oracle's own gain in learning, so there is none for OAR to recover."
+               if c is not None and not c["gain_measured"] else ""))
+    return "\n\n".join(paras)
+
+
+def learning_findings(log: dict | None = None) -> dict:
+    """The SmolLM2 runs' numbers (`oar_lite.lab.lora_learning`): GRPO's held-out gain (greedy and
+    T = 1; over every seed and over the seeds the screen never saw), each OAR method's gain and
+    its paired difference from GRPO, the step cost and how uniform its weights were."""
+    log = lora_learning.load_log() if log is None else log
+    methods = sorted({r["method"] for r in log["runs"]}, key=list(lora_learning.METHOD_NAMES).index)
+    grpo_seeds = [r["seed"] for r in lora_learning.runs_of(log, "none")]
+    screened = [s for s in grpo_seeds if s in log.get("screened_seeds", [])]
+    out = {"name": log["name"], "grpo": {d: lora_learning.heldout_change(log, "none", decoding=d) for d in ("greedy", "t1")},
+           "steps": lora_learning.runs_of(log, "none")[0]["settings"]["steps"], "screened_seeds": screened}
+    fresh = [s for s in grpo_seeds if s not in screened]
+    if screened and fresh:
+        out["grpo_unscreened"] = {d: lora_learning.heldout_change(log, "none", decoding=d, seeds=fresh)
+                                  for d in ("greedy", "t1")}
+    out["methods"] = {}
+    for m in methods[1:]:
+        curves = {k: lora_learning.metric_curve(log, m, k)["mean"] for k in ("oar/effective_share", "oar/frac_at_floor",
+                                                                              "oar/tau_mean")}
+        mean = lambda xs: float(sum(xs) / len(xs))  # metric_curve raises when a metric was never logged
+        cost = lora_learning.cost_ratio(log, m)
+        out["methods"][m] = {"gain": lora_learning.heldout_change(log, m),
+                             "paired": {d: lora_learning.heldout_change(log, m, decoding=d, against="none")
+                                        for d in ("greedy", "t1")},
+                             "cost": cost and cost["mean"], "cost_clock": cost and cost["clock"],
+                             "cost_seeds": sorted(cost["per_seed"]) if cost else [],
+                             "effective_share": mean(curves["oar/effective_share"]),
+                             "at_floor": mean(curves["oar/frac_at_floor"]), "tau_mean": mean(curves["oar/tau_mean"])}
+    return out
+
+
+def _includes_zero(change: dict) -> bool:
+    return change["low"] <= 0 <= change["high"]
+
+
+CLOCKS = {"cpu": "CPU", "wall": "wall-clock"}
+"""How a step cost's clock is named in the prose (`lora_learning.step_seconds`' ``clock``)."""
+
+
+def _cost_sentence(e: dict) -> str:
+    """What one method's step cost against GRPO's was, and on which clock (or why it is not read here)."""
+    if e["cost"] is None:
+        return ("Its step cost is not read from these runs: none of them ran beside a GRPO run of its seed, so their "
+                "wall-clock step times compare with nothing (benchmarks/RESULTS.md measures it in interleaved rounds). ")
+    return f"A step took {e['cost']:.2f}x GRPO's " + (
+        f"{CLOCKS['cpu']} seconds. " if e["cost_clock"] == "cpu" else
+        f"time (TRL's {CLOCKS['wall']} step time, read on the pairs of runs that shared the machine at the same time: "
+        f"seed{'s' if len(e['cost_seeds']) != 1 else ''} {', '.join(map(str, e['cost_seeds']))}). ")
+
+
+def learning_conclusion(f: dict | None = None) -> str:
+    """`learning_findings` as paragraphs of markdown (notebook 07's conclusion)."""
+    f = learning_findings() if f is None else f
+    g, g1 = f["grpo"]["greedy"], f["grpo"]["t1"]
+    d = lora_learning.describe
+    learned = g["low"] > 0 or g1["low"] > 0
+    paras = [
+        (f"**SmolLM2 learns from GRPO with LoRA on a laptop.** " if learned else
+         f"**In this budget SmolLM2 did not measurably learn.** ")
+        + f"Over {f['steps']} steps, held-out greedy accuracy went from {g['start_accuracy']:.3f} to "
+        f"{g['end_accuracy']:.3f}: {d(g)}; answering once at the training temperature, from "
+        f"{g1['start_accuracy']:.3f} to {g1['end_accuracy']:.3f}: {d(g1)}. "
+        + ("Both intervals lie above 0: the model measurably learned on questions it never trained on."
+           if g["low"] > 0 and g1["low"] > 0 else
+           "At the training temperature the interval lies above 0: the policy's own samples measurably improved on "
+           "questions it never trained on; its greedy answers moved less, an interval that includes 0 (the pre-registered "
+           "primary outcome is the greedy one, so the honest headline is: sampled answers improved, greedy ones not "
+           f"measurably in {f['steps']} steps)." if g1["low"] > 0 else
+           "The greedy interval lies above 0 (the primary outcome); at the training temperature it includes 0."
+           if g["low"] > 0 else "Both intervals include 0.")]
+    if "grpo_unscreened" in f:
+        above = lambda c: "above 0" if c["low"] > 0 else "an interval that includes 0"
+        u, u1 = f["grpo_unscreened"]["greedy"], f["grpo_unscreened"]["t1"]
+        paras[0] += (f" The learning rate was chosen on seed(s) {f['screened_seeds']}; on the other seeds alone the gain "
+                     f"is {d(u)} greedy ({above(u)}) and {d(u1)} at the training temperature ({above(u1)}).")
+    for m, e in f["methods"].items():
+        name = lora_learning.METHOD_NAMES.get(m, m)
+        p, p1 = e["paired"]["greedy"], e["paired"]["t1"]
+        paras.append(
+            f"**{name} against GRPO, seed by seed.** {name}'s own gain: {d(e['gain'])}. Minus GRPO's on the same seed "
+            f"(same adapter initialisation, same prompts): greedy {d(p)}, at T = 1 {d(p1)}. "
+            + ("Both intervals include 0: with these seeds and problems the two cannot be told apart, and a difference "
+               f"as large as {max(abs(p['low']), abs(p['high'])):.2f} in held-out accuracy could still hide in them. "
+               if _includes_zero(p) and _includes_zero(p1) else
+               "An interval excludes 0: " + "; ".join(
+                   f"{'greedy' if q is p else 'at T = 1'}, {name} gained {'more' if q['low'] > 0 else 'less'} than GRPO"
+                   for q in (p, p1) if not _includes_zero(q))
+               + (f" (on {len(p['seeds'])} seeds; a result to confirm on more). " if len(p["seeds"]) < 5 else ". "))
+            + _cost_sentence(e)
+            + f"Its weights {'stayed close to' if e['effective_share'] >= 0.8 else 'were far from'} uniform: an effective "
+            f"share of {e['effective_share']:.2f} of the tokens (1 is GRPO), {e['at_floor']:.1%} of the reasoning tokens "
+            "at the floor.")
+    paras.append(
+        "**What the series found, in one breath.** Credit assignment changes the noise of the gradient, not its "
+        "direction; it can only pay where much of that noise sits on tokens the reward does not depend on and where the "
+        "method can find them. In these worlds little did (toy), or the method did not find it (OAR on SmolLM2 scores "
+        "influence, not blame), and GRPO with uniform credit learned as fast as anything tried, a real model included.")
+    return "\n\n".join(paras)
+
+
+def readme_summary(credit: dict | None = None, learning: dict | None = None) -> str:
+    """The README's "What we measured" bullets, from `credit_findings` and `learning_findings`."""
+    f = credit_findings() if credit is None else credit
+    c, a = f["confirm"], f["auc"]
+    inv = f["controls"]["inverted:oracle"]
+    lines = [
+        f"- **Does credit make GRPO learn faster? Not here, not even perfect credit** (toy world, notebook 06): "
+        f"in the confirmatory run ({c['seeds']} seeds, 2 prompts x 4) the oracle reached {c['target']:g} held-out accuracy "
+        f"{c['speedup']:.2f}x faster than GRPO (95% interval {_ci(c['speedup_ci'], '.2f')}), mean accuracy "
+        f"{c['accuracy_diff']:+.3f} ({_ci(c['accuracy_diff_ci'], '+.3f')}); {f['regimes_tried']} regimes tried, "
+        f"{len(f['regimes_paid'])} met the bar. "
+        + (f"The inverted oracle hurt ({inv['diff']:+.3f}, {_ci(inv['diff_ci'], '+.3f')}), so the setup can see an effect."
+           if inv["diff_ci"][1] < 0 else f"The inverted oracle did not measurably hurt ({inv['diff']:+.3f}, "
+           f"{_ci(inv['diff_ci'], '+.3f')}): this setup may not see an effect of that size."),
+        f"- **Why:** credit only removes the noise of tokens the reward does not depend on, "
+        f"{f['noise_share_toy'][0]:.0%}-{f['noise_share_toy'][1]:.0%} of a toy batch gradient's variance; in the "
+        f"learning regime's batches the oracle's SNR gain is {f['snr_regime'][ORACLE]:+.0%} "
+        f"({_ci(f['snr_regime_ci'][ORACLE], '+.0%')}); at 8 x 8 it is {f['snr_8x8'][ORACLE]:+.0%}.",
+        f"- **OAR measures influence, not blame:** on wrong answers OAR-P/OAR-G put "
+        f"{f['blame']['OAR-P answer_mean']:.1%}/{f['blame']['OAR-G answer_mean']:.1%} of the advantage on the wrong tokens "
+        f"(uniform {f['blame']['uniform']:.1%}, oracle {f['blame'][ORACLE]:.1%}); against SmolLM2's Monte-Carlo ground "
+        f"truth OAR-P's AUC is {a['oar-p:last']['mean']:.2f} ± {a['oar-p:last']['ci95']:.2f}, entropy's "
+        f"{a['entropy']['mean']:.2f} ± {a['entropy']['ci95']:.2f} (n = {a['entropy']['n']}).",
+    ]
+    if f.get("positive") is not None:
+        lines.append("- **A world where credit must pay?** " + positive_sentence(f["positive"]))
+    try:
+        lf = learning_findings() if learning is None else learning
+    except FileNotFoundError:
+        lf = None
+    if lf is not None:
+        g = lf["grpo"]["greedy"]
+        g1 = lf["grpo"]["t1"]
+        line = (f"- **A real model learns, a little** (SmolLM2-135M-Instruct + LoRA through TRL, 2 CPU cores, notebook "
+                f"07): in {lf['steps']} GRPO steps held-out accuracy at the training temperature rose by "
+                f"{lora_learning.describe(g1)}; greedy by {lora_learning.describe(g)}.")
+        for m, e in lf["methods"].items():
+            line += (f" {lora_learning.METHOD_NAMES.get(m, m)} - GRPO, paired by seed: "
+                     f"{lora_learning.describe(e['paired']['greedy'])}"
+                     + (f", at {e['cost']:.2f}x GRPO's {CLOCKS[e['cost_clock']]} "
+                        "time per step." if e["cost"] is not None else
+                        " (its step cost: benchmarks/RESULTS.md; these runs did not run beside GRPO's)."))
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def check_readme(path: Path) -> str | None:
+    """None when the README's findings block equals `readme_summary`, else what differs."""
+    text = path.read_text()
+    start, end = README_MARKERS
+    m = re.search(re.escape(start) + r"\n(.*?)\n" + re.escape(end), text, re.S)
+    if m is None:
+        return f"{path} has no block between {start} and {end}"
+    want = readme_summary()
+    return None if m.group(1) == want else f"README block:\n{m.group(1)}\n\nshipped data says:\n{want}"
+
+
+def write_readme(path: Path) -> None:
+    """Rewrite the README's findings block from the shipped data."""
+    text = path.read_text()
+    start, end = README_MARKERS
+    if start not in text or end not in text:
+        raise ValueError(f"{path} has no block between {start} and {end}")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    path.write_text(f"{head}{start}\n{readme_summary()}\n{end}{tail}")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description="What the series found, from the shipped data.", allow_abbrev=False)
+    ap.add_argument("--write-readme", type=Path, metavar="README", help="rewrite that README's findings block")
+    args = ap.parse_args(argv)
+    if args.write_readme:
+        write_readme(args.write_readme)
+        print(f"wrote the findings block of {args.write_readme}")
+    else:
+        print(credit_conclusion())
+        print()
+        print(readme_summary())
+
+
+if __name__ == "__main__":
+    main()

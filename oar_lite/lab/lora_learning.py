@@ -1,0 +1,203 @@
+"""The shipped logs of the SmolLM2 + LoRA runs (`benchmarks/smollm2_learning.py`, notebook 07):
+loading them, held-out accuracy along training, and its change with intervals over seeds
+*and* problems.
+
+A log (``oar_lite/lab/data/smollm2_learning/<name>.json``) holds runs; each run has its
+``method``, ``seed``, per-step ``log`` (TRL's metrics) and ``heldout`` records: at a step,
+for a decoding (``greedy``, ``t1``), ``correct`` per problem ``[N][samples]``. Every run
+of a log answers the same N held-out problems, so runs compare problem by problem.
+"""
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .stats import crossed_bootstrap
+
+LOG_DIR = resources.files(__package__) / "data" / "smollm2_learning"
+METHOD_NAMES = {"none": "GRPO", "oar-g": "OAR-G", "oar-p": "OAR-P"}
+
+
+def load_log(name: str = "main", path: str | Path | None = None) -> dict:
+    """The shipped log ``name`` (or the JSON at ``path``); FileNotFoundError lists the shipped ones."""
+    source = Path(path) if path is not None else LOG_DIR / f"{name}.json"
+    if not source.is_file():
+        shipped = sorted(p.name[:-5] for p in LOG_DIR.iterdir() if p.name.endswith(".json")) if LOG_DIR.is_dir() else []
+        raise FileNotFoundError(f"no SmolLM2 learning log {source}; shipped logs: {shipped}")
+    return json.loads(source.read_text())
+
+
+def runs_of(log: dict, method: str) -> list[dict]:
+    """The runs of ``method`` (``"none"`` is GRPO), by seed; ValueError when there is none."""
+    runs = sorted((r for r in log["runs"] if r["method"] == method), key=lambda r: r["seed"])
+    if not runs:
+        raise ValueError(f"no run of method {method!r} in log {log.get('name')!r}; it has "
+                         f"{sorted({r['method'] for r in log['runs']})}")
+    return runs
+
+
+def heldout_steps(run: dict, decoding: str = "greedy") -> list[int]:
+    """The steps at which ``run`` was measured with ``decoding``."""
+    return sorted(r["step"] for r in run["heldout"] if r["decoding"] == decoding)
+
+
+def per_problem(run: dict, step: int, decoding: str = "greedy") -> np.ndarray:
+    """``[N]`` each held-out problem's share of correct samples at ``step``."""
+    for r in run["heldout"]:
+        if r["step"] == step and r["decoding"] == decoding:
+            return np.array([np.mean(c) for c in r["correct"]], dtype=float)
+    raise ValueError(f"run {run['name']} has no {decoding!r} measurement at step {step}; it has "
+                     f"{heldout_steps(run, decoding)}")
+
+
+def heldout_change(log: dict, method: str, *, decoding: str = "greedy", start: int = 0, end: int | None = None,
+                   against: str | None = None, seeds: Sequence[int] | None = None) -> dict:
+    """Held-out accuracy gained from step ``start`` to ``end`` (default: the last measured
+    step), per problem and seed, for ``method``; with ``against``, the gain of ``method`` minus
+    that of ``against`` on the same seed (paired); ``seeds`` keeps only those seeds. Returns ``{"mean", "low", "high", "seeds",
+    "problems", "start_accuracy", "end_accuracy"}`` (95% crossed bootstrap, `crossed_bootstrap`)."""
+    keep = (lambda rs: rs) if seeds is None else (lambda rs: [r for r in rs if r["seed"] in set(seeds)])
+    runs = keep(runs_of(log, method))
+    if not runs:
+        raise ValueError(f"no run of {method!r} with seeds {list(seeds)}; it has {[r['seed'] for r in runs_of(log, method)]}")
+    end = heldout_steps(runs[0], decoding)[-1] if end is None else end
+
+    def gains(rs):
+        return {r["seed"]: per_problem(r, end, decoding) - per_problem(r, start, decoding) for r in keep(rs)}
+
+    mine = gains(runs)
+    if against is not None:
+        theirs = gains(runs_of(log, against))
+        seeds = sorted(set(mine) & set(theirs))
+        if not seeds:
+            raise ValueError(f"{method} and {against} share no seed; a paired difference needs the same seeds")
+        values = np.stack([mine[s] - theirs[s] for s in seeds])
+    else:
+        seeds = sorted(mine)
+        values = np.stack([mine[s] for s in seeds])
+    low, high = crossed_bootstrap(values)
+    return {"mean": float(values.mean()), "low": low, "high": high, "seeds": seeds, "problems": values.shape[1],
+            "start_accuracy": float(np.mean([per_problem(r, start, decoding).mean() for r in runs])),
+            "end_accuracy": float(np.mean([per_problem(r, end, decoding).mean() for r in runs])),
+            "start": start, "end": end, "decoding": decoding}
+
+
+def heldout_curve(log: dict, method: str, decoding: str = "greedy") -> dict:
+    """``{"steps", "mean", "low", "high"}``: held-out accuracy of ``method`` at each measured
+    step, mean over seeds, 95% crossed bootstrap interval (seeds and problems)."""
+    runs = runs_of(log, method)
+    steps = heldout_steps(runs[0], decoding)
+    out = {"steps": steps, "mean": [], "low": [], "high": []}
+    for step in steps:
+        values = np.stack([per_problem(r, step, decoding) for r in runs])
+        low, high = crossed_bootstrap(values)
+        out["mean"].append(float(values.mean()))
+        out["low"].append(low)
+        out["high"].append(high)
+    return out
+
+
+def metric_curve(log: dict, method: str, key: str) -> dict:
+    """``{"steps", "mean", "low", "high"}``: a per-step TRL metric (``"reward"``,
+    ``"rewards/format/mean"``, ``"completions/mean_length"``, ``"oar/effective_share"``...)
+    of ``method``, mean over seeds with the range of the seeds (min, max)."""
+    runs = runs_of(log, method)
+    by_step: dict[int, list[float]] = {}
+    for run in runs:
+        for record in run["log"]:
+            if key in record:
+                by_step.setdefault(record["step"], []).append(record[key])
+    if not by_step:
+        raise ValueError(f"no run of {method!r} logged {key!r}")
+    steps = sorted(by_step)
+    return {"steps": steps, "mean": [float(np.mean(by_step[s])) for s in steps],
+            "low": [float(min(by_step[s])) for s in steps], "high": [float(max(by_step[s])) for s in steps]}
+
+
+def step_cpu_seconds(run: dict) -> list[float]:
+    """CPU seconds of each logged step (the rise of ``cpu_time`` from the step before), leaving
+    out steps whose held-out measurement ran inside them and steps after a resume (``cpu_time``
+    restarts with the process). Empty when the log has no ``cpu_time``."""
+    measured = {r["step"] for r in run["heldout"]}
+    logged = [r for r in run["log"] if "cpu_time" in r]
+    return [b["cpu_time"] - a["cpu_time"] for a, b in zip(logged, logged[1:])
+            if b["step"] == a["step"] + 1 and b["step"] not in measured and b["cpu_time"] > a["cpu_time"]]
+
+
+def step_seconds(run: dict) -> tuple[list[float], str]:
+    """``(seconds of each step, clock)``: `step_cpu_seconds` where the log has CPU time
+    (``"cpu"``), else TRL's own ``step_time`` per step, wall-clock (``"wall"``; read it only
+    between runs that shared the machine at the same time), leaving out measured steps."""
+    cpu = step_cpu_seconds(run)
+    if cpu:
+        return cpu, "cpu"
+    measured = {r["step"] for r in run["heldout"]}
+    wall = [r["step_time"] for r in run["log"] if "step_time" in r and r["step"] not in measured]
+    if not wall:
+        raise ValueError(f"run {run['name']} logs neither cpu_time nor step_time: no step cost to read")
+    return wall, "wall"
+
+
+def cost_ratio(log: dict, method: str, against: str = "none", seeds: Sequence[int] | None = None) -> dict | None:
+    """A step's seconds for ``method`` over ``against``'s, median step of each run
+    (`step_seconds`), paired by seed (only ``seeds`` if given, else the log's ``cost_seeds``
+    when it names the pairs that ran side by side, else every seed): ``{"mean", "per_seed",
+    "clock"}`` (``"cpu"`` or ``"wall"``). None for a method the log lists as ``untimed``: its
+    runs did not run beside a GRPO run of their seed, so their step times compare with nothing."""
+    def median(run):
+        seconds, clock = step_seconds(run)
+        return float(np.median(seconds)), clock
+
+    if method in log.get("untimed", ()):
+        return None
+    seeds = log.get("cost_seeds") if seeds is None else seeds
+    theirs = {r["seed"]: median(r) for r in runs_of(log, against) if seeds is None or r["seed"] in seeds}
+    mine = {r["seed"]: median(r) for r in runs_of(log, method) if r["seed"] in theirs}
+    clocks = {c for _, c in theirs.values()} | {c for _, c in mine.values()}
+    if len(clocks) > 1:
+        raise ValueError(f"{method} and {against} were timed by different clocks {sorted(clocks)}; no ratio")
+    if not mine:
+        raise ValueError(f"no seed has both a {method} and a {against} run to time" + (f" among {list(seeds)}" if seeds else ""))
+    unpaired = sorted(set(seeds or ()) - set(mine))
+    if unpaired:  # a seed asked for (a typo in --cost-seed?) must not drop out of the ratio in silence
+        raise ValueError(f"seeds {unpaired} were asked for but have no {method} and {against} pair; "
+                         f"paired seeds: {sorted(mine)}")
+    ratios = {s: mine[s][0] / theirs[s][0] for s in mine}
+    return {"mean": float(np.mean(list(ratios.values()))), "per_seed": ratios, "clock": clocks.pop()}
+
+
+def describe(change: dict, digits: int = 3) -> str:
+    """``"+0.104 (95% interval +0.06 to +0.15; 3 seeds x 96 problems)"``."""
+    f = f"{{:+.{digits}f}}"
+    return (f"{f.format(change['mean'])} (95% interval {f.format(change['low'])} to {f.format(change['high'])}; "
+            f"{len(change['seeds'])} seeds x {change['problems']} problems)")
+
+
+def plot_curves(axes: Sequence, log: dict, methods: Sequence[str] = ("none", "oar-g"),
+                panels: Sequence[tuple[str, str]] = (("heldout:greedy", "held-out accuracy, greedy"),
+                                                     ("heldout:t1", "held-out accuracy, T = 1"),
+                                                     ("reward", "train reward (T = 1)"),
+                                                     ("rewards/format/mean", "answer stated"),
+                                                     ("completions/mean_length", "completion tokens"))):
+    """One panel per ``(key, title)``; ``heldout:<decoding>`` panels show held-out accuracy with
+    its crossed-bootstrap interval, the others TRL's metric with the seeds' range."""
+    for ax, (key, title) in zip(axes, panels):
+        for method in methods:
+            if not any(r["method"] == method for r in log["runs"]):
+                continue
+            if key.startswith("heldout:"):
+                curve = heldout_curve(log, method, key.split(":", 1)[1])
+                marker = "o"
+            else:
+                curve = metric_curve(log, method, key)
+                marker = None
+            line, = ax.plot(curve["steps"], curve["mean"], marker=marker, ms=3, label=METHOD_NAMES.get(method, method))
+            ax.fill_between(curve["steps"], curve["low"], curve["high"], color=line.get_color(), alpha=0.2, lw=0)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("optimizer step")
+    axes[0].legend(fontsize=8)
+    axes[0].set_ylabel("mean over seeds (band: 95% interval / seeds' range)", fontsize=8)

@@ -1,0 +1,219 @@
+"""Does credit pay? Steps to a target accuracy over seeds, with bootstrap intervals, and the
+share of the oracle's gain that a method recovers (notebook 06).
+
+Both tables read `oar_lite.lab.compare` records in which every method trained from the same model
+with the same seeds, so seed s gives every method the same prompts and the seeds pair the
+methods: `learning_table` with a target, `accuracy_area_table` without one (the mean
+held-out accuracy over a run). ``benchmarks/credit_regime.py`` writes them to `RESULTS_DIR`.
+"""
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .report import by_method_and_seed, markdown_table, steps_to_target
+from .stats import bootstrap_interval, intervals_overlap
+
+RESULTS_DIR = Path(str(resources.files(__package__) / "data" / "when_credit_matters"))
+"""The measured results notebook 06 reads (written by ``benchmarks/credit_regime.py`` and
+``benchmarks/gradient_quality.py``); package data, so a pip or Colab install has them too."""
+
+
+def _paired_runs(records: Sequence[dict], methods: Sequence[str] | None, reference: str):
+    """``(evals, methods, seeds)``: eval records by method and seed, the methods asked for
+    (default: all) that have runs, and the seeds every one of them ran."""
+    evals = by_method_and_seed(records, "eval")
+    if reference not in evals:
+        raise ValueError(f"the records hold no {reference!r} runs to compare with; got {sorted(evals)}")
+    methods = [m for m in (list(methods) if methods else list(evals)) if m in evals]
+    seeds = sorted(set.intersection(*(set(evals[m]) for m in methods)))
+    if len(seeds) < 2:
+        raise ValueError(f"need at least 2 seeds shared by every method, got {seeds}")
+    return evals, methods, seeds
+
+
+def learning_table(records: Sequence[dict], *, target: float, methods: Sequence[str] | None = None,
+                   reference: str = "uniform", oracle: str = "oracle", max_step: int | None = None,
+                   n_boot: int = 10_000) -> dict:
+    """Steps to ``target`` per method over seeds, with intervals, speed-up and recovered fraction.
+
+    Steps to target: `oar_lite.lab.report.steps_to_target` (a run that never reaches it is censored
+    at its last step + ``eval_every``). Intervals: 95% bootstrap over seeds,
+    resampled jointly across methods for the speed-up (GRPO's mean / the method's) and the
+    recovered fraction ``(S_grpo - S_method) / (S_grpo - S_oracle)`` (1: as good as the
+    oracle, 0: no better than GRPO; None when the oracle saves nothing).
+
+    Args:
+        records: `oar_lite.lab.compare` records (``type`` "eval" with ``method``, ``seed``,
+            ``step``, ``eval_accuracy``; "train" with ``step``).
+        target: the held-out accuracy to reach.
+        methods: which methods, in order (default: all in the records).
+        reference, oracle: GRPO's and the oracle's method names; n_boot: bootstrap resamples.
+        max_step: the step budget: a run trained longer is read as if it had stopped
+            there (default: each run's own last step).
+
+    Returns:
+        ``{"target", "seeds", "methods": {method: {"steps": [per seed], "reached", "censored",
+        "mean", "ci", "final_accuracy", "final_ci", "speedup", "speedup_ci",
+        "recovered", "recovered_ci"}}}``.
+    """
+    if max_step is not None:
+        records = [r for r in records if r.get("type") != "eval" or r["step"] <= max_step]
+    evals, methods, seeds = _paired_runs(records, methods, reference)
+    steps, finals, reached = {}, {}, {}
+    for m in methods:
+        rows = [steps_to_target(evals[m][s], target) for s in seeds]
+        steps[m] = np.array([r[0] for r in rows])
+        reached[m] = [r[1] for r in rows]
+        finals[m] = np.array([evals[m][s][-1]["eval_accuracy"] for s in seeds])
+    mean = lambda x: float(np.mean(x))
+    out = {}
+    for m in steps:
+        pair = np.stack([steps[reference], steps[m]], axis=1)  # [S, 2]: GRPO, method
+        entry = {
+            "steps": steps[m].tolist(),
+            "reached": int(sum(reached[m])),
+            "censored": int(len(seeds) - sum(reached[m])),
+            "mean": mean(steps[m]),
+            "ci": bootstrap_interval(np.mean, steps[m][:, None], n=n_boot),
+            "final_accuracy": mean(finals[m]),
+            "final_ci": bootstrap_interval(np.mean, finals[m][:, None], n=n_boot),
+            "speedup": mean(steps[reference]) / mean(steps[m]) if mean(steps[m]) > 0 else None,
+            "speedup_ci": bootstrap_interval(lambda p: p[:, 0].mean() / max(p[:, 1].mean(), 1e-9), pair, n=n_boot),
+            "recovered": None, "recovered_ci": None,
+        }
+        if oracle in steps and m not in (reference, oracle):
+            trio = np.stack([steps[reference], steps[oracle], steps[m]], axis=1)
+            saved = mean(steps[reference]) - mean(steps[oracle])
+            if saved > 0:
+                entry["recovered"] = (mean(steps[reference]) - mean(steps[m])) / saved
+
+                def fraction(t):
+                    gain = t[:, 0].mean() - t[:, 1].mean()
+                    return (t[:, 0].mean() - t[:, 2].mean()) / gain if gain > 0 else np.nan
+
+                entry["recovered_ci"] = bootstrap_interval(fraction, trio, n=n_boot)
+        out[m] = entry
+    return {"target": target, "seeds": seeds, "methods": out}
+
+
+def accuracy_area_table(records: Sequence[dict], *, methods: Sequence[str] | None = None,
+                        reference: str = "uniform", oracle: str = "oracle", max_step: int | None = None,
+                        n_boot: int = 10_000) -> dict:
+    """The mean held-out accuracy over each run's evaluations, paired against GRPO.
+
+    A threshold-free reading of the same runs as `learning_table`: per run, the mean of
+    ``eval_accuracy`` at steps 1..``max_step`` (step 0, the same model for every method, left
+    out), the area under the learning curve divided by its length. Every run must have been
+    evaluated at the same steps (else ValueError), so the means compare.
+
+    Args:
+        records, methods, reference, oracle, n_boot: as `learning_table`.
+        max_step: evaluations after this step are ignored (default: all).
+
+    Returns:
+        ``{"seeds", "steps" (the evaluated steps used), "methods": {method: {"area": [per
+        seed], "mean", "ci", "diff" (mean of method - reference, paired by seed),
+        "diff_ci", "recovered", "recovered_ci"}}}``; ``recovered`` = diff / the oracle's
+        diff (None for the reference and the oracle, or when the oracle gains nothing).
+    """
+    evals, methods, seeds = _paired_runs(records, methods, reference)
+    keep = lambda r: r["step"] > 0 and (max_step is None or r["step"] <= max_step)
+    steps = [r["step"] for r in evals[reference][seeds[0]] if keep(r)]
+    if not steps:
+        raise ValueError(f"no evaluation after step 0{'' if max_step is None else f' and up to step {max_step}'}")
+    area = {}
+    for m in methods:
+        rows = []
+        for s in seeds:
+            ev = [r for r in evals[m][s] if keep(r)]
+            if [r["step"] for r in ev] != steps:
+                raise ValueError(f"{m!r} seed {s} was evaluated at steps {[r['step'] for r in ev]}, expected {steps} "
+                                 f"like {reference!r} seed {seeds[0]}: areas over different steps do not compare")
+            rows.append(float(np.mean([r["eval_accuracy"] for r in ev])))
+        area[m] = np.array(rows)
+    out = {}
+    for m in methods:
+        diff = area[m] - area[reference]  # [S], paired by seed
+        entry = {"area": area[m].tolist(), "mean": float(area[m].mean()),
+                 "ci": bootstrap_interval(np.mean, area[m][:, None], n=n_boot),
+                 "diff": float(diff.mean()), "diff_ci": bootstrap_interval(np.mean, diff[:, None], n=n_boot),
+                 "recovered": None, "recovered_ci": None}
+        if oracle in area and m not in (reference, oracle):
+            gain = area[oracle] - area[reference]
+            if gain.mean() > 0:
+                entry["recovered"] = float(diff.mean() / gain.mean())
+                pair = np.stack([diff, gain], axis=1)  # [S, 2]: seeds resampled jointly
+                entry["recovered_ci"] = bootstrap_interval(
+                    lambda p: p[:, 0].mean() / p[:, 1].mean() if p[:, 1].mean() > 0 else np.nan, pair, n=n_boot)
+        out[m] = entry
+    return {"seeds": seeds, "steps": steps, "methods": out}
+
+
+
+# ----------------------------------------------------------------------------- does credit pay?
+
+PAYS_SPEEDUP = 1.5
+"""The project's bar: a method pays when it reaches the target at least this much faster than GRPO..."""
+PAYS_SEEDS = 5
+"""... with disjoint 95% intervals of steps, on at least this many seeds (fewer: a screen)."""
+
+
+def pays(table: dict, method: str = "oracle", reference: str = "uniform") -> bool:
+    """Whether ``method`` meets the bar (`PAYS_SPEEDUP`, disjoint intervals) in a `learning_table`."""
+    m, g = table["methods"][method], table["methods"][reference]
+    return m["speedup"] is not None and m["speedup"] >= PAYS_SPEEDUP and not intervals_overlap(m["ci"], g["ci"])
+
+
+def verdict(table: dict, method: str = "oracle") -> str:
+    """`pays` in words; below `PAYS_SEEDS` seeds a screen, which only points the way."""
+    if len(table["seeds"]) < PAYS_SEEDS:
+        return f"screen ({len(table['seeds'])} seeds): {'promising' if pays(table, method) else 'no gain'}"
+    return f"**pays** (>= {PAYS_SPEEDUP:g}x, intervals disjoint)" if pays(table, method) else "does not pay"
+
+
+def same_settings(a: dict, b: dict) -> bool:
+    """Whether two regime entries (``regimes.json``) trained with the same batch, boost,
+    learning rate, digits and model."""
+    keys = ("prompts_per_step", "group_size", "boost", "learning_rate", "digits")
+    model = lambda e: Path(e["settings"].get("model_dir") or "toy-model").name  # the shipped model moved folders
+    return all(a["settings"].get(k) == b["settings"].get(k) for k in keys) and model(a) == model(b)
+
+
+def superseded(name: str, regimes: dict) -> str | None:
+    """A later entry with the same settings and more seeds, if any (its verdict is the one to read)."""
+    e = regimes[name]
+    return next((n for n, f in regimes.items() if n != name and same_settings(e, f) and "oracle" in f["table"]["methods"]
+                 and len(f["table"]["seeds"]) > len(e["table"]["seeds"])), None)
+
+
+def oracle_regimes(regimes: dict) -> list[str]:
+    """The entries that trained the oracle themselves (reused oracle runs listed once)."""
+    return [n for n, e in regimes.items() if "oracle" in e["table"]["methods"]
+            and "oracle" not in e.get("reused", {}).get("methods", [])]
+
+
+def regime_table(regimes: dict) -> str:
+    """The regimes tried, GRPO against the oracle in each, with their `verdict`, as markdown
+    (``regimes.json``; notebook 06 and ``benchmarks/credit_regime.py --render`` show it)."""
+    def ci(low_high, fmt=".1f"):
+        return f"{low_high[0]:{fmt}} to {low_high[1]:{fmt}}"
+
+    rows = []
+    for name in oracle_regimes(regimes):
+        e = regimes[name]
+        t, s = e["table"], e["settings"]
+        g, o = t["methods"]["uniform"], t["methods"]["oracle"]
+        a = e.get("area", {}).get("methods", {}).get("oracle")
+        later = superseded(name, regimes)
+        rows.append([name, e["note"], f"{s['prompts_per_step']}x{s['group_size']}, {s['steps']} steps", f"{t['target']:g}",
+                     len(t["seeds"]), f"{g['mean']:.1f} ({ci(g['ci'])})", f"{o['mean']:.1f} ({ci(o['ci'])})",
+                     f"{o['speedup']:.2f}x ({ci(o['speedup_ci'], '.2f')})",
+                     None if a is None else f"{a['diff']:+.3f} ({ci(a['diff_ci'], '+.3f')})",
+                     verdict(t) + (f"; not confirmed by '{later}'" if later else "")])
+    return "\n".join(markdown_table(["regime", "what changes", "batch, budget", "target", "seeds", "GRPO steps (95% CI)",
+                                     "oracle steps (95% CI)", "speed-up (95% CI)",
+                                     "mean accuracy, oracle - GRPO (95% CI)", "oracle credit"], rows))

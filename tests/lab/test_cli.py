@@ -1,0 +1,113 @@
+"""`python -m oar_lite` (`oar_lite.__main__`, `oar_lite.lab.cli`): flags from the settings' declarations,
+no abbreviations, contradictions refused, bad values a usage error."""
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import oar_lite.lab.compare
+from oar_lite.__main__ import main
+from oar_lite.train import TrainConfig
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+QUIET_PROBE = """
+import sys, warnings
+if sys.argv[1] == "quiet":
+    from oar_lite.__main__ import quiet_libraries
+    quiet_libraries()
+from oar_lite.course import toy
+toy.load_model()
+warnings.warn_explicit("library-api-change", FutureWarning, "lib.py", 1, module="transformers.modeling_utils")
+warnings.warn_explicit("library-user-warning", UserWarning, "lib.py", 1, module="torch.utils.data")
+warnings.warn_explicit("oar-lite-own-warning", UserWarning, "own.py", 1, module="oar_lite.lab.compare")
+"""
+
+
+class _Reached(Exception):
+    pass
+
+
+@pytest.fixture
+def no_compare(monkeypatch):
+    def fake(*args, **kwargs):
+        raise _Reached(kwargs)
+
+    monkeypatch.setattr(oar_lite.lab.compare, "compare", fake)
+
+
+@pytest.mark.parametrize("flag, value", [
+    ("--lr", "nan"), ("--lr", "0"), ("--lr", "inf"), ("--quantile", "1.5"), ("--boost", "-1"), ("--boost", "nan"),
+    ("--floor", "inf"), ("--prompts", "0"), ("--group-size", "1"), ("--iterations", "0"), ("--beta", "-0.1"),
+    ("--noise-std", "nan"), ("--eval-every", "-1"), ("--eval-size", "-5"), ("--steps", "0"), ("--seeds", "-1"),
+    ("--target", "nan"), ("--target", "0"), ("--jobs", "0"), ("--threads", "0"),
+])
+def test_cli_refuses_bad_flags(flag, value, no_compare, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", f"{flag}={value}", "--out", "/tmp/never-written"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}" in err or f"/{flag}:" in err  # argparse names the flag (and its other name)
+    assert "is out of range: expected" in err
+
+
+@settings(max_examples=100, deadline=None)
+@given(value=st.floats(allow_nan=True, allow_infinity=True))
+def test_cli_lr_property(value):
+    """--lr: refused naming the flag, or passed on as a learning rate TrainConfig accepts."""
+    import contextlib
+    import io
+
+    original = oar_lite.lab.compare.compare
+    oar_lite.lab.compare.compare = lambda *a, **kw: (_ for _ in ()).throw(_Reached(kw))
+    try:
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr):
+            try:
+                main(["compare", f"--lr={value!r}", "--out", "/tmp/never-written"])
+            except SystemExit as exit_info:
+                assert exit_info.code == 2 and "--learning-rate/--lr: --learning-rate=" in stderr.getvalue()
+                return
+            except _Reached as reached:
+                assert TrainConfig(learning_rate=reached.args[0]["overrides"]["learning_rate"])
+                return
+        raise AssertionError("main neither refused the flag nor reached compare")
+    finally:
+        oar_lite.lab.compare.compare = original
+
+
+@pytest.mark.parametrize("mode", ["quiet", "verbose"])
+def test_cli_hides_library_noise_unless_verbose(mode, tmp_path):
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("HF_HUB_DISABLE_PROGRESS_BARS", "TRANSFORMERS_VERBOSITY", "PYTHONWARNINGS")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-c", QUIET_PROBE, mode], env=env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "oar-lite-own-warning" in proc.stderr  # ours always show
+    noise = ("Loading weights" in proc.stderr, "library-api-change" in proc.stderr, "library-user-warning" in proc.stderr)
+    assert noise == ((False,) * 3 if mode == "quiet" else (True,) * 3), proc.stderr[-3000:]
+
+
+def test_verbose_flag_reaches_main():
+    from oar_lite.__main__ import _parser
+
+    assert _parser().parse_args(["demo", "--verbose"]).verbose
+    assert not _parser().parse_args(["compare", "--quick"]).verbose
+    assert _parser().parse_args(["demo", "--quick"]).command == "demo"
+
+
+def test_compare_cli_trains_a_control(tmp_path):
+    from oar_lite.__main__ import main
+    assert main(["compare", "--tiny", "--methods", "uniform", "inverted:oracle", "--out", str(tmp_path),
+                 "--quiet", "--jobs", "1"]) == 0
+    from oar_lite.checkpoint import read_jsonl
+    records = [r for r in read_jsonl(tmp_path / "compare.jsonl") if r["type"] == "train"]
+    assert {r["method"] for r in records} == {"uniform", "inverted:oracle"}
+    assert (tmp_path / "runs" / "inverted-oracle-seed0" / "checkpoint.pt").exists()
+    from oar_lite.lab import compare
+    assert compare.PROFILES["credit"].config.credit.boost == 9.0 and len(compare.PROFILES["credit"].seeds) >= 5

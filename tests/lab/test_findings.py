@@ -1,0 +1,202 @@
+"""oar_lite.lab.findings: the series' conclusions are written from the shipped data, the README's
+"What we measured" block is that text, and the prose follows the numbers when they change."""
+import copy
+from pathlib import Path
+
+import pytest
+
+from oar_lite.lab import findings, lora_learning
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_readme_block_is_what_the_shipped_data_says():
+    assert findings.check_readme(ROOT / "README.md") is None, findings.check_readme(ROOT / "README.md")
+
+
+def test_credit_conclusion_states_the_shipped_numbers():
+    f = findings.credit_findings()
+    text = findings.credit_conclusion(f)
+    c = f["confirm"]
+    assert f"{c['speedup']:.2f}x" in text and f"{c['accuracy_diff']:+.3f}" in text
+    assert f"{f['auc']['entropy']['mean']:.2f}" in text and f"{f['auc']['oar-p:last']['mean']:.2f}" in text
+    assert ("none met the project's bar" in text) == (not f["regimes_paid"])
+    assert 0 <= f["noise_share_toy"][0] <= f["noise_share_toy"][1] <= 1
+
+
+def test_credit_conclusion_follows_the_numbers():
+    f = copy.deepcopy(findings.credit_findings())
+    f["regimes_paid"] = ["a regime"]
+    f["controls"]["inverted:oracle"]["diff_ci"] = [-0.05, 0.01]
+    f["auc"]["oar-p:last"] = {"mean": 0.62, "ci95": 0.05, "n": 15}
+    text = findings.credit_conclusion(f)
+    assert "1 met the project's bar (a regime)" in text
+    assert "an interval that includes 0" in text  # a control that did not hurt is not reported as hurting
+    assert "ranks the pivotal tokens near chance (AUC 0.62" in text
+
+
+def _run(method, seed, before, after, cpu):
+    heldout = [{"step": s, "decoding": d, "correct": [[c] for c in cs]}
+               for s, cs in ((0, before), (4, after)) for d in ("greedy", "t1")]
+    log = [{"step": k, "reward": 0.1, "cpu_time": cpu * k, "oar/effective_share": 0.9, "oar/frac_at_floor": 0.02,
+            "oar/tau_mean": 0.1} for k in range(1, 5)]
+    return {"name": f"{method}-{seed}", "method": method, "seed": seed, "heldout": heldout, "log": log,
+            "settings": {"steps": 4}}
+
+
+def test_learning_conclusion_on_a_log_with_known_answers():
+    base = [0] * 8
+    log = {"name": "t", "screened_seeds": [0], "runs": [
+        _run("none", 0, base, [1, 1, 1, 1, 0, 0, 0, 0], 100.0), _run("none", 1, base, [1, 1, 1, 0, 0, 0, 0, 0], 100.0),
+        _run("none", 2, base, [1, 1, 1, 1, 0, 0, 0, 0], 100.0),
+        _run("oar-g", 0, base, [1, 1, 1, 1, 0, 0, 0, 0], 120.0), _run("oar-g", 1, base, [1, 1, 1, 0, 0, 0, 0, 0], 120.0),
+        _run("oar-g", 2, base, [1, 1, 1, 1, 0, 0, 0, 0], 120.0)]}
+    f = findings.learning_findings(log)
+    assert f["grpo"]["greedy"]["mean"] == pytest.approx(11 / 24) and f["grpo"]["greedy"]["low"] > 0
+    assert f["grpo_unscreened"]["greedy"]["seeds"] == [1, 2] and f["grpo_unscreened"]["t1"]["seeds"] == [1, 2]
+    assert f["methods"]["oar-g"]["paired"]["greedy"]["mean"] == pytest.approx(0.0)
+    assert f["methods"]["oar-g"]["cost"] == pytest.approx(1.2)
+    text = findings.learning_conclusion(f)
+    assert "measurably learned" in text and "cannot be told apart" in text and "1.20x" in text
+
+    # A method whose runs never ran beside GRPO's: no ratio is read from their step times, and the text says so.
+    untimed = {**log, "untimed": ["oar-p"], "runs": log["runs"] + [_run("oar-p", s, base, [1, 1, 0, 0, 0, 0, 0, 0], 500.0)
+                                                                     for s in (1, 2)]}
+    f = findings.learning_findings(untimed)
+    assert f["methods"]["oar-p"]["cost"] is None and f["methods"]["oar-g"]["cost"] == pytest.approx(1.2)
+    assert f["methods"]["oar-p"]["paired"]["greedy"]["seeds"] == [1, 2]
+    text = findings.learning_conclusion(f)
+    assert "5.00x" not in text and "not read from these runs" in text and "1.20x" in text
+    assert lora_learning.cost_ratio(untimed, "oar-p") is None and lora_learning.cost_ratio(untimed, "oar-g") is not None
+    assert "its step cost: benchmarks/RESULTS.md" in findings.readme_summary(learning=f)
+
+
+def test_the_shipped_learning_log_reads_through():
+    f = findings.learning_findings(lora_learning.load_log())
+    text = findings.learning_conclusion(f)
+    assert f"{f['grpo']['greedy']['mean']:+.3f}" in text and f["methods"], text
+
+
+# ----------------------------------------------------------------------------- the positive control
+
+def _entry(steps: dict, area: dict, seeds=(0, 1, 2, 3, 4)):
+    """A credit_regime entry with given mean steps / CIs and mean-accuracy differences per method."""
+    g = steps["uniform"]
+    table = {"target": 0.75, "seeds": list(seeds), "methods": {
+        m: {"mean": s, "ci": [s - w, s + w], "speedup": g[0] / s, "speedup_ci": [g[0] / s - 0.2, g[0] / s + 0.2],
+            "recovered": None, "recovered_ci": None} for m, (s, w) in steps.items()}}
+    return {"table": table, "area": {"methods": {
+        m: {"diff": d, "diff_ci": [d - 0.01, d + 0.01], "recovered": None, "recovered_ci": None} for m, d in area.items()}}}
+
+
+def _share(share):
+    return {"components": {"shares": {"irrelevant": share}, "shares_ci": {"irrelevant": [share - 0.05, share + 0.05]}}}
+
+
+R = findings.RELEVANT
+CONTROLS = {"inverted:" + R: -0.03, "shuffled:" + R: 0.0}
+
+
+def _sweep_data(oracle_steps: dict, diffs: dict, shares: dict):
+    control = {findings.screen_name(k): _entry({"uniform": (28.0, 1.0), R: (s, 1.0), "inverted:" + R: (30.0, 1.0),
+                                                "shuffled:" + R: (28.0, 1.0)}, {"uniform": 0.0, R: diffs[k], **CONTROLS})
+               for k, s in oracle_steps.items()}
+    return control, {findings.share_name(k): _share(v) for k, v in shares.items()}
+
+
+def test_follow_up_rule_picks_the_largest_qualifying_speedup():
+    control, shares = _sweep_data({0: 27.0, 16: 14.0, 32: 17.0, 64: 12.0}, {0: 0.01, 16: 0.05, 32: 0.04, 64: -0.01},
+                                  {0: 0.1, 16: 0.3, 32: 0.5, 64: 0.7})
+    f = findings.positive_findings(control, shares)
+    assert [r["k"] for r in f["sweep"]] == [0, 16, 32, 64]
+    # k=64 is fastest but its mean accuracy fell: it does not qualify; k=16 beats k=32.
+    assert [r["qualifies"] for r in f["sweep"]] == [False, True, True, False]
+    assert f["pick"]["k"] == 16 and "met the bar" in f["pick"]["reason"]
+    assert f["spearman"] == pytest.approx(0.8)  # speed-ups 1.04, 2.0, 1.65, 2.33 against increasing shares
+    text = findings.positive_conclusion(f)
+    assert "The screen met the bar at k = 16, 32" in text and "+0.80" in text and "(the pre-registered claim needs >= 0.8: met)" in text
+
+
+def test_follow_up_rule_falls_back_to_the_largest_share():
+    control, shares = _sweep_data({0: 28.0, 64: 27.5}, {0: 0.0, 64: 0.004}, {0: 0.19, 64: 0.62})
+    f = findings.positive_findings(control, shares)
+    assert f["pick"] == {"k": 64, "reason": "no screen met the bar; it has the largest share (62%)"}
+    assert f["confirm"] is None
+    assert "No world's screen met the bar" in findings.positive_conclusion(f)
+    # The confirmatory entry of the picked world is read; an oracle without a gain leaves nothing to recover.
+    control[findings.confirm_name(64)] = _entry(
+        {"uniform": (28.0, 1.0), R: (27.0, 1.0), "inverted:" + R: (30.0, 1.0), "oar-p:last": (28.0, 1.0)},
+        {"uniform": 0.0, R: 0.002, "inverted:" + R: -0.03, "oar-p:last": 0.001}, seeds=range(5, 15))
+    f = findings.positive_findings(control, shares)
+    text = findings.positive_conclusion(f)
+    assert f["confirm"]["seeds"] == list(range(5, 15)) and not f["confirm"]["pays"]
+    assert "seeds 5-14" in text and "Claim 1" in text and "not met" in text
+    assert "claim 2 (an interval below 0): met" in text
+    assert "no gain for OAR to recover" in text
+
+
+def test_positive_findings_without_runs():
+    assert findings.positive_findings({}, {}) is None
+    with pytest.raises(ValueError, match="no screened world"):
+        findings.confirmatory_world([])
+
+
+def test_positive_table_and_plot_read_the_sweep():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from oar_lite.lab import plots
+
+    control, shares = _sweep_data({0: 28.0, 64: 14.0}, {0: 0.0, 64: 0.05}, {0: 0.19, 64: 0.62})
+    sweep = findings.positive_sweep(control, shares)
+    table = findings.positive_table(sweep)
+    assert table.count("\n") == 3  # header, rule, two worlds
+    assert "| 64 | 62% (57% to 67%) | +163% | 5 | 28.0 (27.0 to 29.0) | 14.0 (13.0 to 15.0) | 2.00x" in table
+    fig, axes = plt.subplots(1, 2)
+    plots.plot_positive_control(axes, sweep)
+    assert len(axes[0].lines) >= 2 and axes[1].get_ylabel().startswith("mean held-out accuracy")
+    plt.close(fig)
+
+
+def test_positive_conclusion_reads_oars_weights_on_the_picked_world():
+    control, shares = _sweep_data({0: 28.0, 64: 27.5}, {0: 0.0, 64: 0.004}, {0: 0.19, 64: 0.62})
+    shares[findings.oar_weights_name(64)] = {
+        "snr_vs_uniform": {R: 2.0, "oar-p:last": 1.5, "relevant": 1.8},
+        "weight_mass": {R: {"irrelevant_mass": 0.1, "effective_share": 0.5},
+                        "oar-p:last": {"irrelevant_mass": 0.3, "effective_share": 0.7},
+                        "uniform": {"irrelevant_mass": 0.6, "effective_share": 1.0}}}
+    control[findings.confirm_name(64)] = _entry({"uniform": (28.0, 1.0), R: (27.0, 1.0)}, {"uniform": 0.0, R: 0.002},
+                                                seeds=range(5, 15))
+    f = findings.positive_findings(control, shares)
+    assert f["oar_weights"]["oar-p:last"]["snr_recovered"] == pytest.approx(0.75)
+    text = findings.positive_conclusion(f)
+    assert "oar-p:last by +150% (75% of the oracle's gain), 30% of its weight mass on the irrelevant tokens, effective share 0.70" in text
+    assert "uniform credit: 60%" in text and "none for OAR to recover" in text
+
+
+def test_positive_sentence_tells_a_gain_below_the_bar_from_none():
+    control, shares = _sweep_data({0: 28.0, 64: 27.5}, {0: 0.0, 64: 0.004}, {0: 0.19, 64: 0.62})
+    for diff, words in ((0.002, "here it was not sufficient"), (0.02, "A real gain, seen on 10 seeds the screen never saw")):
+        control[findings.confirm_name(64)] = _entry({"uniform": (28.0, 1.0), R: (27.0, 3.0)}, {"uniform": 0.0, R: diff},
+                                                    seeds=range(5, 15))
+        f = findings.positive_findings(control, shares)
+        text = findings.positive_sentence(f)
+        assert words in text and "1.04x" in text
+        assert "There, credit paid" not in text
+
+
+def test_positive_plot_marks_the_confirmatory_run():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from oar_lite.lab import plots
+
+    control, shares = _sweep_data({0: 28.0, 64: 27.5}, {0: 0.0, 64: 0.004}, {0: 0.19, 64: 0.62})
+    control[findings.confirm_name(64)] = _entry({"uniform": (28.0, 1.0), R: (21.0, 3.0)}, {"uniform": 0.0, R: 0.02},
+                                                seeds=range(5, 15))
+    f = findings.positive_findings(control, shares)
+    fig, axes = plt.subplots(1, 2)
+    plots.plot_positive_control(axes, f["sweep"], confirm=f["confirm"])
+    labels = [t.get_text() for t in axes[0].get_legend().get_texts()]
+    assert "oracle, confirmatory (10 new seeds)" in labels
+    plt.close(fig)

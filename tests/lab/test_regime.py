@@ -1,0 +1,133 @@
+"""`oar_lite.lab.regime`: steps to a target over seeds, the threshold-free mean held-out accuracy
+over a run (paired against GRPO), and whether credit pays (one rule, `regime.pays`)."""
+import pytest
+
+from oar_lite.lab import regime
+
+
+def _records(method, seed, accs, every=2):
+    return [{"type": "eval", "method": method, "seed": seed, "step": k * every, "eval_accuracy": a}
+            for k, a in enumerate(accs)]
+
+
+def _runs(seeds=6):
+    recs = []
+    for s in range(seeds):
+        noise = 0.02 * (s % 3)  # seeds differ, the pairing removes it
+        recs += _records("uniform", s, [0.5, 0.60 + noise, 0.70 + noise, 0.70 + noise])
+        recs += _records("oracle", s, [0.5, 0.70 + noise, 0.80 + noise, 0.80 + noise])  # +0.1 at every evaluation
+        recs += _records("half", s, [0.5, 0.65 + noise, 0.75 + noise, 0.75 + noise])    # +0.05
+        recs += _records("worse", s, [0.5, 0.55 + noise, 0.65 + noise, 0.60 + noise])   # below GRPO
+    return recs
+
+
+def test_accuracy_area_is_paired_and_leaves_out_step_zero():
+    t = regime.accuracy_area_table(_runs(), methods=["uniform", "oracle", "half", "worse"], n_boot=500)
+    m = t["methods"]
+    assert t["steps"] == [2, 4, 6] and t["seeds"] == list(range(6))
+    assert m["uniform"]["area"][0] == pytest.approx((0.6 + 0.7 + 0.7) / 3)  # step 0's 0.5 left out
+    assert m["oracle"]["diff"] == pytest.approx(0.1)
+    # the seeds' spread cancels in the paired difference: a tight interval around +0.1
+    assert m["oracle"]["diff_ci"][0] == pytest.approx(0.1) and m["oracle"]["diff_ci"][1] == pytest.approx(0.1)
+    assert m["oracle"]["ci"][1] - m["oracle"]["ci"][0] > 0.01  # while the unpaired one is wide
+    assert m["half"]["recovered"] == pytest.approx(0.5)
+    assert m["worse"]["recovered"] < 0 and m["worse"]["diff_ci"][1] < 0
+    assert m["uniform"]["recovered"] is None and m["oracle"]["recovered"] is None
+
+
+def test_accuracy_area_reads_up_to_the_budget_and_refuses_mismatched_schedules():
+    t = regime.accuracy_area_table(_runs(), max_step=2, n_boot=200)
+    assert t["steps"] == [2] and t["methods"]["oracle"]["diff"] == pytest.approx(0.1)
+    recs = _runs(3) + _records("sparse", 0, [0.5, 0.6]) + _records("sparse", 1, [0.5, 0.6]) + _records("sparse", 2, [0.5, 0.6])
+    with pytest.raises(ValueError, match="evaluated at steps"):
+        regime.accuracy_area_table(recs, n_boot=100)
+    with pytest.raises(ValueError, match="no 'uniform' runs"):
+        regime.accuracy_area_table(_records("oracle", 0, [0.5, 0.6]) + _records("oracle", 1, [0.5, 0.6]))
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        regime.accuracy_area_table(_records("uniform", 0, [0.5, 0.6]))
+
+
+def test_results_dir_is_package_data():
+    assert regime.RESULTS_DIR.is_dir() and (regime.RESULTS_DIR / "regimes.json").exists()
+    assert regime.RESULTS_DIR.parent.name == "data" and regime.RESULTS_DIR.parent.parent.name == "lab"
+
+
+def test_credit_regime_benchmark_reuses_grpo_runs_and_reports_the_area(tmp_path):
+    """A screen that changes only the boost trains the oracle and reads GRPO's runs from another folder."""
+    from benchmarks import credit_regime as bench
+    js = tmp_path / "regimes.json"
+    first = bench.main(["--name", "base", "--profile", "tiny", "--seeds", "0", "1", "--methods", "uniform", "oracle",
+                        "--target", "0.95", "--out", str(tmp_path / "a"), "--json", str(js)])
+    assert set(first["table"]["methods"]) == {"uniform", "oracle"}
+    second = bench.main(["--name", "boost 3", "--profile", "tiny", "--seeds", "0", "1", "--methods", "oracle",
+                         "--boost", "3", "--target", "0.95", "--out", str(tmp_path / "b"), "--json", str(js),
+                         "--reuse", str(tmp_path / "a")])
+    assert list(second["table"]["methods"]) == ["uniform", "oracle"]  # GRPO reused, the oracle retrained
+    assert second["table"]["methods"]["uniform"]["steps"] == first["table"]["methods"]["uniform"]["steps"]
+    assert not (tmp_path / "b" / "runs" / "uniform-seed0").exists()
+    area = second["area"]["methods"]
+    assert area["uniform"]["diff"] == 0 and len(area["oracle"]["area"]) == 2
+    assert set(bench.json.loads(js.read_text())) == {"base", "boost 3"}
+    assert "Mean held-out accuracy over the run" in bench.render(second)
+
+
+def test_learning_table_speedup_recovered_fraction_and_censoring():
+    from oar_lite.lab import regime
+    recs = []
+    for s in range(5):
+        recs += _records("uniform", s, [0.5, 0.6, 0.7, 0.7, 0.8 if s % 2 else 0.79, 0.8])      # step 8 or 10
+        recs += _records("oracle", s, [0.5, 0.7, 0.8, 0.8, 0.8, 0.8])                         # step 4
+        recs += _records("half", s, [0.5, 0.6, 0.7, 0.8, 0.8, 0.8])                           # step 6
+        recs += _records("never", s, [0.5, 0.5, 0.5, 0.5, 0.5, 0.5])                          # censored at 12
+    t = regime.learning_table(recs, target=0.8, methods=["uniform", "oracle", "half", "never"], n_boot=500)
+    m = t["methods"]
+    assert m["oracle"]["steps"] == [4.0] * 5 and m["uniform"]["steps"] == [10.0, 8.0, 10.0, 8.0, 10.0]
+    assert m["oracle"]["speedup"] == pytest.approx(9.2 / 4)
+    assert m["oracle"]["speedup_ci"][0] > 1.5
+    assert not regime.intervals_overlap(m["oracle"]["ci"], m["uniform"]["ci"])
+    assert m["half"]["recovered"] == pytest.approx((9.2 - 6) / (9.2 - 4))
+    assert m["never"]["censored"] == 5 and m["never"]["steps"] == [12.0] * 5 and m["never"]["recovered"] < 0
+    assert m["uniform"]["recovered"] is None and m["oracle"]["recovered"] is None
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        regime.learning_table(_records("uniform", 0, [0.5]), target=0.8)
+
+
+def test_learning_table_reads_longer_runs_at_the_budget():
+    from oar_lite.lab import regime
+    recs = []
+    for s in range(3):
+        recs += _records("uniform", s, [0.5, 0.6, 0.7, 0.8])  # reaches 0.8 at step 6
+        recs += _records("oracle", s, [0.5, 0.8, 0.8, 0.8])   # step 2
+    t = regime.learning_table(recs, target=0.8, max_step=4, n_boot=200)
+    assert t["methods"]["uniform"]["steps"] == [6.0] * 3 and t["methods"]["uniform"]["censored"] == 3
+    assert t["methods"]["oracle"]["steps"] == [2.0] * 3
+
+
+def _entry(speedup, oracle_ci, seeds, prompts=2, steps=30, reused=()):
+    table = {"target": 0.75, "seeds": list(range(seeds)),
+             "methods": {"uniform": {"mean": 12.0, "ci": (10.0, 14.0), "speedup": 1.0, "speedup_ci": (1.0, 1.0)},
+                         "oracle": {"mean": 12.0 / speedup, "ci": oracle_ci, "speedup": speedup,
+                                    "speedup_ci": (speedup - 0.2, speedup + 0.2)}}}
+    return {"note": "", "table": table, "reused": {"methods": list(reused)},
+            "settings": {"prompts_per_step": prompts, "group_size": 4, "steps": steps, "boost": 9.0,
+                         "learning_rate": 1e-4, "digits": [2, 4]}}
+
+
+def test_pays_needs_the_speedup_and_disjoint_intervals_and_enough_seeds():
+    assert regime.pays(_entry(2.0, (5.0, 7.0), 10)["table"])
+    assert not regime.pays(_entry(1.4, (7.0, 9.0), 10)["table"])  # too small a speed-up
+    assert not regime.pays(_entry(2.0, (5.0, 10.0), 10)["table"])  # intervals overlap
+    assert regime.verdict(_entry(2.0, (5.0, 7.0), 10)["table"]).startswith("**pays**")
+    assert regime.verdict(_entry(2.0, (5.0, 7.0), 3)["table"]) == "screen (3 seeds): promising"
+    assert regime.verdict(_entry(1.0, (10.0, 14.0), 10)["table"]) == "does not pay"
+
+
+def test_regime_table_reads_each_oracle_once_and_says_what_superseded_it():
+    regimes = {"screen": _entry(2.0, (5.0, 7.0), 3), "confirm": _entry(1.1, (9.0, 13.0), 10),
+               "other batch": _entry(1.2, (9.0, 11.0), 3, prompts=4), "reused": _entry(1.0, (10.0, 14.0), 10,
+                                                                                       reused=["oracle"])}
+    assert regime.oracle_regimes(regimes) == ["screen", "confirm", "other batch"]
+    assert regime.superseded("screen", regimes) == "confirm" and regime.superseded("other batch", regimes) is None
+    table = regime.regime_table(regimes).split("\n")
+    assert len(table) == 2 + 3 and "| screen (3 seeds): promising; not confirmed by 'confirm' |" in table[2]
+    assert table[3].endswith("| does not pay |") and "2.00x (1.80 to 2.20)" in table[2]
