@@ -8,10 +8,16 @@ from typing import Sequence
 
 import torch
 
-from .attribution.kv import output_cache
 from .checks import check_number
 from .seeding import derive_seed, pick_problems
 from .segment import FORMATS, Segments, segment_completion_ids, segments_to_masks
+
+
+def output_cache(out):
+    """The KV cache a forward pass or ``generate`` returned (``out.cache``, or the older
+    ``past_key_values``); OAR-P and OAR-G continue from it (`oar_lite.attribution.kv`)."""
+    cache = getattr(out, "cache", None)
+    return out.past_key_values if cache is None else cache
 
 
 @dataclass

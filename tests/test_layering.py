@@ -173,3 +173,39 @@ def test_the_library_imports_neither_the_course_nor_the_lab():
     assert not above, f"library modules import the course or the lab: {above}"
     course = {m for m in edges if m.split(".")[1:2] == ["course"]}
     assert not sorted((m, t) for m in course for t in edges[m] if t.split(".")[1] == "lab"), "the course imports the lab"
+
+
+def room(name: str) -> str:
+    """The unit the depth counts: a library module, or one of the folders `attribution`,
+    `course`, `lab` (their modules import each other freely), or `benchmarks` / `scripts`."""
+    parts = name.split(".")
+    if parts[0] in ("benchmarks", "scripts"):
+        return parts[0]
+    return ".".join(parts[:2]) if parts[1:2] and parts[1] in ("attribution", "course", "lab") else name
+
+
+def test_the_import_graph_is_at_most_8_floors_deep():
+    """Issue 40 item 7: from the bottom floor (modules that import no other) to the command lines
+    of benchmarks/ and scripts/, at most 8 floors of rooms (12 before the three layers)."""
+    known = modules()
+    edges = {}
+    for name, path in known.items():
+        edges.setdefault(room(name), set()).update(room(t) for t in graph()[name] if t != "oar_lite")
+    for folder in ("benchmarks", "scripts"):
+        for path in sorted((ROOT / folder).glob("*.py")):
+            edges.setdefault(folder, set()).update(room(t) for t, _, _ in imports(path, known) if t != "oar_lite")
+    edges.pop("oar_lite", None)
+    floors = {}
+
+    def floor(node, seen=()):
+        if node not in floors:
+            below = [floor(t, seen + (node,)) for t in edges.get(node, ()) if t != node and t not in seen]
+            floors[node] = 1 + max(below, default=0)
+        return floors[node]
+
+    depth = max(floor(n) for n in edges)
+    chain = [max(edges, key=floor)]
+    while below := [t for t in edges.get(chain[-1], ()) if t != chain[-1] and floors.get(t) == floors[chain[-1]] - 1]:
+        chain.append(below[0])
+    assert floors["benchmarks"] >= 3 and floors["oar_lite.lab"] > floors["oar_lite.course"]  # the graph is read at all
+    assert depth <= 8, f"{depth} floors: {' -> '.join(chain)}"

@@ -30,12 +30,6 @@ def cache_kwargs(model, cache) -> dict:
     return {cache_argument(type(base)): cache, "use_cache": True}
 
 
-def output_cache(out):
-    """The KV cache a forward pass returned (``out.cache``, or the older ``past_key_values``)."""
-    cache = getattr(out, "cache", None)
-    return out.past_key_values if cache is None else cache
-
-
 def select_cache(cache, rows: torch.Tensor | int, length: int):
     """A new KV cache with the rows ``rows`` (repeats allowed; an int b: row 0 b times, as a
     view that the pass's own update copies once) of ``cache``, cut to its first ``length``

@@ -6,7 +6,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .kv import cache_kwargs, frame_cache, last_layer_at_end, output_cache, select_cache
+from ..rollout import output_cache
+from .kv import cache_kwargs, frame_cache, last_layer_at_end, select_cache
 from .outcome import (check_mode, check_sequence, divergence, eval_mode, final_logits, outcome_span, p_final,
                       p_final_rows, padded_rows, upcast)
 from .planning import BATCH_SIZE, DEFAULT_MAX_WASTE, TOKEN_BUDGET, default_token_budget, plan_chunks, plan_passes
