@@ -552,6 +552,9 @@ THEME_MAIN = """{% extends "base.html" %}
 """
 EXTRAS = ["docs/trl.md", "docs/oar-spec.md", "benchmarks/RESULTS.md", "docs/compare.png", "docs/scaling.png",
           "docs/ground_truth.png"]
+# the pacing pages (scripts/pacing.py): the syllabus on both sites, the instructor notes for teachers only
+PACING = {"teacher": {"Syllabus": "docs/syllabus.md", "Instructor notes": "docs/teacher/instructor-notes.md"},
+          "student": {"Syllabus": "docs/syllabus.md"}}
 # mkdocs-jupyter's page template loads mermaid from a CDN whether or not a page has a diagram
 # (the notebooks have none): the site drops that script.
 MERMAID = re.compile(r"<script type=\"module\">(?:(?!</script>).)*mermaid(?:(?!</script>).)*</script>", re.DOTALL)
@@ -573,11 +576,12 @@ def _mkdocs(kind: str, pages: dict[str, object], out: Path) -> None:
         nbformat.write(nb, docs / "notebooks" / name)
     # mkdocs reserves README.md for the index; the README's Colab badges become text links
     (docs / "project.md").write_text(BADGE.sub(r"[Open in Colab](\1)", (ROOT / "README.md").read_text()))
-    for extra in EXTRAS:
+    for extra in EXTRAS + list(PACING[kind].values()):
         if (ROOT / extra).exists():
             (docs / extra).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(ROOT / extra, docs / extra)
     nav = [{"Objectives": "index.md"}] + [{_header(nb)["title"]: f"notebooks/{name}"} for name, nb in pages.items()]
+    nav[1:1] = [{title: page} for title, page in PACING[kind].items()]
     config = {"site_name": f"oar-lite course ({kind})", "docs_dir": "docs", "site_dir": str(out.resolve()),
               "use_directory_urls": False,
               "theme": {"name": "mkdocs", "custom_dir": "theme", "highlightjs": False}, "nav": nav,
