@@ -153,6 +153,7 @@ def format_decomposition(log: dict, method: str, *, decoding: str = "t1", start:
     point = stat(*arrays)
     intervals = crossed_bootstrap_of(stat, *arrays)
     c0, a0, c1, a1 = arrays
+    point[0] = float((c1 - c0).mean())  # as `heldout_change` computes it, so the two print alike
     levels = {"accuracy": (c0.mean(), c1.mean()), "format": (a0.mean(), a1.mean()),
               "given_format": (c0.sum() / a0.sum(), c1.sum() / a1.sum())}
     out = {k: {"start": float(lo), "end": float(hi), "change": float(point[i]), "low": intervals[i][0],

@@ -71,7 +71,7 @@ def crossed_bootstrap_of(stat, *arrays: np.ndarray, n: int = 4000, seed: int = 0
     same ``seed``: with ``stat`` a mean it gives `crossed_bootstrap`'s interval). For a ratio
     (accuracy among the answers stated): ``arrays`` are ``[S, N]`` each, resampled together.
     Returns one ``(low, high)`` per statistic; resamples where a statistic is not finite (a
-    ratio over nothing) are left out of its interval."""
+    ratio over nothing) are left out of its interval, which is NaN when none is left."""
     arrays = [np.asarray(a, dtype=float) for a in arrays]
     if not arrays or arrays[0].ndim != 2 or arrays[0].shape[0] < 1 or arrays[0].shape[1] < 2:
         raise ValueError(f"expected [seeds, problems] arrays with >= 2 problems, got shapes {[a.shape for a in arrays]}")
@@ -82,7 +82,8 @@ def crossed_bootstrap_of(stat, *arrays: np.ndarray, n: int = 4000, seed: int = 0
     rows = rng.integers(0, S, size=(n, S))
     cols = rng.integers(0, N, size=(n, N))
     values = np.array([np.atleast_1d(stat(*(a[r][:, c] for a in arrays))) for r, c in zip(rows, cols)], dtype=float)
-    return [percentile_interval(v[np.isfinite(v)], level) for v in values.T]
+    return [percentile_interval(v[np.isfinite(v)], level) if np.isfinite(v).any() else (math.nan, math.nan)
+            for v in values.T]
 
 
 def intervals_overlap(a: Sequence[float], b: Sequence[float]) -> bool:
