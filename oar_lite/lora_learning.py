@@ -4,7 +4,7 @@ loading them, held-out accuracy along training, and its change with intervals ov
 
 A log (``oar_lite/data/smollm2_learning/<name>.json``) holds runs; each run has its
 ``method``, ``seed``, per-step ``log`` (TRL's metrics) and ``heldout`` records: at a step,
-for a decoding (``greedy``, ``t1``), ``correct`` per problem ``[N][samples]``. Every run
+for a decoding (``greedy``, ``t1``), ``correct`` and ``answered`` per problem ``[N][samples]``. Every run
 of a log answers the same N held-out problems, so runs compare problem by problem.
 
 A run's ``settings["split"]`` rebuilds its training pool and held-out problems (`run_split`),
@@ -154,8 +154,9 @@ def format_decomposition(log: dict, method: str, *, decoding: str = "t1", start:
     intervals = crossed_bootstrap_of(stat, *arrays)
     c0, a0, c1, a1 = arrays
     point[0] = float((c1 - c0).mean())  # as `heldout_change` computes it, so the two print alike
-    levels = {"accuracy": (c0.mean(), c1.mean()), "format": (a0.mean(), a1.mean()),
-              "given_format": (c0.sum() / a0.sum(), c1.sum() / a1.sum())}
+    with np.errstate(invalid="ignore", divide="ignore"):  # NaN when no answer was stated
+        levels = {"accuracy": (c0.mean(), c1.mean()), "format": (a0.mean(), a1.mean()),
+                  "given_format": (c0.sum() / a0.sum(), c1.sum() / a1.sum())}
     out = {k: {"start": float(lo), "end": float(hi), "change": float(point[i]), "low": intervals[i][0],
                "high": intervals[i][1]} for i, (k, (lo, hi)) in enumerate(levels.items())}
     for i, k in ((3, "from_format"), (4, "from_accuracy")):
