@@ -13,8 +13,12 @@ One run per call (resumable: a run killed mid-way continues from its last checkp
 The problems: the four one-step templates of `oar_lite.course.problems` (SmolLM2 answers about a
 third of them greedily and a quarter at temperature 1, so most groups of 8 have mixed rewards
 and GRPO has a signal; on two- and three-step problems it is at 0-3%). Held-out problems
-(`heldout_problems`) are drawn with their own seed and removed from the training pool, so
-no held-out question is ever trained on.
+(`oar_lite.course.problems.heldout_split`) are drawn with their own seed, and every pool problem with
+the same template and numbers is removed from the training pool (``by="numbers"``), so no
+held-out answer is ever trained on, under its own name or another. The runs shipped before
+issue 38 removed only the same question text (``by="question"``, recorded by the absence of
+``by`` in their split): `oar_lite.lab.lora_learning.clean_heldout` tells which of their held-out
+problems no run trained on.
 """
 from __future__ import annotations
 
@@ -30,10 +34,13 @@ import torch
 from benchmarks import common
 
 OUT = Path("results/smollm2-learning")
-SHIPPED = Path(__file__).resolve().parent.parent / "oar_lite" / "lab" / "data" / "smollm2_learning"
+SHIPPED = Path(__file__).resolve().parent.parent / "oar_lite" / "data" / "smollm2_learning"
 
-SPLIT = dict(steps=1, per_template=24, heldout_seed=2026, train_size=4096, train_seed=0)
-"""`oar_lite.course.problems.heldout_split`'s settings: the one-step templates, 96 held-out problems."""
+SPLIT = dict(steps=1, per_template=24, heldout_seed=2026, train_size=4096, train_seed=0, by="numbers")
+"""`oar_lite.course.problems.heldout_split`'s settings: the one-step templates, 96 held-out problems, none
+sharing its template and numbers with a pool problem (issue 38)."""
+OLD_SPLIT = {**{k: v for k, v in SPLIT.items() if k != "by"}, "by": "question"}
+"""The split of the runs shipped before issue 38 (held-out questions removed by their text only)."""
 SHOTS = 2
 FORMATS = ["answer_is"]
 DECODINGS = {"greedy": (0.0, 1), "t1": (1.0, 1)}
@@ -124,9 +131,11 @@ def collect(args) -> Path:
             raise SystemExit(f"{folder}: its log has steps {beyond} beyond the {meta['settings']['steps']} it was run for "
                              "(trained on after it finished?); trim them from run.json or leave the run out")
         evals = read_jsonl(folder / "heldout.jsonl")
-        # Runs from before the split was recorded kept only its seeds (the rest were SPLIT's values then)
-        meta["settings"].setdefault("split", {**SPLIT, **{k: meta["settings"][k] for k in ("heldout_seed", "train_seed")
-                                                           if k in meta["settings"]}})
+        # Runs from before the split was recorded kept only its seeds (the rest were OLD_SPLIT's values then);
+        # runs from before issue 38 recorded no ``by``: they were split by question text.
+        meta["settings"].setdefault("split", {**OLD_SPLIT, **{k: meta["settings"][k] for k in ("heldout_seed", "train_seed")
+                                                               if k in meta["settings"]}})
+        meta["settings"]["split"].setdefault("by", "question")
         runs.append({"name": folder.name, "method": meta["settings"]["method"], "seed": meta["settings"]["seed"],
                      "learning_rate": meta["settings"]["learning_rate"], "command": meta["command"],
                      "machine": meta["machine"], "settings": meta["settings"], "trl_config": meta["trl_config"],

@@ -102,12 +102,16 @@ def load_data(name: str, n: int, n_eval: int, seed: int):
         cap = toy.max_new_tokens(max(p["digits"] for p in train))
         return Dataset.from_list(rows(train)), (Dataset.from_list(rows(evals)) if n_eval else None), list(toy.FORMATS), cap
     if name == "words":
-        from oar_lite.course.problems import make_problems, prompt_messages
+        from oar_lite.course.problems import TEMPLATES, heldout_split, make_problems, prompt_messages
 
         rows = lambda ps: [{"prompt": prompt_messages(p), "answer": str(p.answer)} for p in ps]  # noqa: E731
-        train = Dataset.from_list(rows(make_problems(n, seed=seed)))
-        evals = Dataset.from_list(rows(make_problems(n_eval, seed=seed + 10_007))) if n_eval else None
-        return train, evals, ["answer_is", "boxed"], 256
+        if not n_eval:
+            return Dataset.from_list(rows(make_problems(n, seed=seed))), None, ["answer_is", "boxed"], 256
+        # Evaluation problems share no template and numbers with a training one (issue 38): every
+        # template, n_eval problems in all, drawn apart; the training problems are what is left of n draws.
+        train, held = heldout_split(steps=None, per_template=-(-n_eval // len(TEMPLATES)), heldout_seed=seed + 10_007,
+                                    train_size=n, train_seed=seed, by="numbers")
+        return Dataset.from_list(rows(train)), Dataset.from_list(rows(held[:n_eval])), ["answer_is", "boxed"], 256
     from oar_lite.course.problems import GSM8K_FORMATS, load_gsm8k
 
     train = load_gsm8k("train")

@@ -508,6 +508,9 @@ def test_smollm2_collect_refuses_a_run_trained_past_its_steps_and_records_the_ti
     smollm2_learning.main(["collect", "--name", "t", "--cost-seed", "1", "--json", str(out), *good])
     log = json.loads(out.read_text())
     assert log["cost_seeds"] == [1] and [r["method"] for r in log["runs"]] == ["none", "oar-g"]
+    # A run from before its split was recorded was split by question text (issue 38): its log says so.
+    assert log["runs"][0]["settings"]["split"] == {**smollm2_learning.OLD_SPLIT, "by": "question"}
+    assert smollm2_learning.SPLIT["by"] == "numbers"  # runs from now on record the clean split
     past = folder("c", "none", 2, [1, 2, 3])
     with pytest.raises(SystemExit, match=r"steps \[3\] beyond the 2 it was run for"):
         smollm2_learning.main(["collect", "--name", "t", "--json", str(out), past])

@@ -233,22 +233,46 @@ def make_problems(
     return problems
 
 
+def numbers_key(problem: Problem) -> tuple:
+    """``(template, ((name, value), ...))``: what a problem asks, whatever its name and items.
+    Two problems with the same key have the same answer (``"Mia buys 3 pens at $4"`` and
+    ``"Leo buys 3 cups at $4"``): one trained on teaches the other's sum."""
+    if not isinstance(problem, Problem):
+        raise ValueError(f"expected a Problem, got {type(problem).__name__}")
+    return problem.template, tuple(sorted(problem.numbers.items()))
+
+
+SPLIT_BY = ("numbers", "question")
+"""What `heldout_split` keeps apart: ``"numbers"`` (`numbers_key`, the default) or ``"question"``
+(the text only: the split of the SmolLM2 runs shipped before issue 38, kept to reconstruct them)."""
+
+
 def heldout_split(*, steps: int | Sequence[int] | None = 1, per_template: int = 24, heldout_seed: int = 2026,
-                  train_size: int = 4096, train_seed: int = 0) -> tuple[list[Problem], list[Problem]]:
-    """``(train, heldout)``: ``per_template`` distinct questions of each template with ``steps``
+                  train_size: int = 4096, train_seed: int = 0, by: str = "numbers") -> tuple[list[Problem], list[Problem]]:
+    """``(train, heldout)``: ``per_template`` distinct problems of each template with ``steps``
     steps, drawn with ``heldout_seed``, and a training pool of ``train_size`` draws with
-    ``train_seed`` from which every held-out question is removed, so none is ever trained on.
-    (A template with fewer distinct questions gives what it has: ``distance_speed`` has 50.)"""
+    ``train_seed`` from which every held-out problem is removed, so none is ever trained on.
+
+    ``by="numbers"`` (the default) keeps the held-out problems apart by `numbers_key`: no two
+    held-out problems and no pool problem share a template and its numbers, so no held-out
+    answer is trained on under another name. ``by="question"`` compares the text only (the
+    SmolLM2 runs shipped before issue 38 used it: 66 of their 96 held-out problems have a twin
+    in that pool, another name with the same numbers). A template with fewer distinct problems
+    gives what it has (``distance_speed`` has 50), and the pool then keeps fewer of that template.
+    """
     for name, value, low in (("per_template", per_template, 1), ("train_size", train_size, 0)):
         if not isinstance(value, int) or value < low:
             raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    if by not in SPLIT_BY:
+        raise ValueError(f"by must be one of {SPLIT_BY}, got {by!r}")
+    key = numbers_key if by == "numbers" else (lambda p: p.question)
     seen, heldout = set(), []
     for p in make_problems(40 * per_template, seed=heldout_seed, steps=steps):
-        if p.question in seen or sum(q.template == p.template for q in heldout) >= per_template:
+        if key(p) in seen or sum(q.template == p.template for q in heldout) >= per_template:
             continue
-        seen.add(p.question)
+        seen.add(key(p))
         heldout.append(p)
-    train = [p for p in make_problems(train_size, seed=train_seed, steps=steps) if p.question not in seen]
+    train = [p for p in make_problems(train_size, seed=train_seed, steps=steps) if key(p) not in seen]
     return train, heldout
 
 

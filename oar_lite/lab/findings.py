@@ -435,18 +435,52 @@ def learning_findings(log: dict | None = None) -> dict:
         mean = lambda xs: float(sum(xs) / len(xs))  # metric_curve raises when a metric was never logged
         cost = lora_learning.cost_ratio(log, m)
         out["methods"][m] = {"gain": lora_learning.heldout_change(log, m),
+                             "gains": {d: lora_learning.heldout_change(log, m, decoding=d) for d in DECODINGS},
                              "paired": {d: lora_learning.heldout_change(log, m, decoding=d, against="none")
                                         for d in ("greedy", "t1")},
                              "cost": cost and cost["mean"], "cost_clock": cost and cost["clock"],
                              "cost_seeds": sorted(cost["per_seed"]) if cost else [],
                              "effective_share": mean(curves["oar/effective_share"]),
                              "at_floor": mean(curves["oar/frac_at_floor"]), "tau_mean": mean(curves["oar/tau_mean"])}
+    if all("answered" in h for r in log["runs"] for h in r["heldout"]):
+        out["decomposition"] = {m: lora_learning.format_decomposition(log, m, decoding="t1") for m in methods}
+    if all("split" in r.get("settings", {}) and "trl_config" in r for r in log["runs"]):
+        out["clean"] = clean_findings(log, methods)
+        if "decomposition" in out:
+            out["decomposition_clean"] = {m: lora_learning.format_decomposition(log, m, decoding="t1",
+                                                                                problems=out["clean"]["problems"])
+                                          for m in methods}
+    return out
+
+
+def clean_findings(log: dict, methods) -> dict:
+    """The gains on the held-out problems no run can have learned under another name (issue 38):
+    `lora_learning.clean_heldout`'s counts, and per decoding GRPO's gain and each method's own
+    and paired gain on the problems whose numbers no run trained on (``"grpo"``, ``"methods"``),
+    GRPO's gain on the rest, twins of trained prompts (``"twins"``), and the stricter reading,
+    problems without a twin anywhere in the pool (``"strict"``)."""
+    def gains(problems):
+        return {"grpo": {d: lora_learning.heldout_change(log, "none", decoding=d, problems=problems) for d in DECODINGS},
+                "methods": {m: {"gain": {d: lora_learning.heldout_change(log, m, decoding=d, problems=problems)
+                                         for d in DECODINGS},
+                                "paired": {d: lora_learning.heldout_change(log, m, decoding=d, against="none",
+                                                                           problems=problems) for d in DECODINGS}}
+                            for m in methods[1:]}}
+
+    trained, strict = lora_learning.clean_heldout(log, "trained"), lora_learning.clean_heldout(log, "pool")
+    twins = [i for i in range(trained["heldout"]) if i not in set(trained["problems"])]
+    out = {**trained, **gains(trained["problems"]), "strict": {"problems": strict["problems"], **gains(strict["problems"])}}
+    if len(twins) >= 2:
+        out["twins"] = {d: lora_learning.heldout_change(log, "none", decoding=d, problems=twins) for d in DECODINGS}
     return out
 
 
 def _includes_zero(change: dict) -> bool:
     return change["low"] <= 0 <= change["high"]
 
+
+DECODINGS = ("greedy", "t1")
+"""The held-out decodings of the SmolLM2 runs: greedy (the pre-registered primary outcome) and one sample at T = 1."""
 
 CLOCKS = {"cpu": "CPU", "wall": "wall-clock"}
 """How a step cost's clock is named in the prose (`lora_learning.step_seconds`' ``clock``)."""
@@ -468,31 +502,31 @@ def learning_conclusion(f: dict | None = None) -> str:
     f = learning_findings() if f is None else f
     g, g1 = f["grpo"]["greedy"], f["grpo"]["t1"]
     d = lora_learning.describe
-    learned = g["low"] > 0 or g1["low"] > 0
+    u = f.get("grpo_unscreened")
+    unscreened = lambda dec: ("" if u is None else f" (on the seeds the learning rate was not chosen on, "
+                                                   f"{u[dec]['seeds']}: {d(u[dec])}, {_side(u[dec])})")
     paras = [
-        (f"**SmolLM2 learns from GRPO with LoRA on a laptop.** " if learned else
-         f"**In this budget SmolLM2 did not measurably learn.** ")
-        + f"Over {f['steps']} steps, held-out greedy accuracy went from {g['start_accuracy']:.3f} to "
-        f"{g['end_accuracy']:.3f}: {d(g)}; answering once at the training temperature, from "
-        f"{g1['start_accuracy']:.3f} to {g1['end_accuracy']:.3f}: {d(g1)}. "
-        + ("Both intervals lie above 0: the model measurably learned on questions it never trained on."
-           if g["low"] > 0 and g1["low"] > 0 else
-           "At the training temperature the interval lies above 0: the policy's own samples measurably improved on "
-           "questions it never trained on; its greedy answers moved less, an interval that includes 0 (the pre-registered "
-           "primary outcome is the greedy one, so the honest headline is: sampled answers improved, greedy ones not "
-           f"measurably in {f['steps']} steps)." if g1["low"] > 0 else
-           "The greedy interval lies above 0 (the primary outcome); at the training temperature it includes 0."
-           if g["low"] > 0 else "Both intervals include 0.")]
-    if "grpo_unscreened" in f:
-        above = lambda c: "above 0" if c["low"] > 0 else "an interval that includes 0"
-        u, u1 = f["grpo_unscreened"]["greedy"], f["grpo_unscreened"]["t1"]
-        paras[0] += (f" The learning rate was chosen on seed(s) {f['screened_seeds']}; on the other seeds alone the gain "
-                     f"is {d(u)} greedy ({above(u)}) and {d(u1)} at the training temperature ({above(u1)}).")
+        ("**The pre-registered primary outcome, held-out greedy accuracy, "
+         + ("rose.** " if g["low"] > 0 else "fell.** " if g["high"] < 0 else "did not measurably change.** ")
+         + f"Over {f['steps']} GRPO steps it went from {g['start_accuracy']:.3f} to {g['end_accuracy']:.3f}: {d(g)}, "
+         + _side(g) + unscreened("greedy") + ". "
+         + (f"So in {f['steps']} steps the plan's primary outcome shows no measurable learning."
+            if g["low"] <= 0 else "The model measurably learned, greedily, on held-out questions.")),
+        ("**The secondary outcome, one answer at the training temperature, "
+         + ("rose" if g1["low"] > 0 else "fell" if g1["high"] < 0 else "did not measurably change") + ".** "
+         + f"From {g1['start_accuracy']:.3f} to {g1['end_accuracy']:.3f}: {d(g1)}, {_side(g1)}{unscreened('t1')}. "
+         + ("Both intervals lie above 0: the model measurably learned on questions it never trained on. "
+            if g["low"] > 0 and g1["low"] > 0 else
+            "The policy's own samples measurably improved; its greedy answers did not measurably. "
+            if g1["low"] > 0 else "")
+         + _decomposition_sentences(f))]
+    if "clean" in f:
+        paras.append(_clean_paragraph(f))
     for m, e in f["methods"].items():
         name = lora_learning.METHOD_NAMES.get(m, m)
         p, p1 = e["paired"]["greedy"], e["paired"]["t1"]
         paras.append(
-            f"**{name} against GRPO, seed by seed.** {name}'s own gain: {d(e['gain'])}. Minus GRPO's on the same seed "
+            f"**{name} against GRPO, seed by seed.** {name}'s own greedy gain: {d(e['gain'])}. Minus GRPO's on the same seed "
             f"(same adapter initialisation, same prompts): greedy {d(p)}, at T = 1 {d(p1)}. "
             + ("Both intervals include 0: with these seeds and problems the two cannot be told apart, and a difference "
                f"as large as {max(abs(p['low']), abs(p['high'])):.2f} in held-out accuracy could still hide in them. "
@@ -501,6 +535,7 @@ def learning_conclusion(f: dict | None = None) -> str:
                    f"{'greedy' if q is p else 'at T = 1'}, {name} gained {'more' if q['low'] > 0 else 'less'} than GRPO"
                    for q in (p, p1) if not _includes_zero(q))
                + (f" (on {len(p['seeds'])} seeds; a result to confirm on more). " if len(p["seeds"]) < 5 else ". "))
+            + _method_clean_sentence(f, m)
             + _cost_sentence(e)
             + f"Its weights {'stayed close to' if e['effective_share'] >= 0.8 else 'were far from'} uniform: an effective "
             f"share of {e['effective_share']:.2f} of the tokens (1 is GRPO), {e['at_floor']:.1%} of the reasoning tokens "
@@ -511,6 +546,160 @@ def learning_conclusion(f: dict | None = None) -> str:
         "method can find them. In these worlds little did (toy), or the method did not find it (OAR on SmolLM2 scores "
         "influence, not blame), and GRPO with uniform credit learned as fast as anything tried, a real model included.")
     return "\n\n".join(paras)
+
+
+def _side(change: dict) -> str:
+    """Where an interval lies: ``"above 0"``, ``"below 0"`` or ``"an interval that includes 0"``."""
+    return "above 0" if change["low"] > 0 else "below 0" if change["high"] < 0 else "an interval that includes 0"
+
+
+def _ci3(e: dict) -> str:
+    """``"+0.048 (95% interval +0.023 to +0.076)"`` of a ``{"mean" or "change", "low", "high"}``."""
+    value = e["mean"] if "mean" in e else e["change"]
+    return f"{value:+.3f} (95% interval {e['low']:+.3f} to {e['high']:+.3f})"
+
+
+def _change(e: dict) -> str:
+    """``"change +0.170, 95% interval +0.094 to +0.253"``: a change and its interval, inside parentheses."""
+    return f"change {e['change']:+.3f}, 95% interval {e['low']:+.3f} to {e['high']:+.3f}"
+
+
+def _split_sentence(x: dict) -> str:
+    """One decomposition (`lora_learning.format_decomposition`) in words: the two parts of the gain."""
+    return (f"{_ci3(x['from_format'])} from stating an answer more often and {_ci3(x['from_accuracy'])} from "
+            "getting the sum right when one was stated")
+
+
+def _decomposition_sentences(f: dict) -> str:
+    """The T = 1 gain of GRPO split into format and accuracy given format, on every held-out
+    problem and on those whose numbers no run trained on; what it says. Empty without ``answered``."""
+    x = f.get("decomposition", {}).get("none")
+    if x is None:
+        return ""
+    fr, gf = x["format"], x["given_format"]
+    text = ("A sampled answer is right only when it is stated in the asked-for format (`The answer is N`, within the "
+            "completion's token cap) and its sum "
+            "is right, so accuracy is the format rate times the accuracy given format. Over GRPO's runs the format rate "
+            f"went from {fr['start']:.3f} to {fr['end']:.3f} ({_change(fr)}) and the accuracy given format from "
+            f"{gf['start']:.3f} to {gf['end']:.3f} ({_change(gf)}): of the {x['accuracy']['change']:+.3f}, "
+            f"{_split_sentence(x)}. ")
+    c = f.get("decomposition_clean", {}).get("none")
+    if c is not None:
+        text += (f"On the {c['problems']} held-out problems whose numbers no run trained on (below) the gain is "
+                 f"{c['accuracy']['change']:+.3f}: {_split_sentence(c)}. ")
+    last = c if c is not None else x
+    where = "on the problems no run trained on" if c is not None else "here"
+    ff, fa = last["from_format"], last["from_accuracy"]
+    if fa["low"] > 0 and ff["low"] > 0:
+        text += (f"Both parts lie above 0 {where}: the model learned to state an answer and, "
+                 + ("more, " if fa["mean"] > ff["mean"] else "less, ") + "to get its sum right.")
+    elif ff["low"] > 0:
+        text += (f"Only the format part lies above 0 {where}: what measurably improved is stating an answer at all; "
+                 "better sums are not shown.")
+    elif fa["low"] > 0:
+        text += f"Only the accuracy part lies above 0 {where}: the sums improved, the format not measurably."
+    else:
+        text += f"Neither part lies above 0 {where}."
+    return text
+
+
+def _clean_paragraph(f: dict) -> str:
+    """Issue 38: the held-out problems that kept a twin in the pool, the ones no run trained on,
+    and whether the gains change there."""
+    c, d = f["clean"], lora_learning.describe
+    full = [("GRPO's gain, greedy", f["grpo"]["greedy"], c["grpo"]["greedy"]),
+            ("GRPO's gain at T = 1", f["grpo"]["t1"], c["grpo"]["t1"])]
+    for m, e in f["methods"].items():
+        name = lora_learning.METHOD_NAMES.get(m, m)
+        full += [(f"{name} - GRPO, greedy", e["paired"]["greedy"], c["methods"][m]["paired"]["greedy"]),
+                 (f"{name} - GRPO at T = 1", e["paired"]["t1"], c["methods"][m]["paired"]["t1"])]
+    moved = [(label, a, b) for label, a, b in full if _side(a) != _side(b)]
+    text = ("**Held out by its numbers too.** These runs removed the held-out questions from the training pool by their "
+            f"text (`heldout_split(by=\"question\")`), so {c['twins_in_pool']} of the {c['heldout']} held-out problems "
+            "kept a twin in the pool: the same template and numbers under another name, the same sum. Each run's "
+            "training prompts follow from its seed (TRL's sampler, rebuilt by `lora_learning.trained_indices` and checked "
+            f"against a real trainer in the tests): the runs drew {c['prompts_drawn']} distinct prompts, twins of "
+            f"{c['twins_trained']} held-out problems. On the {len(c['problems'])} held-out problems whose numbers no run "
+            f"trained on, GRPO's gain is {d(c['grpo']['greedy'])} greedy and {d(c['grpo']['t1'])} at T = 1 (on all "
+            f"{c['heldout']}: {f['grpo']['greedy']['mean']:+.3f} and {f['grpo']['t1']['mean']:+.3f})")
+    if "twins" in c:
+        text += (f"; on the {c['heldout'] - len(c['problems'])} whose twin was trained on, "
+                 f"{c['twins']['greedy']['mean']:+.3f} greedy and {c['twins']['t1']['mean']:+.3f} at T = 1")
+    text += ". "
+    shifts = [b["mean"] - a["mean"] for _, a, b in full[:2]]
+    if moved:
+        text += ("**The gains change:** " + "; ".join(f"{label} is {_side(a)} on all problems but {_side(b)} on these"
+                                                      for label, a, b in moved) + ". ")
+    elif max(abs(x) for x in shifts) >= 0.02:
+        text += ("**The gains change in size, not in sign:** every interval lies on the same side of 0 as on all "
+                 f"problems, but GRPO's gain moves by {shifts[0]:+.3f} greedy and {shifts[1]:+.3f} at T = 1; part of "
+                 "the full-set gain was answers trained on under another name. ")
+    else:
+        text += "The gains do not change: every interval lies on the same side of 0 as on all problems. "
+    st = c["strict"]
+    text += (f"The strictest reading, the {len(st['problems'])} held-out problems with no twin anywhere in the pool "
+             f"(every twin counted as trained on): GRPO {d(st['grpo']['greedy'])} greedy and {d(st['grpo']['t1'])} at "
+             f"T = 1 ({_side(st['grpo']['t1'])}). Runs from now on use `heldout_split`'s default, `by=\"numbers\"`: no "
+             "held-out problem shares its template and numbers with a problem the pool can draw.")
+    return text
+
+
+def _method_clean_sentence(f: dict, m: str) -> str:
+    """A method's paired difference on the problems no run trained on, and its T = 1 gain split."""
+    text = ""
+    if "clean" in f:
+        c = f["clean"]["methods"][m]["paired"]
+        text += (f"On the {c['greedy']['problems']} held-out problems no run trained on: greedy {c['greedy']['mean']:+.3f} "
+                 f"({c['greedy']['low']:+.3f} to {c['greedy']['high']:+.3f}), at T = 1 {c['t1']['mean']:+.3f} "
+                 f"({c['t1']['low']:+.3f} to {c['t1']['high']:+.3f}). ")
+    x = f.get("decomposition", {}).get(m)
+    if x is not None:
+        text += f"Its own T = 1 gain, {x['accuracy']['change']:+.3f}: {_split_sentence(x)}. "
+    return text
+
+
+def _cell(e: dict) -> str:
+    """``"+0.056 (-0.062 to +0.167)"``."""
+    value = e["mean"] if "mean" in e else e["change"]
+    return f"{value:+.3f} ({e['low']:+.3f} to {e['high']:+.3f})"
+
+
+def learning_tables(f: dict | None = None) -> str:
+    """Two markdown tables from `learning_findings` (notebook 07, benchmarks/RESULTS.md): the
+    held-out gains on every problem, on those whose numbers no run trained on and on those
+    without a twin in the pool (issue 38); and each method's T = 1 gain split into format and
+    accuracy given format (issue 36), on every problem and on those no run trained on. Empty
+    for a log without the needed records."""
+    f = learning_findings() if f is None else f
+    c, out = f.get("clean"), []
+    names = lora_learning.METHOD_NAMES
+    if c is not None:
+        n, st = len(c["problems"]), c["strict"]
+        header = ["", "decoding", f"all {c['heldout']} held-out problems", f"the {n} whose numbers no run trained on",
+                  f"the {len(st['problems'])} without a twin in the pool"]
+        rows = [[f"{names['none']} gain", dec, _cell(f["grpo"][dec]), _cell(c["grpo"][dec]), _cell(st["grpo"][dec])]
+                for dec in DECODINGS]
+        for m, e in f["methods"].items():
+            rows += [[f"{names.get(m, m)} gain", dec, _cell(e["gains"][dec]), _cell(c["methods"][m]["gain"][dec]),
+                      _cell(st["methods"][m]["gain"][dec])] for dec in DECODINGS]
+            rows += [[f"{names.get(m, m)} - {names['none']}, paired", dec, _cell(e["paired"][dec]),
+                      _cell(c["methods"][m]["paired"][dec]), _cell(st["methods"][m]["paired"][dec])] for dec in DECODINGS]
+        out += ["Held-out accuracy gain from step 0 to the last step (mean over seeds; 95% crossed-bootstrap interval "
+                "over seeds and problems):", "", *markdown_table(header, rows), ""]
+    parts = [("all", f.get("decomposition")), ("no run trained on", f.get("decomposition_clean"))]
+    rows = [[names.get(m, m), which, f"{x['problems']}", _cell(x["accuracy"]),
+             f"{x['format']['start']:.3f} -> {x['format']['end']:.3f}", _cell(x["format"]),
+             f"{x['given_format']['start']:.3f} -> {x['given_format']['end']:.3f}", _cell(x["given_format"]),
+             _cell(x["from_format"]), _cell(x["from_accuracy"])]
+            for which, part in parts if part for m, x in part.items()]
+    if rows:
+        header = ["method", "problems", "n", "T = 1 gain", "format rate", "change", "accuracy given format", "change",
+                  "from format", "from accuracy given format"]
+        out += ["The T = 1 gain = format part + accuracy part: (f1 - f0)(a0 + a1)/2 + (a1 - a0)(f0 + f1)/2, f the share "
+                "of answers stated in the asked-for format, a the share right among them "
+                "(`lora_learning.format_decomposition`; 95% crossed-bootstrap intervals):", "",
+                *markdown_table(header, rows)]
+    return "\n".join(out).rstrip("\n")
 
 
 def readme_summary(credit: dict | None = None, learning: dict | None = None) -> str:
@@ -546,9 +735,24 @@ def readme_summary(credit: dict | None = None, learning: dict | None = None) -> 
     if lf is not None:
         g = lf["grpo"]["greedy"]
         g1 = lf["grpo"]["t1"]
-        line = (f"- **A real model learns, a little** (SmolLM2-135M-Instruct + LoRA through TRL, 2 CPU cores, notebook "
-                f"07): in {lf['steps']} GRPO steps held-out accuracy at the training temperature rose by "
-                f"{lora_learning.describe(g1)}; greedy by {lora_learning.describe(g)}.")
+        title = ("A real model learns" if g["low"] > 0 else
+                 "A real model: greedy answers did not measurably improve, sampled ones did" if g1["low"] > 0 else
+                 "A real model: no measurable learning in this budget")
+        line = (f"- **{title}** (SmolLM2-135M-Instruct + LoRA through TRL, 2 CPU cores, notebook 07): in {lf['steps']} "
+                f"GRPO steps held-out greedy accuracy, the pre-registered primary outcome, changed by "
+                f"{lora_learning.describe(g)}; at the training temperature by {lora_learning.describe(g1)}")
+        x = lf.get("decomposition", {}).get("none")
+        line += "." if x is None else (f", {x['from_format']['mean']:+.3f} of it from stating an answer at all and "
+                                       f"{x['from_accuracy']['mean']:+.3f} from the sum when one was stated.")
+        c = lf.get("clean")
+        if c is not None:
+            cx = lf.get("decomposition_clean", {}).get("none")
+            line += (f" On the {len(c['problems'])} of {c['heldout']} held-out problems whose numbers no run trained on: "
+                     f"greedy {lora_learning.describe(c['grpo']['greedy'])}, T = 1 {lora_learning.describe(c['grpo']['t1'])}"
+                     + ("." if cx is None else
+                        f", {cx['from_format']['mean']:+.3f} of it from stating an answer and "
+                        f"{cx['from_accuracy']['mean']:+.3f} (95% interval {cx['from_accuracy']['low']:+.3f} to "
+                        f"{cx['from_accuracy']['high']:+.3f}) from the sums."))
         for m, e in lf["methods"].items():
             line += (f" {lora_learning.METHOD_NAMES.get(m, m)} - GRPO, paired by seed: "
                      f"{lora_learning.describe(e['paired']['greedy'])}"
@@ -584,8 +788,12 @@ def write_readme(path: Path) -> None:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description="What the series found, from the shipped data.", allow_abbrev=False)
     ap.add_argument("--write-readme", type=Path, metavar="README", help="rewrite that README's findings block")
+    ap.add_argument("--learning-tables", action="store_true",
+                    help="print the SmolLM2 runs' tables (benchmarks/RESULTS.md, notebook 07)")
     args = ap.parse_args(argv)
-    if args.write_readme:
+    if args.learning_tables:
+        print(learning_tables())
+    elif args.write_readme:
         write_readme(args.write_readme)
         print(f"wrote the findings block of {args.write_readme}")
     else:

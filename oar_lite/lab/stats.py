@@ -64,6 +64,28 @@ def crossed_bootstrap(values: np.ndarray, *, n: int = 4000, seed: int = 0, level
     return percentile_interval(means, level)
 
 
+def crossed_bootstrap_of(stat, *arrays: np.ndarray, n: int = 4000, seed: int = 0,
+                         level: float = 0.95) -> list[tuple[float, float]]:
+    """Percentile intervals of ``stat(*arrays)`` (one float or a 1-D array of k statistics)
+    when seeds and problems are resampled as `crossed_bootstrap` does (the same draws for the
+    same ``seed``: with ``stat`` a mean it gives `crossed_bootstrap`'s interval). For a ratio
+    (accuracy among the answers stated): ``arrays`` are ``[S, N]`` each, resampled together.
+    Returns one ``(low, high)`` per statistic; resamples where a statistic is not finite (a
+    ratio over nothing) are left out of its interval, which is NaN when none is left."""
+    arrays = [np.asarray(a, dtype=float) for a in arrays]
+    if not arrays or arrays[0].ndim != 2 or arrays[0].shape[0] < 1 or arrays[0].shape[1] < 2:
+        raise ValueError(f"expected [seeds, problems] arrays with >= 2 problems, got shapes {[a.shape for a in arrays]}")
+    if any(a.shape != arrays[0].shape for a in arrays):
+        raise ValueError(f"the arrays must share one [seeds, problems] shape, got {[a.shape for a in arrays]}")
+    rng = np.random.default_rng(seed)
+    S, N = arrays[0].shape
+    rows = rng.integers(0, S, size=(n, S))
+    cols = rng.integers(0, N, size=(n, N))
+    values = np.array([np.atleast_1d(stat(*(a[r][:, c] for a in arrays))) for r, c in zip(rows, cols)], dtype=float)
+    return [percentile_interval(v[np.isfinite(v)], level) if np.isfinite(v).any() else (math.nan, math.nan)
+            for v in values.T]
+
+
 def intervals_overlap(a: Sequence[float], b: Sequence[float]) -> bool:
     """Whether two ``(low, high)`` intervals overlap."""
     return a[0] <= b[1] and b[0] <= a[1]

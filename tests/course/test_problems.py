@@ -227,16 +227,46 @@ def test_segments_of_real_completions(completion, reference, reward, answer):
 def test_heldout_split_never_trains_on_a_heldout_question():
     from oar_lite.course.problems import heldout_split
 
-    train, held = heldout_split(per_template=5, train_size=400)
-    assert not {p.question for p in train} & {p.question for p in held}
-    templates = {p.template for p in held}
-    assert templates == {t for t, (steps, _) in TEMPLATES.items() if steps == 1}
-    assert all(sum(p.template == t for p in held) == 5 for t in templates)
-    assert len({p.question for p in held}) == len(held)  # distinct questions
-    assert heldout_split(per_template=5, train_size=400) == (train, held)  # deterministic
-    assert len(train) < 400  # the pool lost the held-out questions it had drawn (distance_speed has only 50)
+    for by in ("numbers", "question"):
+        train, held = heldout_split(per_template=5, train_size=400, by=by)
+        assert not {p.question for p in train} & {p.question for p in held}
+        templates = {p.template for p in held}
+        assert templates == {t for t, (steps, _) in TEMPLATES.items() if steps == 1}
+        assert all(sum(p.template == t for p in held) == 5 for t in templates)
+        assert len({p.question for p in held}) == len(held)  # distinct questions
+        assert heldout_split(per_template=5, train_size=400, by=by) == (train, held)  # deterministic
+        assert len(train) < 400  # the pool lost the held-out questions it had drawn (distance_speed has only 50)
     with pytest.raises(ValueError, match="per_template"):
         heldout_split(per_template=0)
+    with pytest.raises(ValueError, match=r"by must be one of \('numbers', 'question'\), got 'text'"):
+        heldout_split(by="text")
+
+
+def test_heldout_split_keeps_the_numbers_apart_and_the_old_split_did_not():
+    """Issue 38: the SmolLM2 split removed held-out questions from the pool by their text only, so
+    66 of its 96 held-out problems had a twin in the pool (same template and numbers, another
+    name). The default split shares no (template, numbers) between held-out and pool, nor within
+    the held-out set; ``by="question"`` still rebuilds the old one (the shipped runs used it)."""
+    from oar_lite.course.problems import heldout_split, numbers_key
+
+    settings = dict(steps=1, per_template=24, heldout_seed=2026, train_size=4096, train_seed=0)
+    train, held = heldout_split(**settings)
+    keys = [numbers_key(p) for p in held]
+    assert len(held) == 96 and len(set(keys)) == 96
+    assert not set(keys) & {numbers_key(p) for p in train}
+    assert {p.template for p in train} == {p.template for p in held}  # every template still trains
+
+    old_train, old_held = heldout_split(**settings, by="question")
+    assert len(old_train) == 3541  # the shipped runs' pool (their settings say train_pool 3541)
+    twins = [p for p in old_held if numbers_key(p) in {numbers_key(q) for q in old_train}]
+    assert len(twins) == 66
+    twin = twins[0]
+    other = next(q for q in old_train if numbers_key(q) == numbers_key(twin))
+    assert other.question != twin.question and other.answer == twin.answer  # another name, the same sum
+
+    assert numbers_key(held[0]) == (held[0].template, tuple(sorted(held[0].numbers.items())))
+    with pytest.raises(ValueError, match="expected a Problem"):
+        numbers_key({"template": "x"})
 
 
 def test_dataset_rows_are_chat_prompts_with_the_answer():

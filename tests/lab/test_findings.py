@@ -75,6 +75,62 @@ def test_the_shipped_learning_log_reads_through():
     f = findings.learning_findings(lora_learning.load_log())
     text = findings.learning_conclusion(f)
     assert f"{f['grpo']['greedy']['mean']:+.3f}" in text and f["methods"], text
+    # Issue 36: the pre-registered primary outcome (greedy) first, then T = 1 and its decomposition.
+    assert text.index("primary outcome, held-out greedy accuracy") < text.index("secondary outcome") < text.index(
+        "from stating an answer more often")
+    x = f["decomposition"]["none"]
+    assert x["from_format"]["mean"] + x["from_accuracy"]["mean"] == pytest.approx(f["grpo"]["t1"]["mean"])
+    # Issue 38: the shipped runs' held-out problems, read apart by their numbers.
+    c = f["clean"]
+    assert (c["heldout"], c["twins_in_pool"], len(c["strict"]["problems"])) == (96, 66, 30)
+    assert len(c["problems"]) == 96 - c["twins_trained"] and c["grpo"]["t1"]["problems"] == len(c["problems"])
+    assert f"On the {len(c['problems'])} held-out problems whose numbers no run trained on" in text
+    assert f"{c['grpo']['t1']['mean']:+.3f}" in text and "by=\"numbers\"" in text
+
+
+def test_learning_conclusion_says_when_the_clean_gains_change():
+    f = copy.deepcopy(findings.learning_findings(lora_learning.load_log()))
+    full, clean = f["grpo"]["t1"], f["clean"]["grpo"]["t1"]
+    assert full["low"] > 0 and clean["low"] > 0  # the shipped runs: same side of 0, a smaller gain
+    assert "**The gains change in size, not in sign:**" in findings.learning_conclusion(f)
+    clean.update(low=-0.01)
+    assert ("**The gains change:** GRPO's gain at T = 1 is above 0 on all problems but an interval that includes 0 "
+            "on these") in findings.learning_conclusion(f)
+    clean.update(low=full["low"], mean=full["mean"])
+    f["clean"]["grpo"]["greedy"]["mean"] = f["grpo"]["greedy"]["mean"]
+    assert "The gains do not change" in findings.learning_conclusion(f)
+
+
+def _stated_run(method, seed, start, end):
+    """A run measured at steps 0 and 4, greedy and T = 1 alike: ``(correct, answered)`` per problem."""
+    heldout = [{"step": s, "decoding": d, "correct": [[c] for c in cs], "answered": [[a] for a in ans]}
+               for s, (cs, ans) in ((0, start), (4, end)) for d in ("greedy", "t1")]
+    return {"name": f"{method}-{seed}", "method": method, "seed": seed, "heldout": heldout, "settings": {"steps": 4},
+            "log": [{"step": k, "reward": 0.1, "cpu_time": 100.0 * k} for k in range(1, 5)]}
+
+
+def test_learning_conclusion_decomposes_the_sampled_gain():
+    """Two seeds of GRPO that learn only to state an answer: 8 problems, 4 answers stated and 2 of
+    them right at step 0; every answer stated and 4 right at the end. The format rate doubles, the
+    accuracy given format stays 1/2: the whole gain is the format's."""
+    start = ([1, 1, 0, 0, 0, 0, 0, 0], [1, 1, 1, 1, 0, 0, 0, 0])
+    end = ([1, 1, 0, 0, 1, 1, 0, 0], [1] * 8)
+    log = {"name": "t", "runs": [_stated_run("none", s, start, end) for s in (1, 2)]}
+    f = findings.learning_findings(log)
+    x = f["decomposition"]["none"]
+    assert (x["format"]["start"], x["format"]["end"], x["given_format"]["change"]) == (0.5, 1.0, 0.0)
+    assert x["from_format"]["mean"] == pytest.approx(0.25) and x["from_accuracy"]["mean"] == pytest.approx(0.0)
+    assert "clean" not in f  # a log without the split settings: no problems to rebuild
+    text = findings.learning_conclusion(f)
+    assert "from 0.500 to 1.000" in text and "+0.250 (95% interval" in text
+    assert "Only the format part lies above 0 here" in text
+    tables = findings.learning_tables(f)
+    assert "| GRPO | all | 8 | +0.250" in tables and "held-out problems" not in tables  # no clean table
+
+
+def test_results_md_holds_the_current_learning_tables():
+    results = (ROOT / "benchmarks" / "RESULTS.md").read_text()
+    assert findings.learning_tables() in results, "rerun: python -m oar_lite.lab.findings --learning-tables"
 
 
 # ----------------------------------------------------------------------------- the positive control

@@ -1,5 +1,7 @@
 """oar_lite.lab.lora_learning: held-out gains with intervals over seeds and problems, curves and
 step costs, on small synthetic logs with known answers."""
+import math
+
 import pytest
 
 from oar_lite.lab import lora_learning as ll
@@ -81,3 +83,126 @@ def test_step_cost_reads_only_the_pairs_that_ran_side_by_side():
         ll.cost_ratio({"runs": runs}, "oar-g", seeds=[5])
     with pytest.raises(ValueError, match=r"seeds \[5\] were asked for but have no oar-g and none pair"):
         ll.cost_ratio({"runs": runs, "cost_seeds": [1, 5]}, "oar-g")
+
+
+# ----------------------------------------------------------------------------- problems no run trained on (issue 38)
+
+def test_heldout_change_on_some_problems_only():
+    log = _log()
+    assert ll.heldout_change(log, "none", problems=[0, 1])["mean"] == pytest.approx(0.5)
+    kept = ll.heldout_change(log, "none", problems=[2, 3])
+    assert kept["mean"] == 0 and kept["problems"] == 2 and kept["start_accuracy"] == 0.5
+    assert ll.heldout_change(log, "oar-g", against="none", problems=[0, 1])["mean"] == pytest.approx(0.25)
+    for bad in ([0], [0, 4], [1, 1]):
+        with pytest.raises(ValueError, match=r"problems must be >= 2 distinct indices in \[0, 4\)"):
+            ll.heldout_change(log, "none", problems=bad)
+
+
+def test_crossed_bootstrap_of_a_mean_is_crossed_bootstrap():
+    import numpy as np
+
+    from oar_lite.lab.stats import crossed_bootstrap, crossed_bootstrap_of
+
+    values = np.random.default_rng(3).random((3, 20))
+    assert crossed_bootstrap_of(lambda v: v.mean(), values) == [crossed_bootstrap(values)]
+    (low, high), (low2, high2) = crossed_bootstrap_of(lambda a, b: [a.mean(), a.sum() / b.sum()], values, values + 1)
+    assert low < high and low2 < high2 < 1
+    with pytest.raises(ValueError, match="share one"):
+        crossed_bootstrap_of(lambda a, b: 0.0, values, values[:, :5])
+
+
+def _answered_run(method, seed, by_step):
+    """A run measured at T = 1 only: ``{step: (correct, answered)}`` per problem."""
+    heldout = [{"step": s, "decoding": "t1", "correct": [[c] for c in cs], "answered": [[a] for a in ans]}
+               for s, (cs, ans) in by_step.items()]
+    return {"name": f"{method}-{seed}", "method": method, "seed": seed, "heldout": heldout, "log": []}
+
+
+def test_format_decomposition_splits_the_gain_into_format_and_accuracy_given_format():
+    start = ([1, 0, 0, 0], [1, 1, 0, 0])  # format 1/2, right on 1 of the 2 answers stated
+    log = {"name": "t", "runs": [
+        _answered_run("none", 1, {0: start, 4: ([1, 1, 0, 0], [1, 1, 1, 1])}),
+        _answered_run("none", 2, {0: start, 4: ([1, 0, 1, 0], [1, 1, 1, 0])})]}
+    d = ll.format_decomposition(log, "none")
+    f0, f1, a0, a1 = 1 / 2, 7 / 8, 1 / 2, 4 / 7  # end: 7 answers stated of 8, 4 of them right
+    assert d["accuracy"]["start"] == 0.25 and d["accuracy"]["change"] == pytest.approx(0.25)
+    assert (d["format"]["start"], d["format"]["end"]) == (f0, f1) and d["format"]["change"] == pytest.approx(f1 - f0)
+    assert (d["given_format"]["start"], d["given_format"]["end"]) == pytest.approx((a0, a1))
+    assert d["from_format"]["mean"] == pytest.approx((f1 - f0) * (a0 + a1) / 2)
+    assert d["from_accuracy"]["mean"] == pytest.approx((a1 - a0) * (f0 + f1) / 2)
+    assert d["from_format"]["mean"] + d["from_accuracy"]["mean"] == pytest.approx(d["accuracy"]["change"])
+    assert d["seeds"] == [1, 2] and d["problems"] == 4 and d["end"] == 4
+    for k in ("accuracy", "format", "given_format", "from_format", "from_accuracy"):
+        assert d[k]["low"] <= d[k]["high"]
+    some = ll.format_decomposition(log, "none", problems=[1, 2])  # format 1/2 -> 1, accuracy given format 0 -> 1/2
+    assert (some["from_format"]["mean"], some["from_accuracy"]["mean"]) == pytest.approx((0.5 * 0.25, 0.5 * 0.75))
+    none_stated = ll.format_decomposition(log, "none", problems=[2, 3])  # no answer stated at step 0
+    assert math.isnan(none_stated["given_format"]["start"]) and math.isnan(none_stated["from_format"]["low"])
+    assert none_stated["format"]["change"] == pytest.approx(0.75)
+
+    wrong = {"name": "w", "runs": [_answered_run("none", 1, {0: start, 4: ([1, 1, 0, 0], [1, 0, 0, 0])})]}
+    with pytest.raises(ValueError, match="counted correct but not stated"):
+        ll.format_decomposition(wrong, "none")
+    with pytest.raises(ValueError, match="has no 'answered'"):
+        ll.format_decomposition({"runs": [_run("none", 1, {0: [0, 1], 4: [1, 1]})]}, "none", decoding="greedy")
+
+
+def test_clean_heldout_of_the_shipped_runs():
+    """The shipped runs were split by question text: 66 of the 96 held-out problems have a twin in
+    the pool; the prompts the runs drew (rebuilt from their seeds) hold twins of some of them."""
+    from oar_lite.course.problems import numbers_key
+
+    log = ll.load_log()
+    strict, drawn = ll.clean_heldout(log, "pool"), ll.clean_heldout(log)
+    assert strict["heldout"] == 96 and strict["twins_in_pool"] == 66 and len(strict["problems"]) == 30
+    assert set(strict["problems"]) < set(drawn["problems"]) and drawn["reading"] == "trained"
+    assert len(drawn["problems"]) == 96 - drawn["twins_trained"] and 0 < drawn["twins_trained"] < 66
+    pool, held = ll.run_split(log["runs"][0])
+    trained = {numbers_key(pool[i]) for r in log["runs"] for i in ll.trained_indices(r)}
+    assert len(ll.trained_indices(log["runs"][0])) == 4 * 12  # 4 prompts a step, 12 steps
+    assert all((numbers_key(p) in trained) == (i not in drawn["problems"]) for i, p in enumerate(held))
+    with pytest.raises(ValueError, match="reading must be one of"):
+        ll.clean_heldout(log, "all")
+    other = {**log, "runs": [log["runs"][0], {**log["runs"][1], "settings": {
+        **log["runs"][1]["settings"], "split": {**log["runs"][1]["settings"]["split"], "by": "numbers"}}}]}
+    with pytest.raises(ValueError, match="split 2 ways"):
+        ll.clean_heldout(other)
+
+
+def test_trained_indices_are_the_prompts_trl_draws(tmp_path):
+    """A real `OARGRPOTrainer` with a shipped run's settings (the toy model in SmolLM2's place, a
+    dataset as long as the run's pool) generates for exactly the prompts `trained_indices` rebuilds
+    from the run's seed, in order, and a run resumed from a checkpoint goes on with the same ones."""
+    from datasets import Dataset
+
+    from oar_lite.course import toy
+    from oar_lite.trl import OARGRPOTrainer, recipe_config
+
+    run = next(r for r in ll.load_log()["runs"] if r["method"] == "none" and r["seed"] == 2)
+    s = run["settings"]
+    pool, _ = ll.run_split(run)
+    rows = [{"prompt": f"{10 + i % 90}+{10 + i // 90 % 90}:", "answer": "0", "idx": i} for i in range(len(pool))]
+    drawn = []
+
+    def reward(completions, idx, **kwargs):
+        drawn.append(list(idx[:: s["group_size"]]))
+        return [0.0] * len(completions)
+
+    def train(steps, resume=False):
+        args = recipe_config("laptop", str(tmp_path), steps=steps, oar_method="none", answer_formats=list(toy.FORMATS),
+                             seed=run["seed"], device="cpu", learning_rate=s["learning_rate"], prompts_per_step=s["prompts"],
+                             num_generations=s["group_size"], micro_batch=s["micro_batch"], max_completion_length=4,
+                             gradient_checkpointing=False, bf16=False, save_steps=2, disable_tqdm=True,
+                             dataloader_num_workers=0)
+        model, tokenizer = toy.load_model()
+        trainer = OARGRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=Dataset.from_list(rows),
+                                 processing_class=tokenizer)
+        assert {k: args.to_dict()[k] for k in ("steps_per_generation", "generation_batch_size", "num_iterations")} == {
+            k: run["trl_config"][k] for k in ("steps_per_generation", "generation_batch_size", "num_iterations")}
+        trainer.train(resume_from_checkpoint=True if resume else None)
+
+    train(2)
+    assert [i for step in drawn for i in step] == ll.trained_indices(run, steps=2)
+    drawn.clear()
+    train(4, resume=True)  # steps 3 and 4, from the step-2 checkpoint
+    assert [i for step in drawn for i in step] == ll.trained_indices(run, steps=4)[2 * s["prompts"]:]
