@@ -610,7 +610,7 @@ def _mkdocs(kind: str, pages: dict[str, object], out: Path, project: str) -> Non
            + [{"README": "project.md"}])
     config = {"site_name": f"oar-lite course ({kind})", "docs_dir": "docs", "site_dir": str(out.resolve()),
               "use_directory_urls": False,
-              "theme": {"name": "material", "custom_dir": "theme", "font": False}, "nav": nav,
+              "theme": {"name": "material", "custom_dir": "theme", "font": False, "features": ["toc.integrate"]}, "nav": nav,
               "extra": {"generator": False, "polyfills": ["assets/iframe-worker/shim.js"]},
               "extra_css": ["assets/course.css"],
               "hooks": [str(ROOT / "scripts" / "site_hooks.py")],

@@ -189,9 +189,9 @@ def test_no_javascript_or_console_error(page, kind, name):
     assert not page.outside, f"{kind}/{name} asked the network for {page.outside[:5]}"
 
 
-TOC = """() => [...document.querySelectorAll('.md-sidebar--secondary nav a.md-nav__link')].map(a => a.getAttribute('href'))"""
+TOC = """() => [...document.querySelectorAll('nav.md-nav--secondary a.md-nav__link')].map(a => a.getAttribute('href'))"""
 LAND = r"""href => {
-  const a = [...document.querySelectorAll('.md-sidebar--secondary nav a.md-nav__link')].find(l => l.getAttribute('href') === href);
+  const a = [...document.querySelectorAll('nav.md-nav--secondary a.md-nav__link')].find(l => l.getAttribute('href') === href);
   const target = document.getElementById(decodeURIComponent(href.slice(1)));
   if (!target) return {missing: true, label: a.innerText};
   window.scrollTo(0, 0);
