@@ -5,8 +5,9 @@
                                             # solutions pass (public and hidden tests)
     python scripts/course.py grade DIR      # grade a folder of completed student notebooks
     python scripts/course.py check-grade    # grade hand-made submissions: solved, shortcuts, blank, renamed
-    python scripts/course.py site           # build/site/{teacher,student}: static HTML, readable offline
+    python scripts/course.py site           # build/site/teacher and build/site/student: two static sites, readable offline
     python scripts/course.py check-site     # pages, links, no external resource, no solution for students
+    python scripts/course.py release-student --class-repo OWNER/NAME   # build/release-student: the class repository
 
 The exercises are written in the source notebooks in otter-grader's format
 (https://otter-grader.readthedocs.io, "otter assign"): a raw cell ``# BEGIN QUESTION`` with the
