@@ -563,6 +563,8 @@ SITE_CSS = """.md-typeset .jp-RenderedHTMLCommon table:not([class]) { overflow: 
 # start a web worker) with squidfunk's iframe-worker shim, which it would load from unpkg.com; the
 # site serves the npm package's copy instead (package.json).
 IFRAME_WORKER = ROOT / "node_modules" / "iframe-worker" / "shim" / "index.js"
+# the pages the notebooks link, in the navigation too (so that each has its table of contents)
+EXTRA_PAGES = {"Benchmark results": "benchmarks/RESULTS.md", "OAR in TRL": "docs/trl.md", "The OAR specification": "docs/oar-spec.md"}
 EXTRAS = ["docs/trl.md", "docs/oar-spec.md", "benchmarks/RESULTS.md", "docs/compare.png", "docs/scaling.png",
           "docs/ground_truth.png"]
 # mkdocs-jupyter's page template loads mermaid from a CDN whether or not a page has a diagram
@@ -608,7 +610,8 @@ def _mkdocs(kind: str, pages: dict[str, object], out: Path, project: str) -> Non
             (docs / extra).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(ROOT / extra, docs / extra)
     nav = ([{"Objectives": "index.md"}] + [{plain_title(_header(nb)["title"]): f"notebooks/{name}"} for name, nb in pages.items()]
-           + [{"README": "project.md"}])
+           + [{"README": "project.md"}]
+           + [{title: extra} for title, extra in EXTRA_PAGES.items() if (ROOT / extra).exists()])
     config = {"site_name": f"oar-lite course ({kind})", "docs_dir": "docs", "site_dir": str(out.resolve()),
               "use_directory_urls": False,
               "theme": {"name": "material", "custom_dir": "theme", "font": False, "features": ["toc.integrate"]}, "nav": nav,

@@ -208,7 +208,8 @@ LAND = r"""href => {
 
 
 @pytest.mark.parametrize("kind", ["teacher", "student"])
-@pytest.mark.parametrize("name", [f"notebooks/{p.stem}.html" for p in NOTEBOOKS] + ["index.html", "project.html"])
+@pytest.mark.parametrize("name", [f"notebooks/{p.stem}.html" for p in NOTEBOOKS]
+                         + ["index.html", "project.html", "docs/trl.html", "docs/oar-spec.html", "benchmarks/RESULTS.html"])
 def test_table_of_contents_links_land_on_their_headings_below_the_header(page, kind, name):
     """Each link of the page's table of contents: its heading exists, the link reads as the heading
     (no code dropped, no raw Markdown), and clicking it brings the heading to the top of the
@@ -249,8 +250,11 @@ def test_search_works_from_the_file_system(page, kind):
     """The built-in search (Material's, its index inlined by the offline plugin, its worker run
     through the iframe-worker shim served from the site) finds the reshaping notebook."""
     open_page(page, SITE / kind / "index.html")
-    page.locator("label.md-search__icon, .md-search__input").first.click()
-    page.locator(".md-search__input").fill("mass preservation")
+    page.locator(".md-search__input").first.click()
+    # the worker builds the index first ("Initializing search"); a query typed before is not rerun
+    page.wait_for_function("() => { const m = document.querySelector('.md-search-result__meta');"
+                           " return m && m.innerText.trim() && !/initializing/i.test(m.innerText); }", timeout=30000)
+    page.locator(".md-search__input").press_sequentially("mass preservation")     # the theme reads keyup events
     results = page.locator(".md-search-result__item")
     results.first.wait_for(timeout=15000)
     hrefs = page.evaluate("() => [...document.querySelectorAll('.md-search-result__item a')].map(a => a.getAttribute('href'))")
