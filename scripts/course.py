@@ -921,10 +921,14 @@ def main(argv: list[str] | None = None) -> None:
         grade(args.submissions)
     elif args.command == "check-grade":
         check_grade()
-    elif args.command == "site":
-        site(repo=args.class_repo, branch=args.class_branch)
-    elif args.command == "release-student":
-        release_student(args.out, args.class_repo, args.class_branch)
+    elif args.command in ("site", "release-student"):
+        try:
+            if args.command == "site":
+                site(repo=args.class_repo, branch=args.class_branch)
+            else:
+                release_student(args.out, args.class_repo, args.class_branch)
+        except ValueError as err:          # the class repository: said plainly, without a traceback
+            parser.error(str(err))
     else:
         check_site()
 
