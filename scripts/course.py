@@ -716,7 +716,8 @@ def student_readme(paths: list[Path], repo: str | None, branch: str = "main") ->
         "Each exercise has a cell to fill in (`...`) and a check: `grader.check(\"<name>\")` runs its public "
         "checks, which look at the type and shape of your answer only. The values are graded when you hand the "
         "notebook in, by tests you do not see. An exercise that asks you to re-implement a function of the "
-        "`oar_lite` package is graded with that function switched off, so calling it scores nothing.", "",
+        "`oar_lite` package is graded with that function switched off: a submission that only calls it fails "
+        "the graded tests.", "",
         "Hand in the notebook file itself (`.ipynb`), under any name: it is recognised by its contents.", "",
         "## Running the notebooks", "",
         ("On Colab, the first cell installs the package from this repository. " if repo else "")
