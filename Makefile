@@ -11,7 +11,7 @@ export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export MPLBACKEND := Agg
 
-.PHONY: venv demo test test-fast test-notebooks test-wheel test-trl-oldest lab bench bench-credit clean notebooks student grade check-student check-grade site check-site check-course ground-truth
+.PHONY: venv demo test test-fast test-notebooks test-wheel test-trl-oldest lab bench bench-credit clean notebooks student grade check-student check-grade site check-site check-course release-student ground-truth
 
 venv: $(STAMP)
 
@@ -112,10 +112,25 @@ check-student: student
 check-grade: student
 	$(PY) scripts/course.py check-grade
 
-# Static HTML of the executed series, teacher and student versions (mkdocs + mkdocs-jupyter;
-# executes nothing, fetches nothing, reads offline): build/site/{teacher,student}.
+# The class repository (owner/name on GitHub) that the student release is published as: set it
+# once here or on the command line (make release-student CLASS_REPO=my-school/rl-course). The
+# student notebooks' Colab badges open its notebooks/ and their setup cell installs the package
+# from it; the student site links it too (without it, the student site has no Colab link).
+CLASS_REPO ?=
+CLASS_BRANCH ?= main
+export CLASS_REPO CLASS_BRANCH
+
+# Static HTML of the executed series, teacher and student versions (mkdocs + mkdocs-jupyter,
+# Material theme; executes nothing, fetches nothing, reads and searches offline): two separate
+# sites, build/site/teacher and build/site/student, with no index or link between them.
 site: $(STAMP) $(NPM_STAMP)
 	$(PY) scripts/course.py site
+
+# A student-only distribution to publish as the class repository (build/release-student): the
+# student notebooks, the package and its data, a student README; checked for solution lines and
+# hidden tests as it is written.
+release-student: $(STAMP)
+	$(PY) scripts/course.py release-student
 
 # Links, nothing loaded from outside, no solution for students; then the pages in headless
 # Chromium (maths typeset, images drawn), screenshots in build/screenshots.

