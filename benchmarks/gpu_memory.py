@@ -30,7 +30,11 @@ How the estimate is made (`estimate`; each number is a sum of sizes, none is mea
 - **OAR-P**: no gradient; a pass holds at most ``min(oar_batch_size, token_budget // C)``
   perturbed copies (`oar_p_copies`): each copy's KV cache (prompt and completion) and one
   layer's activations over its completion columns.
-- Activations per token and layer (half precision, 2 bytes each): attention ``4h + 2 kv``
+- Precision: half precision (2 bytes) for every activation and cache, as accelerate's autocast
+  wraps the prepared model's forward; a phase that runs in float32 instead (the residual stream,
+  or generation through a wrapper that bypasses the autocast forward) doubles its term. The
+  measured columns show how far this holds.
+- Activations per token and layer (2 bytes each): attention ``4h + 2 kv``
   (normalised input, q, k and v, attention output), MLP ``h + 4 I`` (normalised input, gate,
   up, SiLU, product); LoRA dropout keeps its inputs (``6h + I``).
 - **peak** = weights + LoRA + the largest phase (phases run one after another).

@@ -550,8 +550,8 @@ THEME_MAIN = """{% extends "base.html" %}
 </script>
 {% endblock %}
 """
-EXTRAS = ["docs/trl.md", "docs/oar-spec.md", "benchmarks/RESULTS.md", "docs/compare.png", "docs/scaling.png",
-          "docs/ground_truth.png"]
+EXTRAS = ["docs/trl.md", "docs/oar-spec.md", "docs/gpu.md", "benchmarks/RESULTS.md", "docs/compare.png",
+          "docs/scaling.png", "docs/ground_truth.png"]
 # mkdocs-jupyter's page template loads mermaid from a CDN whether or not a page has a diagram
 # (the notebooks have none): the site drops that script.
 MERMAID = re.compile(r"<script type=\"module\">(?:(?!</script>).)*mermaid(?:(?!</script>).)*</script>", re.DOTALL)

@@ -162,3 +162,23 @@ def test_paper_and_official_code_are_cited_with_the_spec_tied_to_their_lines():
     rows = [row for row in section.splitlines() if re.match(r"\| \d+ \|", row)]
     assert len(rows) >= 10 and all("#L" in row for row in rows)  # each point tied to a line
     assert lines and all(1 <= a <= b <= 285 for a, b in lines), lines
+
+
+def test_newest_stack_installs_every_dependency_but_torch_and_sees_unmet_requirements():
+    """scripts/newest_stack.py (make test-newest): pyproject's dependencies without torch, and a
+    requirement an installed release has that the path does not meet is reported."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    stack = load_script("newest_stack")
+    names = {r.name for r in stack.requirements()}
+    deps = {Requirement(d).name for d in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]}
+    assert names == deps - {"torch"} and "trl" in names
+
+    class Dist:  # a release that needs more than is installed
+        requires = ["packaging>=9999", "surely-not-installed-oar-lite>=1", "pytest; extra == 'test'"]
+
+    unmet = stack._unmet(Dist())
+    assert len(unmet) == 2 and "found " + metadata.version("packaging") in unmet[0] and "not installed" in unmet[1]
+    assert {"trl", "math-verify", "typing-extensions"} <= set(stack.pins())  # names as pip writes them, '-' for '_'
