@@ -208,9 +208,12 @@ def _key(setting: Setting) -> str:
     return f"{setting.model}|{setting.method}"
 
 
-def table(settings=SETTINGS, measured: dict | None = None, gpu: GPU = T4) -> str:
+def table(settings=SETTINGS, measured: dict | Path | None = None, gpu: GPU = T4) -> str:
     """The markdown table: the settings, the estimated parts in GiB, the estimated peak and
-    seconds per step on ``gpu``, and the measured values where ``measured`` has the row."""
+    seconds per step on ``gpu``, and the measured values where ``measured`` (a dict, or the
+    JSON file `measure` writes) has the row."""
+    if isinstance(measured, Path):
+        measured = json.loads(measured.read_text())
     measured = measured or {}
     head = ("| model | method | LoRA r | prompts x G (micro-batch) | P + C tokens | OAR-P copies per pass (budget) "
             "| weights | LoRA + Adam | generation KV | update (checkpointed) | scoring | **peak, estimate** "
@@ -257,6 +260,8 @@ def measure(model: str, methods, steps: int, out: Path, *, lora_rank: int = 16) 
     from oar_lite.trl import (GSM8K_FORMATS, OARGRPOTrainer, accuracy_reward, format_reward, load_gsm8k,
                               lora_adapter, recipe_config)
 
+    if model not in MODELS:
+        raise ValueError(f"model {model!r}: expected one of {sorted(MODELS)}")
     if not torch.cuda.is_available():
         raise SystemExit("measure needs a CUDA GPU")
     if model == "smollm2":
@@ -330,12 +335,9 @@ def main(argv=None) -> int:
     m.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     if args.command == "measure":
-        if args.model not in MODELS:
-            parser.error(f"--model {args.model!r}: expected one of {sorted(MODELS)}")
         measure(args.model, args.methods, args.steps, args.out, lora_rank=args.lora_rank)
         return 0
-    measured = json.loads(args.measured.read_text()) if args.measured else None
-    text = table(measured=measured)
+    text = table(measured=args.measured)
     if args.write:
         args.write.write_text(HEADER.format(prompt=PROMPT_TOKENS) + text + "\n")
     else:
