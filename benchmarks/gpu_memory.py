@@ -237,6 +237,21 @@ def table(settings=SETTINGS, measured: dict | Path | None = None, gpu: GPU = T4)
 
 # ----------------------------------------------------------------------------- measuring on a GPU
 
+def first_module(*names: str):
+    """The first module of ``names`` that exists. The recipes, problems and models are moving
+    into ``oar_lite.lab`` and ``oar_lite.course`` (issue 40); this runs with either layout."""
+    import importlib
+    import importlib.util
+
+    for name in names:
+        try:
+            if importlib.util.find_spec(name) is not None:
+                return importlib.import_module(name)
+        except ModuleNotFoundError:  # its parent package does not exist
+            continue
+    raise ImportError(f"none of {names} exists")
+
+
 def _mean_prompt_tokens(tokenizer, data, rows: int = 32) -> float:
     """Mean prompt length in tokens over the first ``rows`` rows (chat prompts through the template)."""
     counts = []
@@ -257,30 +272,31 @@ def measure(model: str, methods, steps: int, out: Path, *, lora_rank: int = 16) 
     import torch
     from datasets import Dataset
 
-    from oar_lite.trl import (GSM8K_FORMATS, OARGRPOTrainer, accuracy_reward, format_reward, load_gsm8k,
-                              lora_adapter, recipe_config)
+    from oar_lite.reward import accuracy_reward, format_reward
+    from oar_lite.trl import OARGRPOTrainer
+
+    recipes = first_module("oar_lite.lab.recipes", "oar_lite.trl")
+    problems = first_module("oar_lite.course.problems", "oar_lite.problems")
+    models = first_module("oar_lite.course.models", "oar_lite.models")
 
     if model not in MODELS:
         raise ValueError(f"model {model!r}: expected one of {sorted(MODELS)}")
     if not torch.cuda.is_available():
         raise SystemExit("measure needs a CUDA GPU")
     if model == "smollm2":
-        from oar_lite.models import load_smollm2, smollm2_cache_path
-        from oar_lite.problems import make_problems, prompt_messages
-
-        load_smollm2()
-        name, formats = str(smollm2_cache_path()), ["answer_is"]
-        data = Dataset.from_list([{"prompt": prompt_messages(p), "answer": str(p.answer)}
-                                  for p in make_problems(256, seed=0)])
+        models.load_smollm2()
+        name, formats = str(models.smollm2_cache_path()), ["answer_is"]
+        data = Dataset.from_list([{"prompt": problems.prompt_messages(p), "answer": str(p.answer)}
+                                  for p in problems.make_problems(256, seed=0)])
     else:
-        name, formats, data = model, list(GSM8K_FORMATS), load_gsm8k("train")
+        name, formats, data = model, list(problems.GSM8K_FORMATS), problems.load_gsm8k("train")
     results = json.loads(out.read_text()) if out.exists() else {}
     for method in methods:
         torch.cuda.empty_cache()
-        args = recipe_config("gpu", tempfile.mkdtemp(prefix="gpu-memory-"), steps=steps, oar_method=method,
-                             answer_formats=formats, save_strategy="no", report_to="none")
+        args = recipes.recipe_config("gpu", tempfile.mkdtemp(prefix="gpu-memory-"), steps=steps, oar_method=method,
+                                     answer_formats=formats, save_strategy="no", report_to="none")
         trainer = OARGRPOTrainer(model=name, reward_funcs=[accuracy_reward(formats), format_reward(formats)],
-                                 args=args, train_dataset=data, peft_config=lora_adapter(lora_rank))
+                                 args=args, train_dataset=data, peft_config=recipes.lora_adapter(lora_rank))
         torch.cuda.reset_peak_memory_stats()
         start = time.perf_counter()
         trainer.train()
