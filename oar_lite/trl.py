@@ -19,7 +19,8 @@ import torch
 TRL_SUPPORTED = ">=1.6,<1.17"
 """The TRL releases `OARGRPOTrainer` is made for (as ``pyproject.toml``): it relies on internals
 that change between releases (``_generate_and_score_completions``' output, ``_compute_loss``
-taking ``[B, C]`` advantages, ``_metrics``, ``_dist``); huggingface/trl#4525 asks for a hook."""
+taking ``[B, C]`` advantages, ``_metrics``, ``_logs``, ``_dist``; tests/test_trl.py's guard
+names each); huggingface/trl#4525 asks for a hook, #7298 (open) proposes one."""
 
 
 def check_trl_version(version: str | None = None) -> str:
@@ -223,9 +224,30 @@ class OARGRPOTrainer(GRPOTrainer):
         weights, reasoning, no_answer = self._oar_weights(output)
         output["advantages"] = token_advantages(output["advantages"], weights.to(output["advantages"].device))
         self._log_oar_metrics(mode, weights, reasoning, no_answer, time.perf_counter() - start)
+        self._log_token_advantages(output["advantages"], output["completion_mask"])
         return output
 
     # ------------------------------------------------------------------ pieces
+
+    TOKEN_ADVANTAGES_COLUMN = "oar_token_advantages"
+    """The completions-log column with the advantages the loss receives (docs/trl.md)."""
+
+    def _log_token_advantages(self, advantages: torch.Tensor, completion_mask: torch.Tensor) -> None:
+        """Add the advantages the loss receives (``advantages: [B, C]``, this process's rows) to
+        TRL's completions log, as the column `TOKEN_ADVANTAGES_COLUMN`: per completion, the list
+        of ``A_i * w_t`` (4 decimals) over its ``completion_mask`` tokens, gathered over processes in TRL's row
+        order. TRL's own ``advantage`` column is written inside TRL's method, before the
+        reshaping, and keeps the sequence advantage ``A_i``."""
+        rows = [[round(x, 4) for x in a[: int(n)].tolist()]
+                for a, n in zip(advantages.detach().float().cpu(), completion_mask.sum(1).tolist())]
+        extra = getattr(self, "_logs", {}).get("extra")
+        if extra is None:  # only with OAR_LITE_ANY_TRL=1: a TRL whose completions log is laid out otherwise
+            import warnings
+
+            warnings.warn("this TRL has no completions log _logs['extra']: the token advantages OAR trains with "
+                          "are not logged (TRL's 'advantage' column shows the sequence advantages)", stacklevel=2)
+            return
+        extra[self.TOKEN_ADVANTAGES_COLUMN].extend(gather_object(rows))
 
     def _oar_segments(self, completion_ids: torch.Tensor, completion_mask: torch.Tensor) -> list:
         """Reasoning/answer `Segments` of each local completion (``None``: no answer found)."""

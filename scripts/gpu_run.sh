@@ -9,8 +9,9 @@
 # (issue 17's GPU column); notebook 07's GPU profile (OARGRPOTrainer, bf16, gradient
 # checkpointing, LoRA) for 5 steps with SmolLM2 and the word problems in place of the hub's
 # Qwen and GSM8K (scripts/offline_notebook_07.py); OAR-P against Captum on SmolLM2 (float32);
-# OAR-P/OAR-G time and memory up to 1024 tokens. Every benchmark writes its JSON into
-# OUT_DIR and its table to stdout.
+# notebook 07's memory and time table (benchmarks/gpu_memory.py: the GPU recipe's peak memory and
+# seconds per step, next to their estimates; OUT_DIR/gpu.md replaces docs/gpu.md); OAR-P/OAR-G time
+# and memory up to 1024 tokens. Every benchmark writes its JSON into OUT_DIR and its table to stdout.
 set -u
 out=${1:?usage: bash scripts/gpu_run.sh OUT_DIR [toy|smollm2|all]}
 which=${2:-all}
@@ -44,6 +45,16 @@ if [ "$which" != toy ]; then
         --methods uniform oar-g oar-p --max-new-tokens 128 --scored-rounds --warmup 1 --repeats 5 \
         --no-progress --out "$out/step_cost_smollm2.json"
     part "notebook 07, GPU profile, SmolLM2 offline" 150 "$py" scripts/offline_notebook_07.py
+    # Notebook 07's memory and time table (docs/gpu.md): the recipe's peak memory and seconds per
+    # step per method, then the table with the measured columns filled, in OUT_DIR/gpu.md (copy it
+    # over docs/gpu.md). SmolLM2 offline; GPU_MEMORY_MODELS="Qwen/Qwen2.5-0.5B-Instruct ..." adds
+    # the hub models of the table on a machine that reaches the hub (GSM8K).
+    for model in smollm2 ${GPU_MEMORY_MODELS:-}; do
+        part "memory and time table, $model" 240 "$py" -m benchmarks.gpu_memory measure --model "$model" \
+            --methods none oar-g oar-p --steps 4 --out "$out/gpu_memory.json"
+    done
+    part "memory and time table, page" 30 "$py" -m benchmarks.gpu_memory table --measured "$out/gpu_memory.json" \
+        --write "$out/gpu.md"
     part "OAR-P vs Captum, SmolLM2" 75 "$py" -m benchmarks.oar_p_implementations --model smollm2 --device "$dev" \
         --dtype float32 --sequences 2 --max-reasoning 80 --rows-together --per-sequence 0 --warmup 1 --repeats 3 \
         --no-progress --no-captum-default-check --out "$out/oar_p_implementations.json"

@@ -18,6 +18,11 @@ course = load_script("course")
 
 NOTEBOOKS = course.notebooks()
 REQUIRED_ARXIV = {"2601.07408"}  # the OAR paper, in every notebook
+# ... with its ACL 2026 version, the authors' two official repositories and the spec section
+# that ties what it fixes to their code's lines (issue 37)
+REQUIRED_LINKS = {"https://aclanthology.org/2026.acl-long.1132/",
+                  "https://github.com/Valsure/Outcome-Grounded-Advantage-Reshaping",
+                  "https://github.com/XINGYUN-AI-LAB/XINGYUN_LAB", "../docs/oar-spec.md"}
 ALL_ARXIV = {"2601.07408", "2402.03300", "2503.20783", "2503.14476", "2410.01679", "2412.08905", "2009.07896"}
 
 
@@ -40,6 +45,7 @@ def test_opens_with_objectives_prerequisites_time_and_closes_with_takeaways_refe
     assert "## Takeaways" in markdown and "## References" in markdown
     references = markdown[markdown.index("## References"):]
     assert all(f"arxiv.org/abs/{a}" in references for a in REQUIRED_ARXIV)
+    assert all(f"]({link})" in references for link in REQUIRED_LINKS), REQUIRED_LINKS
     assert "Notebook runtime" in nb.cells[-1].source                 # the last cell prints it
 
 

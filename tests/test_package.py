@@ -146,3 +146,42 @@ def test_line_count_splits_code_docstrings_comments_and_blanks():
     line_count = load_script("line_count")
     source = '"""Module.\n\nMore."""\n\n# a comment\nx = 1  # trailing\n\n\ndef f():\n    """One line."""\n    return "not a docstring"\n'
     assert line_count.classify(source) == {"code": 3, "docstring": 4, "comment": 1, "blank": 3}
+
+
+def test_paper_and_official_code_are_cited_with_the_spec_tied_to_their_lines():
+    """Issue 37: the ACL 2026 paper and both official repositories in the README and the spec;
+    the spec's section 9 links lines of the authors' file at a fixed commit, inside its 285 lines."""
+    readme, spec = (ROOT / "README.md").read_text(), (ROOT / "docs" / "oar-spec.md").read_text()
+    for text in (readme, spec):
+        for link in ("https://aclanthology.org/2026.acl-long.1132/", "https://arxiv.org/abs/2601.07408",
+                     "https://github.com/Valsure/Outcome-Grounded-Advantage-Reshaping",
+                     "https://github.com/XINGYUN-AI-LAB/XINGYUN_LAB"):
+            assert link in text
+    assert "24681-24693" in readme and "24681-24693" in spec
+    section = spec[spec.index("## 9."):]
+    lines = [(int(a), int(b or a)) for a, b in re.findall(
+        r"Valsure/Outcome-Grounded-Advantage-Reshaping/blob/8dbc47862b5c3636b6070be16c9a181b17ca6346/OAR-main\.py"
+        r"#L(\d+)(?:-L(\d+))?\)", section)]
+    rows = [row for row in section.splitlines() if re.match(r"\| \d+ \|", row)]
+    assert len(rows) >= 10 and all("#L" in row for row in rows)  # each point tied to a line
+    assert lines and all(1 <= a <= b <= 285 for a, b in lines), lines
+
+
+def test_newest_stack_installs_every_dependency_but_torch_and_sees_unmet_requirements():
+    """scripts/newest_stack.py (make test-newest): pyproject's dependencies without torch, and a
+    requirement an installed release has that the path does not meet is reported."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    stack = load_script("newest_stack")
+    names = {r.name for r in stack.requirements()}
+    deps = {Requirement(d).name for d in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]}
+    assert names == deps - {"torch"} and "trl" in names
+
+    class Dist:  # a release that needs more than is installed
+        requires = ["packaging>=9999", "surely-not-installed-oar-lite>=1", "pytest; extra == 'test'"]
+
+    unmet = stack._unmet(Dist())
+    assert len(unmet) == 2 and "found " + metadata.version("packaging") in unmet[0] and "not installed" in unmet[1]
+    assert {"trl", "math-verify", "typing-extensions"} <= set(stack.pins())  # names as pip writes them, '-' for '_'

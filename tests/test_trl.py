@@ -9,6 +9,7 @@ import copy
 import dataclasses
 import math
 import os
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -472,3 +473,133 @@ def test_heldout_callback_measures_at_its_steps_and_resumes(tmp_path):
     assert [len(c) for c in records[1]["correct"]] == [2] * 6 and records[1]["samples"] == 2
     again = train(2)  # a second run over the same file: every step is already measured
     assert len(read_jsonl(path)) == 4 and again.done == {(0, "greedy"), (0, "t1"), (2, "greedy"), (2, "t1")}
+
+
+# ----------------------------------------------------------------------------- the TRL guard
+# OARGRPOTrainer's one override depends on TRL internals (oar_lite.trl.TRL_SUPPORTED). These
+# tests run against the oldest (make test-trl-oldest) and the newest (make test, make
+# test-newest) supported TRL and fail, naming the internal, the day a release changes one.
+
+_GUARD = "OARGRPOTrainer relies on it (oar_lite/trl.py; docs/trl.md, 'TRL internals OAR relies on')"
+
+
+def test_guard_trl_still_has_the_names_the_override_uses(tmp_path):
+    import inspect
+
+    from trl.models import unwrap_model_for_generation
+
+    for name, params in {"_generate_and_score_completions": ["inputs"], "_compute_loss": ["model", "inputs"]}.items():
+        method = getattr(GRPOTrainer, name, None)
+        assert callable(method), f"TRL's GRPOTrainer has no method {name} any more; {_GUARD}"
+        found = [p for p in inspect.signature(method).parameters if p != "self"]
+        assert found[: len(params)] == params, f"GRPOTrainer.{name} now takes {found}, not {params}; {_GUARD}"
+    taken = inspect.signature(unwrap_model_for_generation).parameters
+    assert "gather_deepspeed3_params" in taken, f"trl.models.unwrap_model_for_generation takes {list(taken)}; {_GUARD}"
+    args = config(tmp_path=tmp_path)
+    for name in ("ds3_gather_for_generation", "gradient_checkpointing_kwargs", "use_liger_kernel", "seed",
+                 "full_determinism", "log_completions"):
+        assert hasattr(args, name), f"GRPOConfig has no field {name} any more; {_GUARD}"
+    trainer = build(OARGRPOTrainer, args)
+    for name in ("_metrics", "_logs", "_dist", "accelerator", "model_wrapped", "processing_class"):
+        assert hasattr(trainer, name), f"GRPOTrainer instances have no attribute {name} any more; {_GUARD}"
+    assert callable(getattr(trainer._dist, "summon_full_params", None)), f"GRPOTrainer._dist.summon_full_params; {_GUARD}"
+    assert isinstance(trainer._metrics.get("train"), dict), f"GRPOTrainer._metrics['train'] is not a dict; {_GUARD}"
+    assert "extra" in trainer._logs and "advantages" in trainer._logs, \
+        f"GRPOTrainer._logs (the completions log) has keys {sorted(trainer._logs)}; {_GUARD}"
+
+
+@pytest.fixture(scope="module")
+def one_step_oar_p(tmp_path_factory):
+    """One OAR-P step with TRL's completions log written (log_completions: a parquet file per step)."""
+    out = tmp_path_factory.mktemp("oar-p-log")
+    return run(OARGRPOTrainer, config(tmp_path=out, oar_method="oar-p", max_steps=1, log_completions=True))
+
+
+def test_guard_trl_output_keeps_the_keys_and_sequence_advantages(one_step_oar_p):
+    """What `_generate_and_score_completions` hands the override: the ids, masks and [B] advantages."""
+    trainer = one_step_oar_p
+    # TRL's own method (not the override), on a batch of the training data
+    output = GRPOTrainer._generate_and_score_completions(trainer, [trainer.train_dataset[i % 2] for i in range(8)])
+    for key in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "advantages"):
+        assert key in output, f"GRPOTrainer._generate_and_score_completions' output has no {key!r} " \
+                              f"(keys: {sorted(output)}); {_GUARD}"
+    B = output["completion_ids"].shape[0]
+    assert output["advantages"].shape == (B,), \
+        f"TRL now hands out advantages of shape {tuple(output['advantages'].shape)}, not [B] = ({B},); {_GUARD}"
+
+
+def test_guard_trl_loss_reads_token_advantages_per_token(one_step_oar_p):
+    """TRL's `_compute_loss` reads [B, T] advantages token by token: [B] and the same values spread
+    over [B, T] give the same loss and gradient, and moving one row's advantage from one token to
+    another changes the gradient (a loss that averaged or dropped the T axis would not)."""
+    trainer = one_step_oar_p
+    inputs, _ = trainer.seen[0]
+    model = trainer.model
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    B, C = inputs["completion_ids"].shape
+    sequence = torch.linspace(-1.0, 1.0, B)
+
+    def loss_and_grad(advantages):
+        try:
+            loss = GRPOTrainer._compute_loss(trainer, model, {**inputs, "advantages": advantages})
+        except Exception as err:  # a shape error: the loss refuses [B, T]
+            raise AssertionError(f"TRL's GRPOTrainer._compute_loss fails on advantages of shape "
+                                 f"{tuple(advantages.shape)}: {err!r}; {_GUARD}") from err
+        return loss.detach(), torch.cat([g.flatten() for g in torch.autograd.grad(loss, params)])
+
+    loss_b, grad_b = loss_and_grad(sequence)
+    loss_bt, grad_bt = loss_and_grad(sequence[:, None].expand(B, C).clone())
+    torch.testing.assert_close(loss_bt, loss_b, msg=lambda m: f"[B, T] advantages equal along T give another loss "
+                                                                f"than [B]: {m}; {_GUARD}")
+    torch.testing.assert_close(grad_bt, grad_b, msg=lambda m: f"... another gradient than [B]: {m}; {_GUARD}")
+    row = 0
+    n = int(inputs["completion_mask"][row].sum())
+    assert n >= 2
+    first, last = torch.zeros(B, C), torch.zeros(B, C)
+    first[row, 0], last[row, n - 1] = 1.0, 1.0
+    _, grad_first = loss_and_grad(first)
+    _, grad_last = loss_and_grad(last)
+    assert grad_first.abs().max() > 0, f"an advantage on one token gives no gradient; {_GUARD}"
+    assert not torch.allclose(grad_first, grad_last), \
+        f"TRL's loss gives the same gradient whichever token of a row holds the advantage: it no longer reads " \
+        f"[B, T] advantages per token, so OAR's token weights would be lost; {_GUARD}"
+
+
+def test_completions_log_shows_the_advantages_oar_trained_with(one_step_oar_p):
+    """The completions table (TRL's parquet file; also its console print and wandb table) has the
+    column `oar_token_advantages`: per completion, the advantages the loss received. TRL's own
+    `advantage` column keeps A_i: the value of the tokens OAR leaves alone (the answer's)."""
+    import pandas as pd
+
+    trainer = one_step_oar_p
+    inputs, _ = trainer.seen[0]
+    adv, mask = inputs["advantages"], inputs["completion_mask"]
+    column = OARGRPOTrainer.TOKEN_ADVANTAGES_COLUMN
+    (path,) = Path(trainer.args.output_dir, "completions").glob("*.parquet")
+    table = pd.read_parquet(path)
+    assert column in table.columns, f"the completions table has no {column!r}: {list(table.columns)}"
+    assert len(table) == adv.shape[0]
+    # TRL shuffles a generation batch before the loss sees it: match rows by prompt and completion
+    tokenizer = char_tokenizer()
+    prompts = tokenizer.batch_decode(inputs["prompt_ids"], skip_special_tokens=True)
+    completions = tokenizer.batch_decode(inputs["completion_ids"], skip_special_tokens=True)
+    row_of = {(p, c): i for i, (p, c) in enumerate(zip(prompts, completions))}
+    assert len(row_of) == len(table)
+    for prompt, completion, logged, sequence in zip(table["prompt"], table["completion"], table[column],
+                                                    table["advantage"]):
+        i = row_of[(prompt, completion)]
+        trained = adv[i, : int(mask[i].sum())]
+        torch.testing.assert_close(torch.tensor(list(logged), dtype=trained.dtype), trained, rtol=0, atol=5e-5)
+        assert trained[-1].item() == pytest.approx(sequence, rel=1e-5, abs=1e-6)  # the end of text keeps A_i
+    spread = [max(r) - min(r) for r in table[column]]
+    assert max(spread) > 0.05, "every logged row is uniform: the test would not see a stale log"
+
+
+def test_guard_advantage_hook_of_trl_7298_not_released_yet():
+    """huggingface/trl#7298 (open) proposes `GRPOTrainer._transform_advantages`, called before TRL
+    logs the advantages. When a supported release has it, OAR should reshape there, so that TRL's
+    own `advantage` column shows what the loss received (docs/trl.md, 'The advantage hook')."""
+    assert not hasattr(GRPOTrainer, "_transform_advantages"), (
+        "TRL now has GRPOTrainer._transform_advantages (huggingface/trl#7298): move OARGRPOTrainer's reshaping "
+        "into it where its arguments allow (it needs each completion's ids and masks) and update docs/trl.md")
