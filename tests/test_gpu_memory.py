@@ -108,18 +108,11 @@ def test_the_shipped_page_is_what_the_script_writes(tmp_path):
 def test_settings_are_notebook_07s_gpu_recipe():
     """The table's default setting is `oar_lite.lab.recipes.RECIPES["gpu"]` with the GPU's OAR-P budget."""
     from oar_lite.attribution.planning import DEFAULT_TOKEN_BUDGET
+    from oar_lite.lab.recipes import RECIPES
 
-    gpu, setting = gm.first_module("oar_lite.lab.recipes", "oar_lite.trl").RECIPES["gpu"], gm.Setting("smollm2")
+    gpu, setting = RECIPES["gpu"], gm.Setting("smollm2")
     assert (setting.prompts_per_step, setting.num_generations, setting.micro_batch, setting.completion_length,
             setting.oar_batch_size, setting.token_budget) == (
         gpu["prompts_per_step"], gpu["num_generations"], gpu["micro_batch"], gpu["max_completion_length"],
         gpu["oar_batch_size"], DEFAULT_TOKEN_BUDGET["cuda"])
     assert gpu["gradient_checkpointing"]  # the update's estimate assumes it
-
-
-def test_first_module_takes_the_first_that_exists():
-    import oar_lite.trl
-
-    assert gm.first_module("oar_lite.no_such_layer.recipes", "oar_lite.trl") is oar_lite.trl
-    with pytest.raises(ImportError, match="none of"):
-        gm.first_module("oar_lite.no_such_layer.recipes", "no_such_package_oar")
