@@ -3,7 +3,12 @@ a computation the package or torch already does): the answer cell filled with a 
 `python scripts/course.py check-student` runs each in the student notebook and checks that it
 passes the public tests (type and shape) and fails the exercise (the hidden tests disable the
 function). tests/test_course.py checks that every exercise whose hidden tests use
-`oar_lite.exercises.forbid` has one here, and the other way round."""
+`oar_lite.exercises.forbid` has one here, and the other way round.
+
+WRONG holds well-typed wrong answers: for a question, the source of each of its answer cells, in
+order (the prediction cell of a predict-then-measure exercise included). Each has the type and
+shape the public checks ask for and a wrong value: it must score 0 (`check-grade` grades them,
+`check-student` runs them)."""
 
 SHORTCUTS = {
     # 01: the advantages and the loss's token averaging, read off the package
@@ -68,3 +73,30 @@ def share_on_wrong(weights, wrong):
     return oracle.blame_share(weights, wrong)
 ''',
 })
+
+WRONG = {
+    # 01: GRPO's advantages (divided by the group's std) where Dr. GRPO's are asked for
+    "ex01_dr_grpo": ['''
+def dr_grpo_advantages(rewards, group_size):
+    grouped = rewards.float().view(-1, group_size)
+    return ((grouped - grouped.mean(dim=1, keepdim=True)) / (grouped.std(dim=1, keepdim=True) + 1e-4)).flatten()
+'''],
+    # 01: DAPO's weights for both loss types
+    "ex01_averaging": ['''
+def token_averaging_weights(mask, loss_type):
+    mask = mask.float()
+    return mask / mask.sum()
+'''],
+    # 01: a prediction, then the measurement at temperature 1 instead of 0.3
+    "ex01_zero_spread": ['''
+predicted_zero_spread = 0.2
+exercises.predict("ex01_zero_spread", predicted_zero_spread)
+''', '''
+hot = ol.sample_completions(model, tok, [p["prompt"] for p in task.train_problems[:16]], group_size=GROUP_SIZE,
+                            max_new_tokens=toy.max_new_tokens(4), temperature=1.0, formats=toy.FORMATS, seed=SEED)
+hot_groups = torch.tensor(toy.rewards(hot.completions, [p for p in task.train_problems[:16] for _ in range(GROUP_SIZE)]))
+hot_groups = hot_groups.view(-1, GROUP_SIZE)
+measured_zero_spread = float((hot_groups.min(dim=1).values == hot_groups.max(dim=1).values).float().mean())
+exercises.measure("ex01_zero_spread", measured_zero_spread)
+'''],
+}
