@@ -260,3 +260,13 @@ def test_written_answers_are_filled_and_collected():
         course.fill(nb, {"ex_q": ["x = 1", "y = 2"]})
     with pytest.raises(ValueError, match="not in this notebook"):
         course.fill(nb, {"ex_z": ["x = 1"]})
+
+
+def test_synthetic_class_is_solved_and_answered(tmp_path):
+    written = course.synthetic(tmp_path, per_notebook=2)
+    graded = [p for p in NOTEBOOKS if course.questions(_read(p))]
+    assert len(written) == 2 * len(graded)
+    nb = _read(tmp_path / "student01" / "01_grpo_basics.ipynb")
+    answers = [c.source for c in nb.cells if "otter_answer_cell" in c.metadata.get("tags", [])]
+    assert answers and not any(a.rstrip().endswith("...") or "= ...\n" in a for a in answers)
+    assert set(course.written_answers(nb).values()) == {"A written answer."}
