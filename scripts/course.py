@@ -606,14 +606,19 @@ def grade(submissions: Path, course: Path = COURSE, out: Path | None = None, job
                                   "prediction order", "answer", "points", "possible"], *answers])
     with (grades_dir / "timing.csv").open("w", newline="") as f:
         csv.writer(f).writerows([["student", "submission", "notebook", "cpu_seconds", "wall_seconds"], *timing])
-    rubric = os.path.relpath(RUBRICS, grades_dir)
+    inside = grades_dir.resolve().is_relative_to(ROOT)
+    rubric = os.path.relpath(RUBRICS, grades_dir.resolve()) if inside else str(RUBRICS)
     sheet = ["# Written answers, to grade by hand", "",
              f"Rubric: [{RUBRICS.relative_to(ROOT)}]({rubric}) ({WRITTEN_POINTS:g} point each). The same answers, with a "
-             "points column to fill in: answers.csv.", ""]
-    for q in sorted({a[3] for a in answers}):
+             "points column to fill in: answers.csv. For a predict-then-measure question: the prediction and the "
+             "measurement as the student's own file printed them, and the order they ran in.", ""]
+    for q in dict.fromkeys(a[3] for a in answers):               # in the notebooks' order
         sheet += [f"## {q}", ""]
         for a in (a for a in answers if a[3] == q):
-            said = f" (predicted {a[4]}, measured {a[5]}; {a[6]})" if a[6] else ""
+            said = ""
+            if a[6]:
+                values = ", ".join(f"{k} {v}" for k, v in (("predicted", a[4]), ("measured", a[5])) if v is not None)
+                said = f" ({a[6]}{': ' + values if values else ''})"
             sheet += [f"**{a[0]}**{said}:", "", "> " + ("\n> ".join(a[7].splitlines()) if a[7] else "*(no answer)*"), ""]
     (grades_dir / "answers.md").write_text("\n".join(sheet))
     report = ["# Grades", "",
