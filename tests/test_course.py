@@ -73,6 +73,15 @@ def test_every_reimplementation_exercise_has_a_package_shortcut():
     assert {"ex01_dr_grpo", "ex02_joint", "ex04_mass", "ex05_target", "ex06_blame"} <= forbidding   # issue 27's list
 
 
+def test_every_question_has_a_well_typed_wrong_answer():
+    """scripts/exercise_shortcuts.py WRONG: one per question, a source per answer cell (check-student
+    proves each passes the public checks and scores 0; check-grade grades 01's)."""
+    wrong = course.load_wrong_answers()
+    asked = {q["name"]: q for p in NOTEBOOKS for q in course.questions(_read(p))}
+    assert set(wrong) == set(asked)
+    assert all(len(wrong[name]) == len(q["solution"]) for name, q in asked.items())
+
+
 @pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.name[:2] != "00"], ids=lambda p: p.name)
 def test_a_predict_then_measure_exercise(path):
     """From 01 on, an exercise records a prediction, then in a later cell the measurement; its
