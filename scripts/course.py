@@ -23,7 +23,8 @@ carry all of the question's points (otter's per-test-case points, set here), so 
 package shortcut or a well-typed wrong answer scores 0. For an exercise that re-implements a
 package function they run the student's code inside `oar_lite.exercises.forbid`, so a submission
 that only calls the package fails (scripts/exercise_shortcuts.py holds such a submission for
-each, and a well-typed wrong answer for some; `check-student` and `check-grade` prove they fail).
+each, and a well-typed wrong answer for every question; `check-student` and `check-grade` prove
+they score 0).
 The assignment configuration is added here, so the source notebooks carry no otter settings.
 Question names start with the notebook's number (``ex02_...``).
 
@@ -148,7 +149,7 @@ def questions(nb) -> list[dict]:
         if command == "# BEGIN QUESTION":
             config = dict(line.split(":", 1) for line in cell.source.strip().splitlines()[1:] if ":" in line)
             current = {"name": config["name"].strip(), "points": float(config.get("points", 1)),
-                       "solution": [], "answers": [], "tests": [], "hidden": [], "cells": [index], "order": []}
+                       "solution": [], "answers": [], "tests": [], "hidden": [], "cells": [index]}
             part = None
         elif command == "# BEGIN SOLUTION":
             part = "solution"
@@ -164,7 +165,6 @@ def questions(nb) -> list[dict]:
         elif current is not None and part == "tests" and cell.cell_type == "code":
             hidden = cell.source.lstrip().lower().startswith("# hidden")
             current["hidden" if hidden else "tests"].append(cell.source)
-            current["order"].append(hidden)
     if current is not None:
         raise ValueError(f"question {current['name']!r} has no '# END QUESTION' raw cell")
     return found
@@ -178,19 +178,21 @@ def predict_then_measure(q: dict) -> bool:
 def load_wrong_answers() -> dict[str, list[str]]:
     """``{question: [source of each answer cell]}``: well-typed wrong answers (they pass the public
     checks, type and shape, and must score 0; scripts/exercise_shortcuts.py)."""
+    return {k: list(v) for k, v in _submissions_module().WRONG.items()}
+
+
+def _submissions_module():
+    """scripts/exercise_shortcuts.py, loaded (it is a script, not a package module)."""
     spec = importlib.util.spec_from_file_location("exercise_shortcuts", ROOT / "scripts" / "exercise_shortcuts.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return {k: list(v) for k, v in module.WRONG.items()}
+    return module
 
 
 def load_shortcuts() -> dict[str, str]:
     """``{question: code}``: for each re-implementation exercise, a submission that only calls the
     package function it re-implements (scripts/exercise_shortcuts.py); it must fail the exercise."""
-    spec = importlib.util.spec_from_file_location("exercise_shortcuts", ROOT / "scripts" / "exercise_shortcuts.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return dict(module.SHORTCUTS)
+    return dict(_submissions_module().SHORTCUTS)
 
 
 # ---- student notebooks -----------------------------------------------------------------------
