@@ -623,6 +623,7 @@ def grade(submissions: Path, course: Path = COURSE, out: Path | None = None, job
                 said = f" ({a[6]}{': ' + values if values else ''})"
             sheet += [f"**{a[0]}**{said}:", "", "> " + ("\n> ".join(a[7].splitlines()) if a[7] else "*(no answer)*"), ""]
     (grades_dir / "answers.md").write_text("\n".join(sheet))
+    collected = [("#" + line if line.startswith("#") else line) for line in sheet[1:]]   # under the report's own heads
     report = ["# Grades", "",
               "Points are the hidden tests' (the public checks carry none). The written answers are collected in "
               f"answers.md / answers.csv ({len(answers)} to grade by hand, {sum(1 for a in answers if a[7])} answered).", ""]
@@ -645,7 +646,8 @@ def grade(submissions: Path, course: Path = COURSE, out: Path | None = None, job
         report += ["## Grading time", "", f"{len(timing)} submissions, {jobs} at a time: CPU seconds per submission "
                    f"(otter and its kernel) mean {sum(cpu) / len(cpu):.1f}, largest {max(cpu):.1f}; per submission in "
                    "timing.csv.", ""]
-    (grades_dir / "report.md").write_text("\n".join(report))
+    (grades_dir / "report.md").write_text("\n".join(report + (["## Written answers, to grade by hand"] + collected
+                                                              if answers else [])))
     print("\n".join(report))
     print(f"{len(rows)} rows -> {table}; report: {grades_dir / 'report.md'}; written answers: {grades_dir / 'answers.md'}")
     return table
@@ -734,7 +736,7 @@ def check_grade(course: Path = COURSE, notebook: str = "01_grpo_basics.ipynb", s
         nbformat.write(_execute(alice, work, notebook, order), handed_in / "erin" / "erin.ipynb")
         nbformat.write(fill(blank, {q: [shortcuts[q]] if q in shortcuts else solved[q] for q in solved}),
                        handed_in / "bob" / "submission.ipynb")
-        nbformat.write(fill(blank, wrong), handed_in / "frank" / notebook)
+        nbformat.write(fill(blank, {q: wrong[q] for q in solved}), handed_in / "frank" / notebook)
         nbformat.write(blank, handed_in / "carol" / notebook)
         nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")]), handed_in / "dave" / notebook)
         grades_dir = Path(tmp) / "grades"
@@ -766,6 +768,8 @@ def check_grade(course: Path = COURSE, notebook: str = "01_grpo_basics.ipynb", s
     if any(s.startswith("measured first") for (who, _), (*_, s) in score.items() if who != "erin"):
         problems.append("a submission that predicted first (or never ran) is flagged")
     got_answers = {(a["student"], a["question"]): a["answer"] for a in collected}
+    if not all(text in report.split("## Written answers, to grade by hand")[-1] for text in written.values()):
+        problems.append("the grade report does not show the written answers")
     for name, text in written.items():
         if got_answers.get(("alice", name)) != text:
             problems.append(f"alice's written answer to {name} is not collected: {got_answers.get(('alice', name))!r}")
