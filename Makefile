@@ -108,17 +108,22 @@ student: $(STAMP)
 	$(PY) scripts/course.py student
 
 # Grade a folder of completed student notebooks (any file names): make grade SUBMISSIONS=path/to/folder
+# [JOBS=n, default one per core]. Points from the hidden tests; written answers collected into
+# build/course/grades/answers.{md,csv} (rubric: docs/teacher/rubrics.md); submissions that measured
+# before predicting flagged in report.md. Runs with OAR_LITE_SIZE=grading (smaller heavy cells).
 grade: $(STAMP)
-	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-of-notebooks"; exit 2; }
-	$(PY) scripts/course.py grade "$(SUBMISSIONS)"
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-of-notebooks [JOBS=n]"; exit 2; }
+	$(PY) scripts/course.py grade "$(SUBMISSIONS)" $(if $(JOBS),--jobs $(JOBS))
 
 # The student notebooks run without an error; every question fails with its blank stub, every
-# re-implementation exercise fails with its package shortcut, every solution passes its public
-# and hidden tests.
+# re-implementation exercise fails with its package shortcut, every well-typed wrong answer scores
+# 0, every solution passes its public and hidden tests.
 check-student: student
 	$(PY) scripts/course.py check-student
 
-# make grade on hand-made, renamed submissions: solved, package shortcuts, blank, not the course's.
+# make grade on hand-made, renamed submissions, the exact score of each question: solved (full),
+# package shortcuts, well-typed wrong answers and blank (0), solved but measured before predicting
+# (flagged), not the course's (reported); the written answers collected.
 check-grade: student
 	$(PY) scripts/course.py check-grade
 

@@ -4,7 +4,8 @@
     python scripts/course.py check-student  # student notebooks run; stubs and package shortcuts fail,
                                             # solutions pass (public and hidden tests)
     python scripts/course.py grade DIR      # grade a folder of completed student notebooks
-    python scripts/course.py check-grade    # grade hand-made submissions: solved, shortcuts, blank, renamed
+    python scripts/course.py check-grade    # grade hand-made submissions: exact score per question, measure-first flag
+    python scripts/course.py synthetic DIR  # solved submissions of every notebook, to time `grade DIR --jobs 2`
     python scripts/course.py site           # build/site/teacher and build/site/student: two static sites, readable offline
     python scripts/course.py check-site     # pages, links, no external resource, no solution for students
     python scripts/course.py release-student --class-repo OWNER/NAME   # build/release-student: the class repository
@@ -18,12 +19,27 @@ question's "why", is left out of the student version), raw ``# BEGIN TESTS`` / `
 around the test cells (plain ``assert`` statements, so the source notebooks check their own
 solutions when they run, under nbval too), and raw ``# END QUESTION``. A test cell whose first
 line is ``# HIDDEN`` is hidden: students never see it, the autograder runs it. Public tests check
-only the type and shape of an answer; the hidden ones check its values, and for an exercise that
-re-implements a package function they run the student's code inside `oar_lite.course.exercises.forbid`,
-so a submission that only calls the package fails (scripts/exercise_shortcuts.py holds such a
-submission for each; `check-student` proves it fails). The assignment configuration is added
-here, so the source notebooks carry no otter settings. Question names start with the notebook's
-number (``ex02_...``).
+only the type and shape of an answer and carry no points; the hidden ones check its values and
+carry all of the question's points (otter's per-test-case points, set here), so a stub, a
+package shortcut or a well-typed wrong answer scores 0. For an exercise that re-implements a
+package function they run the student's code inside `oar_lite.course.exercises.forbid`, so a submission
+that only calls the package fails (scripts/exercise_shortcuts.py holds such a submission for
+each, and a well-typed wrong answer for every question; `check-student` and `check-grade` prove
+they score 0).
+The assignment configuration is added here, so the source notebooks carry no otter settings.
+Question names start with the notebook's number (``ex02_...``).
+
+Written answers. Each question with a model answer (its "why") gets an answer cell in the student
+notebook (markdown, ``**Your answer (<name>).**``, metadata ``oar_lite.answer``); `grade` collects
+them per student into ``answers.md`` / ``answers.csv`` for grading by hand with the rubric in
+docs/teacher/rubrics.md. A predict-then-measure exercise's written answer explains the gap between
+prediction and measurement; whether the prediction was entered first is read from the handed-in
+file (execution counts and the outputs of `exercises.predict` / `measure`), never from the re-run,
+and the grade report flags a submission that measured first.
+
+Grading size. `grade` runs every submission with ``OAR_LITE_SIZE=grading`` in its environment: the
+parameters cells of the heavy notebooks read it and shrink their runs (the exercises' own
+experiments keep their sizes), so a submission grades in well under a CPU-minute.
 """
 from __future__ import annotations
 
@@ -69,6 +85,17 @@ tests:
 # student's grader.export() zip carries; a plain .ipynb submission has none, so otter printed
 # "No log found with which to verify student scores" for every one. Scores come from
 # re-executing the notebook, which is what grading here wants; `grade` writes its own report.
+
+WRITTEN_POINTS = 1.0   # each written answer, graded by hand with docs/teacher/rubrics.md
+RUBRICS = ROOT / "docs" / "teacher" / "rubrics.md"
+GRADING_SIZE = {"OAR_LITE_SIZE": "grading"}   # the environment `grade` runs submissions in (module docstring)
+ANSWER_HEAD = re.compile(r"\*\*Your answer \((ex\w+)\)\.\*\*")
+ANSWER_PROMPT = ("*Answer the question's **why** above in a few sentences, in this cell (it is graded by hand; "
+                 "the checks do not read it).*")
+GAP_PROMPT = ("*In a few sentences, in this cell: your prediction, what you measured, and why they differ (or agree): "
+              "where was your picture of the method off? Then answer the question's **why**. Graded by hand; the "
+              "prediction itself earns nothing for matching.*")
+ANSWER_PLACEHOLDER = "(write your answer here)"
 
 INIT_CELL = """# The checks of the exercises below (otter-grader): `grader.check("<name>")` runs the public
 # tests of an exercise (they check the type and shape of an answer; the values are graded when
@@ -144,16 +171,71 @@ def questions(nb) -> list[dict]:
     return found
 
 
-def load_shortcuts() -> dict[str, str]:
-    """``{question: code}``: for each re-implementation exercise, a submission that only calls the
-    package function it re-implements (scripts/exercise_shortcuts.py); it must fail the exercise."""
+def predict_then_measure(q: dict) -> bool:
+    """Whether question ``q`` (of `questions`) records a prediction, then a measurement."""
+    return any(f'exercises.predict("{q["name"]}"' in s for s in q["solution"])
+
+
+def load_wrong_answers() -> dict[str, list[str]]:
+    """``{question: [source of each answer cell]}``: well-typed wrong answers (they pass the public
+    checks, type and shape, and must score 0; scripts/exercise_shortcuts.py)."""
+    return {k: list(v) for k, v in _submissions_module().WRONG.items()}
+
+
+def _submissions_module():
+    """scripts/exercise_shortcuts.py, loaded (it is a script, not a package module)."""
     spec = importlib.util.spec_from_file_location("exercise_shortcuts", ROOT / "scripts" / "exercise_shortcuts.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return dict(module.SHORTCUTS)
+    return module
+
+
+def load_shortcuts() -> dict[str, str]:
+    """``{question: code}``: for each re-implementation exercise, a submission that only calls the
+    package function it re-implements (scripts/exercise_shortcuts.py); it must fail the exercise."""
+    return dict(_submissions_module().SHORTCUTS)
 
 
 # ---- student notebooks -----------------------------------------------------------------------
+
+def _points_to_hidden_tests(nb) -> None:
+    """Rewrite each question's ``points: P`` (in place, in the copy otter assign reads) as otter's
+    per-test-case list: 0 for every public test, P shared by the hidden ones. Public checks only
+    check type and shape, so they must not earn anything (a stub or a wrong answer of the right
+    type would). Raises ValueError for a question without a hidden test, or with a public test
+    after a hidden one (otter drops the hidden cases from the student's copy by position)."""
+    config = None
+    for cell in nb.cells:
+        command = _raw_command(cell)
+        if command == "# BEGIN QUESTION":
+            config, order, in_tests = cell, [], False
+        elif command == "# BEGIN TESTS":
+            in_tests = True
+        elif command == "# END TESTS":
+            in_tests = False
+        elif command == "# END QUESTION" and config is not None:
+            lines = config.source.strip().splitlines()
+            name = next(l.split(":", 1)[1].strip() for l in lines if l.startswith("name:"))
+            total = float(next((l.split(":", 1)[1] for l in lines if l.startswith("points:")), 1))
+            if not any(order):
+                raise ValueError(f"question {name!r}: no hidden test (a '# HIDDEN' test cell) to carry its points")
+            if any(order[i] and not order[i + 1] for i in range(len(order) - 1)):
+                raise ValueError(f"question {name!r}: public tests must come before the hidden ones")
+            share = total / sum(order)
+            points = [round(share, 6) if hidden else 0 for hidden in order]
+            config.source = "\n".join([l for l in lines if not l.startswith("points:")] + [f"points: {points}"])
+            config = None
+        elif config is not None and in_tests and cell.cell_type == "code":
+            order.append(cell.source.lstrip().lower().startswith("# hidden"))
+
+
+def _answer_cell(name: str, gap: bool):
+    """The student's written-answer cell of question ``name`` (``gap``: a predict-then-measure one)."""
+    cell = nbformat.v4.new_markdown_cell(f"**Your answer ({name}).** {GAP_PROMPT if gap else ANSWER_PROMPT}\n\n"
+                                         f"{ANSWER_PLACEHOLDER}")
+    cell.metadata["oar_lite"] = {"answer": name}
+    return cell
+
 
 def _stable_ids(nb) -> None:
     """Cell ids from each cell's place and content (otter assign draws random ones), so that
@@ -170,10 +252,15 @@ def _literal(text: str) -> str:
     return repr(text)
 
 
-def _student_notebook(generated, name: str, public_tests: dict[str, str]):
+def _student_notebook(generated, name: str, public_tests: dict[str, str], qs: list[dict] = ()):
     """Otter's student notebook made ready to hand out: our grader cell (public tests inside it)
-    at the start of the exercises instead of otter's at the top, the Colab badge pointing at the
-    student notebook, stable ids."""
+    at the start of the exercises instead of otter's at the top, an answer cell for the written
+    answer of every question of ``qs`` with a model answer (before its ``grader.check`` cell), the
+    Colab badge pointing at the student notebook, stable ids."""
+    for q in qs:
+        if q["answers"]:
+            check = next(i for i, c in enumerate(generated.cells) if c.source.strip() == f'grader.check("{q["name"]}")')
+            generated.cells.insert(check, _answer_cell(q["name"], predict_then_measure(q)))
     init = next(i for i, c in enumerate(generated.cells) if "otter.Notebook(" in c.source)
     del generated.cells[init]
     start = next(i for i, c in enumerate(generated.cells)
@@ -205,13 +292,15 @@ def student(out: Path = STUDENT, course: Path = COURSE, paths: list[Path] | None
             continue
         with tempfile.TemporaryDirectory() as tmp:
             source = Path(tmp) / path.name
+            qs = questions(nb)
+            _points_to_hidden_tests(nb)
             nb.cells.insert(0, nbformat.v4.new_raw_cell(ASSIGNMENT_CONFIG.format(name=path.stem)))
             nbformat.write(nb, source)
             dist = Path(tmp) / "dist"
             subprocess.run([sys.executable, "-m", "otter", "assign", str(source), str(dist)], check=True,
                            cwd=tmp, stdout=subprocess.DEVNULL)
             public = {p.stem: p.read_text() for p in sorted((dist / "student" / "tests").glob("*.py"))}
-            generated = _student_notebook(_read(dist / "student" / path.name), path.name, public)
+            generated = _student_notebook(_read(dist / "student" / path.name), path.name, public, qs)
             nbformat.write(generated, out / path.name)
             (zip_path,) = (dist / "autograder").glob("*.zip")
             shutil.copy(zip_path, course / "autograder" / f"{path.stem}.zip")
@@ -234,7 +323,7 @@ def _environment() -> dict:
 
 PROBE_CELL = """import json as _json, otter as _otter
 _all_tests = _otter.Notebook({notebook!r}, tests_dir={tests!r})
-print("OTTER-GRADES " + _json.dumps({{_q: [grader.check(_q, globals()).grade, _all_tests.check(_q, globals()).grade]
+print("OTTER-GRADES " + _json.dumps({{_q: [float(grader.check(_q, globals()).passed_all), _all_tests.check(_q, globals()).grade]
                                      for _q in {names!r}}}))"""
 
 
@@ -249,15 +338,17 @@ def _grades(outputs) -> dict:
 def check_student(student_dir: Path = STUDENT, course: Path = COURSE, only: list[str] | None = None,
                   timeout: int = 900) -> None:
     """Execute every student notebook (it must run without an error) and grade each question,
-    public tests and all tests (hidden included), three times in the same kernel: with the
+    public tests and all tests (hidden included), four times in the same kernel: with the
     blank stubs (every question must fail), after the package shortcut of each re-implementation
-    exercise (it must fail all tests), after the source notebook's solution cells (every question
-    must pass both). Raises AssertionError otherwise."""
+    exercise (it must pass the public checks and score 0), after the well-typed wrong answers
+    (the same), after the source notebook's solution cells (every question must pass both). The
+    notebook runs with the grading size, as `grade` runs it. Raises AssertionError otherwise."""
     from nbclient import NotebookClient
 
-    shortcuts = load_shortcuts()
+    shortcuts, wrong = load_shortcuts(), load_wrong_answers()
     failures, seen = [], set()
     os.environ["PYTHONPATH"] = _environment()["PYTHONPATH"]
+    os.environ.update(GRADING_SIZE)
     for path in notebooks():
         if only and not any(path.name.startswith(o) for o in only):
             continue
@@ -292,6 +383,10 @@ def check_student(student_dir: Path = STUDENT, course: Path = COURSE, only: list
                         run(shortcuts[q["name"]])
                 shortcut = probe()
                 for q in qs:
+                    for source in wrong.get(q["name"], []):
+                        run(source)
+                wrong_probe = probe()
+                for q in qs:
                     for source in q["solution"]:
                         run(source)
                 solved = probe()
@@ -305,14 +400,17 @@ def check_student(student_dir: Path = STUDENT, course: Path = COURSE, only: list
                 problems.append("the package shortcut passes")
             if name in shortcuts and shortcut[name][0] < 1:
                 problems.append("the package shortcut fails a public test (public tests check type and shape only)")
+            if name in wrong and (wrong_probe[name][1] != 0 or wrong_probe[name][0] < 1):
+                problems.append("the well-typed wrong answer scores, or fails a public test")
             if solved[name] != [1, 1]:
                 problems.append("the solution fails")
             line = (f"{path.name} {name}: stub {blank[name][1]:.2f}, "
                     + (f"package shortcut {shortcut[name][1]:.2f} (public {shortcut[name][0]:.2f}), " if name in shortcuts else "")
+                    + (f"wrong answer {wrong_probe[name][1]:.2f} (public {wrong_probe[name][0]:.2f}), " if name in wrong else "")
                     + f"solution {solved[name][1]:.2f} (public {solved[name][0]:.2f})")
             print(line + ("  " + "; ".join(problems) if problems else "  ok"))
             failures += [f"{line}: {p}" for p in problems]
-    unknown = sorted(set(shortcuts) - seen) if not only else []
+    unknown = sorted((set(shortcuts) | set(wrong)) - seen) if not only else []
     assert not unknown, f"shortcuts for questions that do not exist: {unknown}"
     assert not failures, "exercises that do not test what they should:\n" + "\n".join(failures)
 
@@ -326,107 +424,363 @@ def _failure(output: str) -> str:
     return lines[0][:300] if lines else ""
 
 
-def grade(submissions: Path, course: Path = COURSE, out: Path | None = None) -> Path:
+def fill(student_nb, answers: dict[str, list[str]] | None = None, written: dict[str, str] | None = None):
+    """A copy of a student notebook as a student fills it in: the answer cells of each question of
+    ``answers`` (``{question: [source of each answer cell, in order]}``) and the written-answer
+    cell of each question of ``written`` (``{question: text}``) replaced. Raises ValueError for a
+    question the notebook does not have or a wrong number of cells."""
+    nb = copy.deepcopy(student_nb)
+    answers, written = dict(answers or {}), dict(written or {})
+    pending = []
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "otter_answer_cell" in cell.metadata.get("tags", []):
+            pending.append(cell)
+        name = cell.metadata.get("oar_lite", {}).get("answer")
+        if name in written:
+            cell.source = cell.source.replace(ANSWER_PLACEHOLDER, written.pop(name))
+        check = re.fullmatch(r'grader\.check\("(\w+)"\)', cell.source.strip())
+        if check:
+            sources = answers.pop(check.group(1), None)
+            if sources is not None:
+                if len(sources) != len(pending):
+                    raise ValueError(f"{check.group(1)}: {len(sources)} answer cells given, the notebook has {len(pending)}")
+                for target, source in zip(pending, sources):
+                    target.source = source
+            pending = []
+    if answers or written:
+        raise ValueError(f"questions not in this notebook: {sorted(set(answers) | set(written))}")
+    return nb
+
+
+def _text(cell) -> str:
+    return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+
+
+def prediction_order(nb, name: str) -> dict:
+    """Whether the submitted notebook ``nb`` recorded its prediction for predict-then-measure
+    question ``name`` before the measurement, read from the file itself (a re-run always runs them
+    in order): the execution counts of the cells that call ``exercises.predict("<name>", ...)`` and
+    ``exercises.measure("<name>", ...)``, and what those calls printed (a prediction entered after a
+    measurement says so; a measurement without a prediction says so). ``{"order": "predicted
+    first" | "measured first" | "not run", "prediction", "measurement" (as printed, or None),
+    "detail"}``."""
+    from oar_lite.course.exercises import AFTER_MEASUREMENT
+
+    def calls(what):
+        return [c for c in nb.cells if c.cell_type == "code" and f'exercises.{what}("{name}"' in c.source]
+
+    predict, measure = calls("predict"), calls("measure")
+    p_counts = [c.execution_count for c in predict if c.get("execution_count")]
+    m_counts = [c.execution_count for c in measure if c.get("execution_count")]
+    p_text, m_text = "".join(_text(c) for c in predict), "".join(_text(c) for c in measure)
+    prediction = re.findall(rf"{name}: prediction (\S+) recorded", p_text)
+    measured = re.findall(rf"{name}: .*measured (\S+)", m_text)
+    found = {"prediction": prediction[-1] if prediction else None, "measurement": measured[-1] if measured else None}
+    if not m_counts:
+        return {**found, "order": "not run", "detail": "the measurement cell has no execution count in the file"}
+    where = (f"prediction cell ran at [{max(p_counts)}]" if p_counts else "prediction cell never ran") + \
+        f", measurement cell at [{max(m_counts)}]"
+    late = AFTER_MEASUREMENT in p_text
+    unpredicted = "no prediction recorded" in m_text
+    if late or unpredicted or not p_counts or max(p_counts) >= max(m_counts):
+        why = [where] + (["the prediction's output says it was entered after a measurement"] if late else []) + \
+            (["the measurement's output says no prediction was recorded"] if unpredicted else [])
+        return {**found, "order": "measured first", "detail": "; ".join(why)}
+    return {**found, "order": "predicted first", "detail": where}
+
+
+def written_answers(nb) -> dict[str, str]:
+    """``{question: text}``: the written answers of a submitted notebook, from its answer cells
+    (found by their ``oar_lite.answer`` metadata, else by their ``**Your answer (<name>).**`` head),
+    without the prompt; '' where the cell is left as handed out."""
+    found = {}
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        name = cell.get("metadata", {}).get("oar_lite", {}).get("answer")
+        head = ANSWER_HEAD.search(cell.source)
+        name = name or (head.group(1) if head else None)
+        if not name:
+            continue
+        text = ANSWER_HEAD.sub("", cell.source, count=1)
+        for part in (GAP_PROMPT, ANSWER_PROMPT, ANSWER_PLACEHOLDER):
+            text = text.replace(part, "")
+        found[name] = text.strip()
+    return found
+
+
+def _run_otter(args: tuple) -> tuple:
+    """One ``otter run`` in a child process (what `grade` runs, possibly several at once):
+    ``(exit code, output, CPU seconds of it and its kernel, wall seconds)``."""
+    command, env, log = args
+    import time
+    start = time.time()
+    with open(log, "w") as out:
+        proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)      # the rusage of the child and the children it reaped
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, Path(log).read_text(), usage.ru_utime + usage.ru_stime, time.time() - start
+
+
+def grade(submissions: Path, course: Path = COURSE, out: Path | None = None, jobs: int | None = None) -> Path:
     """Grade every notebook under ``submissions`` (any layout: one folder per student, or files
     named anyhow, as an LMS downloads them). Each is matched to its autograder by the assignment
     name otter wrote into the notebook's metadata, not by its file name, and run with ``otter
-    run`` (no Docker). Writes ``course/grades/grades.csv`` (student, submission, notebook,
-    question, score, possible, failure) and ``report.md`` (per student and per question, what
-    failed and why) in ``out`` (default ``course/grades``); otter's own output for each
-    submission is in its folder's ``otter.log``. Returns the csv's path."""
+    run`` (no Docker), ``jobs`` at a time (default: one per core, torch threads shared out), with
+    the grading size set (``OAR_LITE_SIZE=grading``: module docstring). Writes in ``out`` (default
+    ``course/grades``): ``grades.csv`` (student, submission, notebook, question, score, possible,
+    failure, prediction order; the points are the hidden tests'), ``answers.csv`` and
+    ``answers.md`` (the written answers per question and student, with the prediction and the
+    measurement as the student's file printed them, to grade by hand with docs/teacher/rubrics.md;
+    a points column left blank), ``timing.csv`` (CPU and wall seconds of each submission) and
+    ``report.md`` (per student and per question, what failed and why; the submissions that
+    measured before predicting, flagged; the written answers waiting). otter's own output for each
+    submission is in its folder's ``otter.log``. Returns the grades csv's path."""
+    from concurrent.futures import ThreadPoolExecutor
+
     submissions = Path(submissions)
     autograders = {p.stem: p for p in sorted((course / "autograder").glob("*.zip"))}
     if not autograders:
         raise FileNotFoundError(f"no autograder in {course / 'autograder'}: run `make student` first")
+    if jobs is not None and jobs < 1:
+        raise ValueError(f"jobs must be at least 1, got {jobs}")
+    jobs = jobs or os.cpu_count() or 1
     grades_dir = out or course / "grades"
     grades_dir.mkdir(parents=True, exist_ok=True)
-    rows = []
+    env = {**_environment(), **GRADING_SIZE}
+    # torch's threads shared out between the submissions graded at once: more threads than cores
+    # spin at their barriers and burn CPU time without doing more work
+    threads = str(max(1, (os.cpu_count() or 1) // jobs))
+    env.update({"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads})
+    sources = {p.stem: questions(_read(p)) for p in notebooks()}
+    rows, answers, timing, runs = [], [], [], []
     for submission in sorted(submissions.rglob("*.ipynb")):
         if ".ipynb_checkpoints" in submission.parts:
             continue
         relative = submission.relative_to(submissions)
         who = relative.parts[0] if len(relative.parts) > 1 else submission.stem
         try:
-            name = _read(submission).metadata.get("otter", {}).get("assignment_name")
+            nb = _read(submission)
+            name = nb.metadata.get("otter", {}).get("assignment_name")
         except Exception as err:  # not a notebook nbformat can read
-            rows.append([who, str(relative), None, None, 0, None, f"unreadable notebook: {err}"])
+            rows.append([who, str(relative), None, None, 0, None, f"unreadable notebook: {err}", ""])
             continue
         if name not in autograders:
             rows.append([who, str(relative), name, None, 0, None,
-                         f"no autograder for assignment {name!r} (not a student notebook of this course?)"])
+                         f"no autograder for assignment {name!r} (not a student notebook of this course?)", ""])
             continue
         result_dir = grades_dir / relative.with_suffix("")
         result_dir.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.run([sys.executable, "-m", "otter", "run", "-a", str(autograders[name]), "-o", str(result_dir),
-                               "--no-logo", str(submission)], env=_environment(), capture_output=True, text=True)
-        (result_dir / "otter.log").write_text(proc.stdout + proc.stderr)
+        command = [sys.executable, "-m", "otter", "run", "-a", str(autograders[name]), "-o", str(result_dir),
+                   "--no-logo", str(submission)]
+        runs.append((who, relative, name, nb, result_dir, (command, env, str(result_dir / "otter.log"))))
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        done = list(pool.map(_run_otter, [r[-1] for r in runs]))
+    for (who, relative, name, nb, result_dir, _), (code, output, cpu, wall) in zip(runs, done):
+        timing.append([who, str(relative), name, round(cpu, 1), round(wall, 1)])
+        qs = {q["name"]: q for q in sources.get(name, [])}
+        orders = {q: prediction_order(nb, q) for q in qs if predict_then_measure(qs[q])}
+        mine = written_answers(nb)
+        for q, entry in qs.items():
+            if entry["answers"]:
+                o = orders.get(q, {})
+                answers.append([who, str(relative), name, q, o.get("prediction"), o.get("measurement"), o.get("order", ""),
+                                mine.get(q, ""), "", WRITTEN_POINTS])
         results = result_dir / "results.json"
-        if proc.returncode != 0 or not results.exists():
+        if code != 0 or not results.exists():
             rows.append([who, str(relative), name, None, 0, None,
-                         f"otter run failed (exit {proc.returncode}): see {result_dir / 'otter.log'}"])
+                         f"otter run failed (exit {code}): see {result_dir / 'otter.log'}", ""])
             continue
         for test in json.loads(results.read_text())["tests"]:     # otter's Gradescope-format results
             if test.get("max_score") is None:
                 continue
+            q = test["name"].split(" ")[0]
             failed = test["score"] < test["max_score"]
-            rows.append([who, str(relative), name, test["name"].split(" ")[0], test["score"], test["max_score"],
-                         _failure(test.get("output", "")) or ("failed" if failed else "")])
+            o = orders.get(q)
+            rows.append([who, str(relative), name, q, test["score"], test["max_score"],
+                         _failure(test.get("output", "")) or ("failed" if failed else ""),
+                         f"{o['order']}: {o['detail']}" if o else ""])
     table = grades_dir / "grades.csv"
     with table.open("w", newline="") as f:
-        csv.writer(f).writerows([["student", "submission", "notebook", "question", "score", "possible", "failure"], *rows])
-    report = ["# Grades", ""]
+        csv.writer(f).writerows([["student", "submission", "notebook", "question", "score", "possible", "failure",
+                                  "prediction order"], *rows])
+    with (grades_dir / "answers.csv").open("w", newline="") as f:
+        csv.writer(f).writerows([["student", "submission", "notebook", "question", "prediction", "measurement",
+                                  "prediction order", "answer", "points", "possible"], *answers])
+    with (grades_dir / "timing.csv").open("w", newline="") as f:
+        csv.writer(f).writerows([["student", "submission", "notebook", "cpu_seconds", "wall_seconds"], *timing])
+    inside = grades_dir.resolve().is_relative_to(ROOT)
+    rubric = os.path.relpath(RUBRICS, grades_dir.resolve()) if inside else str(RUBRICS)
+    sheet = ["# Written answers, to grade by hand", "",
+             f"Rubric: [{RUBRICS.relative_to(ROOT)}]({rubric}) ({WRITTEN_POINTS:g} point each). The same answers, with a "
+             "points column to fill in: answers.csv. For a predict-then-measure question: the prediction and the "
+             "measurement as the student's own file printed them, and the order they ran in.", ""]
+    for q in dict.fromkeys(a[3] for a in answers):               # in the notebooks' order
+        sheet += [f"## {q}", ""]
+        for a in (a for a in answers if a[3] == q):
+            said = ""
+            if a[6]:
+                values = ", ".join(f"{k} {v}" for k, v in (("predicted", a[4]), ("measured", a[5])) if v is not None)
+                said = f" ({a[6]}{': ' + values if values else ''})"
+            sheet += [f"**{a[0]}**{said}:", "", "> " + ("\n> ".join(a[7].splitlines()) if a[7] else "*(no answer)*"), ""]
+    (grades_dir / "answers.md").write_text("\n".join(sheet))
+    collected = [("#" + line if line.startswith("#") else line) for line in sheet[1:]]   # under the report's own heads
+    report = ["# Grades", "",
+              "Points are the hidden tests' (the public checks carry none). The written answers are collected in "
+              f"answers.md / answers.csv ({len(answers)} to grade by hand, {sum(1 for a in answers if a[7])} answered).", ""]
+    flagged = [r for r in rows if r[7].startswith("measured first")]
+    report += ["## Measured before predicting", ""] + (
+        [f"- **{r[0]}**: {r[2]} {r[3]}: {r[7]}" for r in flagged] or ["- none"]) + [""]
     for who in sorted({r[0] for r in rows}):
         mine = [r for r in rows if r[0] == who]
         got, possible = sum(r[4] or 0 for r in mine), sum(r[5] or 0 for r in mine)
         report += [f"## {who}: {got:g} of {possible:g}", ""]
         report += [f"- {r[2] or r[1]} {r[3] or ''}: {r[4]:g}/{r[5]:g}" + (f", failed: {r[6]}" if r[6] else "")
-                   if r[5] is not None else f"- {r[1]}: {r[6]}" for r in mine]
+                   + (f"; prediction: {r[7]}" if r[7] else "") if r[5] is not None else f"- {r[1]}: {r[6]}" for r in mine]
+        waiting = [a[3] for a in answers if a[0] == who]
+        if waiting:
+            report.append(f"- written answers to grade by hand: {', '.join(waiting)} "
+                          f"({sum(1 for a in answers if a[0] == who and not a[7])} left blank)")
         report.append("")
-    (grades_dir / "report.md").write_text("\n".join(report))
+    if timing:
+        cpu = [t[3] for t in timing]
+        report += ["## Grading time", "", f"{len(timing)} submissions, {jobs} at a time: CPU seconds per submission "
+                   f"(otter and its kernel) mean {sum(cpu) / len(cpu):.1f}, largest {max(cpu):.1f}; per submission in "
+                   "timing.csv.", ""]
+    (grades_dir / "report.md").write_text("\n".join(report + (["## Written answers, to grade by hand"] + collected
+                                                              if answers else [])))
     print("\n".join(report))
-    print(f"{len(rows)} rows -> {table}; report: {grades_dir / 'report.md'}")
+    print(f"{len(rows)} rows -> {table}; report: {grades_dir / 'report.md'}; written answers: {grades_dir / 'answers.md'}")
     return table
 
 
-def check_grade(course: Path = COURSE, notebook: str = "01_grpo_basics.ipynb") -> None:
-    """`grade` on hand-made submissions of one notebook, renamed as an LMS renames them: a solved
-    one (full marks), one with the package shortcuts (each re-implementation exercise fails, with
-    the reason), the blank student notebook (every question fails) and a notebook that is not
-    the course's (reported, not graded). Raises AssertionError otherwise."""
-    source = _read(NOTEBOOKS / notebook)
-    qs, shortcuts = questions(source), load_shortcuts()
-    blank = _read(STUDENT / notebook)
+def _execute(nb, work: Path, name: str, order: list[int] | None = None, timeout: int = 900):
+    """Run a (filled-in) student notebook as a student would, saved as ``work/name`` (its grader
+    cell reads it), its cells in ``order`` (default: top to bottom), with the grading size; the
+    notebook with its outputs and execution counts."""
+    from nbclient import NotebookClient
 
-    def submission(cells: list[str]):
-        nb = copy.deepcopy(blank)
-        nb.cells += [nbformat.v4.new_code_cell(c) for c in cells]
-        return nb
+    nb = copy.deepcopy(nb)
+    nbformat.write(nb, work / name)
+    settings = {"PYTHONPATH": _environment()["PYTHONPATH"], **GRADING_SIZE, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    saved = {k: os.environ.get(k) for k in settings}
+    os.environ.update(settings)
+    try:
+        client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(work)}})
+        with client.setup_kernel():
+            for index in order or range(len(nb.cells)):
+                client.execute_cell(nb.cells[index], index)
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    return nb
+
+
+def synthetic(out: Path, per_notebook: int = 1, student_dir: Path = STUDENT) -> list[Path]:
+    """A synthetic class for timing `grade`: ``per_notebook`` solved submissions of every graded
+    notebook (the solution in each answer cell, a written answer in each answer cell), one folder
+    per student, not executed (grading re-runs them). Solved is the slowest kind to grade: every
+    exercise's experiment and hidden test runs to the end. Returns the notebooks written."""
+    if per_notebook < 1:
+        raise ValueError(f"per_notebook must be at least 1, got {per_notebook}")
+    written = []
+    for path in notebooks():
+        qs = questions(_read(path))
+        if not qs:
+            continue
+        nb = fill(_read(student_dir / path.name), {q["name"]: q["solution"] for q in qs},
+                  {q["name"]: "A written answer." for q in qs if q["answers"]})
+        for k in range(per_notebook):
+            target = Path(out) / f"student{k:02d}" / path.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(nb, target)
+            written.append(target)
+    print(f"{len(written)} synthetic submissions in {out}")
+    return written
+
+
+def check_grade(course: Path = COURSE, notebook: str = "01_grpo_basics.ipynb", student_dir: Path = STUDENT) -> None:
+    """`grade` on hand-made submissions of one notebook, renamed as an LMS renames them, and the
+    exact score of each question: solved and run in order (full marks; its written answers
+    collected; predicted first), the package shortcuts (0 on each re-implementation exercise, with
+    the reason; full on the others), well-typed wrong answers (0 everywhere), the blank student
+    notebook (0 everywhere), solved but run measurement before prediction (full marks, flagged in
+    the report) and a notebook that is not the course's (reported, not graded). Raises
+    AssertionError otherwise."""
+    source = _read(NOTEBOOKS / notebook)
+    qs, shortcuts, wrong = questions(source), load_shortcuts(), load_wrong_answers()
+    missing = [q["name"] for q in qs if q["name"] not in wrong]
+    if missing:
+        raise ValueError(f"no well-typed wrong answer for {missing} in scripts/exercise_shortcuts.py WRONG")
+    blank = _read(student_dir / notebook)
+    solved = {q["name"]: [s for s in q["solution"]] for q in qs}
+    written = {q["name"]: f"Alice's answer to {q['name']}: the model answer, in her words." for q in qs if q["answers"]}
+    ptm = [q["name"] for q in qs if predict_then_measure(q)]
+    if not ptm:
+        raise ValueError(f"{notebook} has no predict-then-measure question: check-grade needs one")
 
     with tempfile.TemporaryDirectory() as tmp:
-        handed_in = Path(tmp) / "handed-in"
-        for who in ("alice", "bob", "carol", "dave"):
+        handed_in, work = Path(tmp) / "handed-in", Path(tmp) / "work"
+        for who in ("alice", "bob", "carol", "dave", "erin", "frank"):
             (handed_in / who).mkdir(parents=True)
-        nbformat.write(submission([c for q in qs for c in q["solution"]]), handed_in / "alice" / f"Copy of {notebook[:-6]} (1).ipynb")
-        nbformat.write(submission([c for q in qs for c in ([shortcuts[q["name"]]] if q["name"] in shortcuts else q["solution"])]),
+        work.mkdir()
+        alice = fill(blank, solved, written)
+        nbformat.write(_execute(alice, work, notebook), handed_in / "alice" / f"Copy of {notebook[:-6]} (1).ipynb")
+        # erin runs every cell, but the measurement of the first predict-then-measure question
+        # before its prediction, then the prediction
+        order = list(range(len(alice.cells)))
+        first = ptm[0]
+        p_cell = next(i for i, c in enumerate(alice.cells) if f'exercises.predict("{first}"' in c.source)
+        m_cell = next(i for i, c in enumerate(alice.cells) if f'exercises.measure("{first}"' in c.source)
+        order.remove(p_cell)
+        order.insert(order.index(m_cell) + 1, p_cell)
+        nbformat.write(_execute(alice, work, notebook, order), handed_in / "erin" / "erin.ipynb")
+        nbformat.write(fill(blank, {q: [shortcuts[q]] if q in shortcuts else solved[q] for q in solved}),
                        handed_in / "bob" / "submission.ipynb")
+        nbformat.write(fill(blank, {q: wrong[q] for q in solved}), handed_in / "frank" / notebook)
         nbformat.write(blank, handed_in / "carol" / notebook)
         nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")]), handed_in / "dave" / notebook)
-        with (grade(handed_in, course, out=Path(tmp) / "grades")).open() as f:
+        grades_dir = Path(tmp) / "grades"
+        with (grade(handed_in, course, out=grades_dir)).open() as f:
             rows = list(csv.DictReader(f))
-    score = {(r["student"], r["question"]): (float(r["score"]), r["possible"], r["failure"]) for r in rows}
+        with (grades_dir / "answers.csv").open() as f:
+            collected = list(csv.DictReader(f))
+        report = (grades_dir / "report.md").read_text()
+    score = {(r["student"], r["question"]): (float(r["score"]), r["possible"], r["failure"], r["prediction order"])
+             for r in rows}
+    expected = {"alice": lambda q: q["points"], "erin": lambda q: q["points"], "carol": lambda q: 0.0,
+                "frank": lambda q: 0.0, "bob": lambda q: 0.0 if q["name"] in shortcuts else q["points"]}
     problems = []
     for q in qs:
         name = q["name"]
-        if score.get(("alice", name), (0,))[0] != q["points"]:
-            problems.append(f"the solved submission does not get full marks on {name}: {score.get(('alice', name))}")
-        if name in shortcuts and not (score[("bob", name)][0] < q["points"] and "was called" in score[("bob", name)][2]):
-            problems.append(f"the package shortcut is not failed, with its reason, on {name}: {score.get(('bob', name))}")
-        if score.get(("carol", name), (1,))[0] != 0:
-            problems.append(f"the blank notebook scores on {name}: {score.get(('carol', name))}")
+        for who, want in expected.items():
+            got = score.get((who, name))
+            if got is None or got[0] != want(q):
+                problems.append(f"{who} on {name}: expected exactly {want(q):g} of {q['points']:g}, got {got}")
+        if name in shortcuts and "was called" not in score.get(("bob", name), (0, 0, ""))[2]:
+            problems.append(f"the package shortcut on {name} is not failed with its reason: {score.get(('bob', name))}")
+        if name in ptm:
+            alice_order = score.get(("alice", name), (0, 0, "", ""))[3]
+            if not alice_order.startswith("predicted first"):
+                problems.append(f"alice predicted first on {name}, the grades say: {alice_order!r}")
+    erin = score.get(("erin", ptm[0]), (0, 0, "", ""))[3]
+    if not erin.startswith("measured first") or "**erin**" not in report.split("## Measured before predicting")[1].split("## ")[0]:
+        problems.append(f"erin measured first on {ptm[0]} and is not flagged: {erin!r}")
+    if any(s.startswith("measured first") for (who, _), (*_, s) in score.items() if who != "erin"):
+        problems.append("a submission that predicted first (or never ran) is flagged")
+    got_answers = {(a["student"], a["question"]): a["answer"] for a in collected}
+    if not all(text in report.split("## Written answers, to grade by hand")[-1] for text in written.values()):
+        problems.append("the grade report does not show the written answers")
+    for name, text in written.items():
+        if got_answers.get(("alice", name)) != text:
+            problems.append(f"alice's written answer to {name} is not collected: {got_answers.get(('alice', name))!r}")
+        if got_answers.get(("carol", name)) != "":
+            problems.append(f"carol's blank answer cell for {name} is collected as {got_answers.get(('carol', name))!r}")
     if not any(r["student"] == "dave" and "no autograder" in r["failure"] for r in rows):
         problems.append("a notebook that is not the course's is not reported")
     assert not problems, "\n".join(problems)
-    print("grading ok: matched by metadata under other file names, solved passes, shortcuts and stubs fail with reasons")
+    print("grading ok: exact scores per question (solved full; shortcuts, wrong answers and stubs 0, with reasons), "
+          "matched by metadata under other file names, measure-first flagged, written answers collected")
 
 
 # ---- the course sites ------------------------------------------------------------------------
@@ -907,7 +1261,11 @@ def main(argv: list[str] | None = None) -> None:
     check.add_argument("--only", nargs="*", help="notebook name prefixes, e.g. 00 03")
     graded = sub.add_parser("grade")
     graded.add_argument("submissions", type=Path)
+    graded.add_argument("--jobs", type=int, default=None, help="submissions graded at once (default: one per core)")
     sub.add_parser("check-grade")
+    fake = sub.add_parser("synthetic", help="solved submissions of every notebook, to time `grade`")
+    fake.add_argument("out", type=Path)
+    fake.add_argument("--per-notebook", type=int, default=1)
     for name in ("site", "release-student"):
         command = sub.add_parser(name)
         command.add_argument("--class-repo", default=os.environ.get("CLASS_REPO") or None,
@@ -923,9 +1281,11 @@ def main(argv: list[str] | None = None) -> None:
     elif args.command == "check-student":
         check_student(only=args.only)
     elif args.command == "grade":
-        grade(args.submissions)
+        grade(args.submissions, jobs=args.jobs)
     elif args.command == "check-grade":
         check_grade()
+    elif args.command == "synthetic":
+        synthetic(args.out, args.per_notebook)
     elif args.command in ("site", "release-student"):
         try:
             if args.command == "site":

@@ -79,17 +79,30 @@ def test_every_reimplementation_exercise_has_a_package_shortcut():
     assert {"ex01_dr_grpo", "ex02_joint", "ex04_mass", "ex05_target", "ex06_blame"} <= forbidding   # issue 27's list
 
 
+def test_every_question_has_a_well_typed_wrong_answer():
+    """scripts/exercise_shortcuts.py WRONG: one per question, a source per answer cell (check-student
+    proves each passes the public checks and scores 0; check-grade grades 01's)."""
+    wrong = course.load_wrong_answers()
+    asked = {q["name"]: q for p in NOTEBOOKS for q in course.questions(_read(p))}
+    assert set(wrong) == set(asked)
+    assert all(len(wrong[name]) == len(q["solution"]) for name, q in asked.items())
+
+
 @pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.name[:2] != "00"], ids=lambda p: p.name)
 def test_a_predict_then_measure_exercise(path):
-    """From 01 on, an exercise records a prediction, then in a later cell the measurement, and
-    its hidden test checks both (the prediction made first)."""
+    """From 01 on, an exercise records a prediction, then in a later cell the measurement; its
+    hidden test checks the measurement and never the prediction (it earns nothing for matching;
+    the order is read from the handed-in file), and it has a written answer (the gap)."""
     found = []
     for q in course.questions(_read(path)):
         name = q["name"]
         predict = [i for i, s in enumerate(q["solution"]) if f'exercises.predict("{name}"' in s]
         measure = [i for i, s in enumerate(q["solution"]) if f'exercises.measure("{name}"' in s]
         if predict and measure and predict[0] < measure[0]:
-            assert any("predicted_first" in t for t in q["hidden"]) and q["answers"], name
+            predicted = re.search(r"^(predicted_\w+) = ", q["solution"][predict[0]], re.MULTILINE).group(1)
+            assert q["answers"] and course.predict_then_measure(q), name
+            assert not any(predicted in t or "predicted_first" in t or ".prediction" in t for t in q["hidden"]), name
+            assert not any("json.loads" in s or "read_text" in s for s in q["solution"]), f"{name}: run an experiment"
             found.append(name)
     assert found, f"{path.name}: no predict-then-measure exercise"
 
@@ -191,3 +204,84 @@ def test_a_failure_is_reported_by_its_first_error():
     assert course._failure(doctest_output).startswith("RuntimeError: oar_lite.grpo.group_advantages was called")
     assert course._failure("Exception raised:\n    AssertionError\n") == "AssertionError"
     assert course._failure("all passed") == ""
+
+
+def test_every_written_answer_has_a_rubric():
+    """docs/teacher/rubrics.md: a section per question with a model answer, with what a full
+    answer contains and the common wrong answers (and the gap, for predict-then-measure)."""
+    text = course.RUBRICS.read_text()
+    sections = dict(re.findall(r"^### (ex\w+)[^\n]*\n(.*?)(?=^##|\Z)", text, flags=re.MULTILINE | re.DOTALL))
+    asked = {q["name"]: q for p in NOTEBOOKS for q in course.questions(_read(p)) if q["answers"]}
+    assert len(asked) >= 20 and set(sections) == set(asked)
+    for name, q in asked.items():
+        assert "**A full answer**" in sections[name] and "**Common wrong answers**" in sections[name], name
+        assert ("**Gap**" in sections[name]) == course.predict_then_measure(q), name
+
+
+def test_points_go_to_the_hidden_tests():
+    nb = nbformat.v4.new_notebook()
+    raw, code = nbformat.v4.new_raw_cell, nbformat.v4.new_code_cell
+    nb.cells = [raw("# BEGIN QUESTION\nname: q1\npoints: 2"), raw("# BEGIN TESTS"), code("assert 1"),
+                code("# HIDDEN\nassert 1"), code("# HIDDEN\nassert 1"), raw("# END TESTS"), raw("# END QUESTION")]
+    course._points_to_hidden_tests(nb)
+    assert nb.cells[0].source.splitlines()[-1] == "points: [0, 1.0, 1.0]"
+    nb.cells[3].source = "assert 1"                        # no longer hidden: a public test after a hidden one
+    nb.cells[0].source = "# BEGIN QUESTION\nname: q1\npoints: 2"
+    nb.cells[2].source, nb.cells[3].source = "# HIDDEN\nassert 1", "assert 1"
+    with pytest.raises(ValueError, match="before the hidden"):
+        course._points_to_hidden_tests(nb)
+    nb.cells[2:5] = [code("assert 1")]
+    nb.cells[0].source = "# BEGIN QUESTION\nname: q1\npoints: 2"
+    with pytest.raises(ValueError, match="no hidden test"):
+        course._points_to_hidden_tests(nb)
+
+
+def _ran(source, count, text):
+    cell = nbformat.v4.new_code_cell(source)
+    cell.execution_count = count
+    if text:
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)]
+    return cell
+
+
+def test_the_prediction_order_is_read_from_the_file():
+    from oar_lite.course.exercises import AFTER_MEASUREMENT
+    predict, measure = 'exercises.predict("ex_q", p)', 'exercises.measure("ex_q", m)'
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [_ran(predict, 3, "ex_q: prediction 0.5 recorded\n"), _ran(measure, 4, "ex_q: predicted 0.5, measured 0.25\n")]
+    got = course.prediction_order(nb, "ex_q")
+    assert (got["order"], got["prediction"], got["measurement"]) == ("predicted first", "0.5", "0.25")
+    nb.cells = [_ran(predict, 5, "ex_q: prediction 0.5 recorded\n"), _ran(measure, 4, "ex_q: no prediction recorded, measured 0.25\n")]
+    assert course.prediction_order(nb, "ex_q")["order"] == "measured first"
+    # counts in order, but the prediction was entered after an earlier measurement: its output says so
+    nb.cells = [_ran(predict, 5, f"ex_q: prediction 0.25 recorded {AFTER_MEASUREMENT}\n"),
+                _ran(measure, 6, "ex_q: predicted 0.25, measured 0.25\n")]
+    assert course.prediction_order(nb, "ex_q")["order"] == "measured first"
+    nb.cells = [_ran(predict, None, ""), _ran(measure, None, "")]
+    assert course.prediction_order(nb, "ex_q")["order"] == "not run"
+
+
+def test_written_answers_are_filled_and_collected():
+    nb = nbformat.v4.new_notebook()
+    answer = nbformat.v4.new_code_cell("x = ...")
+    answer.metadata["tags"] = ["otter_answer_cell"]
+    nb.cells = [answer, course._answer_cell("ex_q", gap=True), nbformat.v4.new_code_cell('grader.check("ex_q")'),
+                nbformat.v4.new_markdown_cell("**Your answer (ex_r).** " + course.ANSWER_PROMPT + "\n\n" + course.ANSWER_PLACEHOLDER)]
+    assert course.written_answers(nb) == {"ex_q": "", "ex_r": ""}
+    filled = course.fill(nb, {"ex_q": ["x = 1"]}, {"ex_q": "Because the group agrees."})
+    assert filled.cells[0].source == "x = 1" and nb.cells[0].source == "x = ..."
+    assert course.written_answers(filled) == {"ex_q": "Because the group agrees.", "ex_r": ""}
+    with pytest.raises(ValueError, match="answer cells"):
+        course.fill(nb, {"ex_q": ["x = 1", "y = 2"]})
+    with pytest.raises(ValueError, match="not in this notebook"):
+        course.fill(nb, {"ex_z": ["x = 1"]})
+
+
+def test_synthetic_class_is_solved_and_answered(tmp_path):
+    written = course.synthetic(tmp_path, per_notebook=2)
+    graded = [p for p in NOTEBOOKS if course.questions(_read(p))]
+    assert len(written) == 2 * len(graded)
+    nb = _read(tmp_path / "student01" / "01_grpo_basics.ipynb")
+    answers = [c.source for c in nb.cells if "otter_answer_cell" in c.metadata.get("tags", [])]
+    assert answers and not any(a.rstrip().endswith("...") or "= ...\n" in a for a in answers)
+    assert set(course.written_answers(nb).values()) == {"A written answer."}

@@ -5,7 +5,9 @@ builds and grades them; the notebooks' "Exercises" sections use them).
   raises, so a submission that only calls the package fails the (hidden) test.
 - `predict` / `measure` / `record`: a predict-then-measure exercise records the student's
   prediction, then the measurement of a small experiment, each with the order in which it was
-  made, so a test can check that the prediction was written down before the result was seen.
+  made. What they print stays in the handed-in notebook: grading reads from the submitted file
+  whether the prediction was entered before the measurement (a re-run always runs them in order),
+  and a prediction entered after a measurement says so in its output.
 
     from oar_lite.course import exercises
     predicted_tau = 0.3
@@ -90,6 +92,7 @@ class Record:
                 and self.predicted_at < self.measured_at)
 
 
+AFTER_MEASUREMENT = "after a measurement of this exercise (the grade report flags it)"
 _RECORDS: dict[str, Record] = {}
 _ORDER = itertools.count()
 
@@ -118,7 +121,8 @@ def predict(name: str, value) -> None:
     if value is not None:
         record = _RECORDS.setdefault(name, Record(name))
         record.prediction, record.predicted_at = value, next(_ORDER)
-        print(f"{name}: prediction {value:.4g} recorded")
+        late = record.measured_at is not None
+        print(f"{name}: prediction {value:.4g} recorded" + (f" {AFTER_MEASUREMENT}" if late else ""))
 
 
 def measure(name: str, value) -> None:

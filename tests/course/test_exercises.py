@@ -41,15 +41,17 @@ def test_forbid_restores_after_an_error_and_handles_closures():
             pass
 
 
-def test_predict_then_measure_records_the_order():
+def test_predict_then_measure_records_the_order(capsys):
     name = "test_ex_order"
     assert not exercises.record(name).predicted_first
     exercises.predict(name, ...)                             # a stub records nothing
     assert exercises.record(name).prediction is None
     exercises.measure(name, 0.5)
     assert not exercises.record(name).predicted_first        # measured, never predicted
+    capsys.readouterr()
     exercises.predict(name, 0.3)
     assert not exercises.record(name).predicted_first        # predicted after the measurement
+    assert exercises.AFTER_MEASUREMENT in capsys.readouterr().out   # the handed-in file says so
     exercises.measure(name, torch.tensor(0.25))
     rec = exercises.record(name)
     assert rec.predicted_first and rec.prediction == 0.3 and rec.measurement == 0.25
