@@ -28,7 +28,7 @@ import torch
 
 from ..attribution import CreditConfig
 from ..reshape import effective_share
-from .stats import mean
+from .stats import ci95, mean
 
 ENTROPY_TOP_QUANTILE = 0.8
 """The ``quantile`` (share below the threshold) at which ``"entropy-top"`` is compared: TRL's
@@ -114,8 +114,9 @@ def ground_truth_concentration(data=None, *, methods: Sequence[str] | None = Non
 
     Returns ``{"completions", "tokens", "pivotal_share" (the pivotal tokens' share of the
     reasoning tokens), "methods": {name: {"effective_share", "gini", "effective_token_ratio",
-    "zero_share", "answer_mass", "answer_mass_n", "n"}}}``; ``answer_mass`` is averaged over
-    the completions with a pivotal token (``answer_mass_n`` of them). ValueError: a method
+    "zero_share", "answer_mass", "answer_mass_ci95", "answer_mass_n", "n"}}}``; ``answer_mass``
+    is averaged over the completions with a pivotal token (``answer_mass_n`` of them; its
+    ``ci95`` the half-width 1.96 std / sqrt(n)). ValueError: a method
     not in `METHODS` or whose scores the file lacks.
     """
     from . import ground_truth
@@ -153,7 +154,8 @@ def ground_truth_concentration(data=None, *, methods: Sequence[str] | None = Non
         with_mass = [r["answer_mass"] for r in rows if "answer_mass" in r]
         out["methods"][name] = {**{k: mean([r[k] for r in rows]) for k in
                                    ("effective_share", "gini", "effective_token_ratio", "zero_share")},
-                                "answer_mass": mean(with_mass), "answer_mass_n": len(with_mass), "n": len(rows)}
+                                "answer_mass": mean(with_mass), "answer_mass_ci95": ci95(with_mass),
+                                "answer_mass_n": len(with_mass), "n": len(rows)}
     return out
 
 
@@ -187,17 +189,38 @@ def concentration_markdown(table: dict, shipped: dict | None = None) -> str:
     from .report import markdown_table
 
     rows = [[m, f"{e['effective_share']:.2f}", f"{e['effective_token_ratio']:.2f}", f"{e['gini']:.2f}",
-             f"{e['zero_share']:.2f}", f"{e['answer_mass']:.2f}"] for m, e in table["methods"].items()]
+             f"{e['zero_share']:.2f}", f"{e['answer_mass']:.2f} ± {e['answer_mass_ci95']:.2f}"]
+            for m, e in table["methods"].items()]
     lines = [f"{table['completions']} SmolLM2 completions, {table['tokens']} reasoning tokens, "
              f"{table['pivotal_share']:.0%} of them pivotal (|delta P| >= {table['threshold']}); the mass on pivotal "
              f"tokens is averaged over the {next(iter(table['methods'].values()))['answer_mass_n']} completions that "
              f"have one (uniform weights: the pivotal tokens' share of each); entropy-top at TRL's rho = "
              f"{1 - table['entropy_top_quantile']:.1f}:", "",
              *markdown_table(["method", "effective share (ours)", "effective-token ratio (ARCA, entropy form)",
-                              "weight Gini (ARCA)", "share of weights 0", "weight mass on pivotal tokens"], rows)]
+                              "weight Gini (ARCA)", "share of weights 0", "weight mass on pivotal tokens (95% interval)"], rows)]
     if shipped is not None:
         runs = "; ".join(f"{m} {e['effective_share']:.2f} ({e['runs']} runs)" for m, e in shipped["smollm2"].items())
         lines += ["", f"In the shipped SmolLM2 training runs, the logged effective share (the inverse-Simpson "
                       f"effective-token ratio): {runs}. Not computable from them: {', '.join(shipped['not_computable'])} "
                       f"({shipped['why']})."]
     return "\n".join(lines)
+
+
+def main(argv=None) -> str:
+    """``python -m oar_lite.lab.concentration``: print `concentration_markdown` of the shipped
+    data (benchmarks/RESULTS.md, "Concentration in ARCA's measures")."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rho", type=float, default=1 - ENTROPY_TOP_QUANTILE,
+                    help="TRL's top_entropy_quantile for entropy-top (default 0.2, TRL's recommended)")
+    args = ap.parse_args(argv)
+    if not 0 <= args.rho <= 1:
+        raise ValueError(f"--rho must lie in [0, 1] (TRL's top_entropy_quantile), got {args.rho}")
+    text = concentration_markdown(ground_truth_concentration(entropy_top_quantile=1 - args.rho), shipped_concentration())
+    print(text)
+    return text
+
+
+if __name__ == "__main__":
+    main()

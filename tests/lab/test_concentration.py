@@ -95,3 +95,10 @@ def test_on_the_shipped_data():
     assert 0.5 < shipped["smollm2"]["oar-g"]["effective_share"] < 1
     text = c.concentration_markdown(table, shipped)
     assert "| entropy-top |" in text and "Not computable" in text
+
+
+def test_main_prints_the_table(capsys):
+    text = c.main(["--rho", "0.5"])
+    assert "TRL's rho = 0.5" in text and "| entropy-top |" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="--rho must lie in"):
+        c.main(["--rho", "2"])
