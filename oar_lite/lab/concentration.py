@@ -11,6 +11,8 @@ Gini and an effective-token ratio), next to this project's effective share
   our effective share; which of the two ARCA's paper uses was not read here (only its
   abstract), so both are reported.
 - `answer_mass`: the share of the weight mass on the answer-relevant (pivotal) tokens.
+- `concentration_markdown`, `concentration_reading`: the table and its reading, for the
+  notebooks and benchmarks/RESULTS.md (``python -m oar_lite.lab.concentration``).
 - `ground_truth_concentration`: per method, all of these on the shipped SmolLM2 completions
   of `oar_lite.lab.ground_truth` (their stored per-token scores, reshaped by the library).
 - `shipped_concentration`: what the shipped training runs allow: their logs and
@@ -206,6 +208,47 @@ def concentration_markdown(table: dict, shipped: dict | None = None) -> str:
     return "\n".join(lines)
 
 
+def concentration_reading(table: dict) -> str:
+    """`ground_truth_concentration`'s table read in words, every number from it: how
+    concentrated the bilevel methods' weights are next to random scores reshaped the same
+    way, whether any moves the mass on the pivotal tokens beyond uniform's interval, and
+    what TRL's entropy-top does."""
+    m = table["methods"]
+    needed = {"uniform", "random", "entropy-top"}
+    if not needed <= set(m):
+        raise ValueError(f"the reading needs the methods {sorted(needed)}; the table has {sorted(m)}")
+    bilevel = [k for k in m if k not in needed]
+    if not bilevel:
+        raise ValueError("the reading needs at least one bilevel method (oar-p, oar-g, entropy) besides the baselines")
+    shares = [m[k]["effective_share"] for k in bilevel]
+    ginis = [m[k]["gini"] for k in bilevel]
+    r = m["random"]
+    like_random = min(shares) - 0.05 <= r["effective_share"] <= max(shares) + 0.05
+    u = m["uniform"]
+
+    def beyond_uniform(e):
+        return e["answer_mass"] - e["answer_mass_ci95"] > u["answer_mass"] + u["answer_mass_ci95"]
+
+    movers = [k for k in bilevel if beyond_uniform(m[k])]
+    top = m["entropy-top"]
+    rho = 1 - table["entropy_top_quantile"]
+    return " ".join([
+        f"With the default reshaping the bilevel methods ({', '.join(bilevel)}) reach effective shares of "
+        f"{min(shares):.2f}-{max(shares):.2f} and a weight Gini of {min(ginis):.2f}-{max(ginis):.2f}; random scores "
+        f"reshaped the same way reach {r['effective_share']:.2f} and {r['gini']:.2f}"
+        + (": the reshaping (boost, floor, mass preservation), not the signal, sets how concentrated the weights are, "
+           "so these diagnostics alone cannot tell a signal from noise." if like_random else
+           ": the signals concentrate the weights differently from noise."),
+        f"Where the mass goes is what could separate them: uniform weights put {u['answer_mass']:.2f} of it on the pivotal "
+        f"tokens, and " + (f"{', '.join(movers)} put{'s' if len(movers) == 1 else ''} more, beyond both intervals."
+                           if movers else "no bilevel method puts more beyond both intervals "
+                           f"({min(m[k]['answer_mass'] for k in bilevel):.2f}-{max(m[k]['answer_mass'] for k in bilevel):.2f})."),
+        f"TRL's entropy-top at rho = {rho:.1f} is the concentrated one (effective share {top['effective_share']:.2f}, "
+        f"Gini {top['gini']:.2f}, {top['zero_share']:.0%} of the tokens at weight 0) and puts {top['answer_mass']:.2f} "
+        f"± {top['answer_mass_ci95']:.2f} of its mass on the pivotal tokens"
+        + (", beyond uniform's interval." if beyond_uniform(top) else ", an interval that overlaps uniform's.")])
+
+
 def main(argv=None) -> str:
     """``python -m oar_lite.lab.concentration``: print `concentration_markdown` of the shipped
     data (benchmarks/RESULTS.md, "Concentration in ARCA's measures")."""
@@ -217,7 +260,8 @@ def main(argv=None) -> str:
     args = ap.parse_args(argv)
     if not 0 <= args.rho <= 1:
         raise ValueError(f"--rho must lie in [0, 1] (TRL's top_entropy_quantile), got {args.rho}")
-    text = concentration_markdown(ground_truth_concentration(entropy_top_quantile=1 - args.rho), shipped_concentration())
+    table = ground_truth_concentration(entropy_top_quantile=1 - args.rho)
+    text = concentration_markdown(table, shipped_concentration()) + "\n\n" + concentration_reading(table)
     print(text)
     return text
 

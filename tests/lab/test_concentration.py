@@ -102,3 +102,24 @@ def test_main_prints_the_table(capsys):
     assert "TRL's rho = 0.5" in text and "| entropy-top |" in capsys.readouterr().out
     with pytest.raises(ValueError, match="--rho must lie in"):
         c.main(["--rho", "2"])
+
+
+def _entry(es, gini, mass, ci, zero=0.0):
+    return {"effective_share": es, "gini": gini, "effective_token_ratio": es, "zero_share": zero,
+            "answer_mass": mass, "answer_mass_ci95": ci, "answer_mass_n": 10, "n": 12}
+
+
+def test_the_reading_follows_the_numbers():
+    base = {"uniform": _entry(1, 0, 0.10, 0.02), "random": _entry(0.82, 0.25, 0.10, 0.02),
+            "entropy-top": _entry(0.2, 0.8, 0.40, 0.05, zero=0.8)}
+    table = {"entropy_top_quantile": 0.8, "methods": {**base, "oar-p:last": _entry(0.8, 0.27, 0.11, 0.02)}}
+    text = c.concentration_reading(table)
+    assert "cannot tell a signal from noise" in text and "no bilevel method puts more" in text
+    assert "beyond uniform's interval" in text and "80% of the tokens at weight 0" in text
+    table["methods"]["oar-p:last"] = _entry(0.4, 0.6, 0.30, 0.03)
+    text = c.concentration_reading(table)
+    assert "differently from noise" in text and "oar-p:last puts more, beyond both intervals" in text
+    with pytest.raises(ValueError, match="needs the methods"):
+        c.concentration_reading({"entropy_top_quantile": 0.8, "methods": {"uniform": base["uniform"]}})
+    with pytest.raises(ValueError, match="at least one bilevel method"):
+        c.concentration_reading({"entropy_top_quantile": 0.8, "methods": base})
