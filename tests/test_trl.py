@@ -194,6 +194,38 @@ def test_trl_receives_sequence_advantage_times_weights(tmp_path):
     assert log["oar/attribution_seconds"] > 0
 
 
+def test_trls_entropy_top_as_a_method_gives_zero_one_weights(tmp_path):
+    """``oar_method="entropy-top"`` (TRL's top_entropy_quantile as an OAR method): on every row
+    with an answer, each reasoning token's advantage is the sequence advantage or 0, and the
+    tokens kept are the top ones by the policy's entropy (rho = 1 - oar_quantile)."""
+    args = config(tmp_path=tmp_path, oar_method="entropy-top", oar_quantile=0.5, max_steps=1)
+    model = tiny_model()
+    policy_at_generation = copy.deepcopy(model).eval()
+    trainer = run(OARGRPOTrainer, args, model=model)
+    (inputs, _), = trainer.seen
+    adv, completion_ids, completion_mask = inputs["advantages"], inputs["completion_ids"], inputs["completion_mask"]
+    P = inputs["prompt_ids"].shape[1]
+    tokenizer = char_tokenizer()
+    segments = [segment_completion_ids(tokenizer, ids[: int(n) - 1]) for ids, n in
+                zip(completion_ids.tolist(), completion_mask.sum(1).tolist())]
+    reasoning, answer = segments_to_masks(segments, P, P + completion_ids.shape[1])
+    ids = torch.cat([inputs["prompt_ids"], completion_ids], 1)
+    mask = torch.cat([inputs["prompt_mask"], completion_mask], 1)
+    weights = token_weights(policy_at_generation, ids, mask, reasoning, answer, method="entropy-top", quantile=0.5)
+    reasoning = reasoning[:, P:]
+    kept = 0
+    for row in range(adv.shape[0]):
+        if segments[row] is None:
+            continue
+        seq = adv[row, completion_mask[row].bool() & ~reasoning[row]][0]
+        ratio = adv[row, reasoning[row]] / seq
+        expected = weights[row, P:][reasoning[row]]
+        assert set(expected.tolist()) <= {0.0, 1.0}
+        torch.testing.assert_close(ratio, expected, rtol=1e-4, atol=1e-5)
+        kept += int(expected.sum())
+    assert 0 < kept < int(reasoning.sum()), "every token kept or none: the test would not see the mask"
+
+
 # ----------------------------------------------------------------------------- parity with GRPO
 
 def _final_params(trainer):
