@@ -6,7 +6,8 @@ notebooks 02 and 03 build them step by step), one small module per idea:
   `perturbation_scores` and `perturbation_scores_batch` are tested against.
 - `oar_g`: OAR-G, the gradient proxy; `gradient_scores` is the reference of `gradient_scores_batch`.
 - `baselines`: uniform (plain GRPO), random, entropy, Captum's integrated gradients, and
-  ``entropy-top`` (TRL's ``top_entropy_quantile`` mask, `top_quantile_weights`).
+  ``entropy-top`` (TRL's ``top_entropy_quantile`` mask, `top_quantile_weights`), and ARCA's
+  ``adapter-residual`` (how much a LoRA adapter changes each token's hidden state).
 - `controls`: the ``inverted:`` and ``shuffled:`` prefixes any method can take.
 - `planning` (how OAR-P groups its passes), `kv` (KV caches, model surgery).
 - `registry` (`SCORERS` by name), `config` (`CreditConfig`, `ScorerContext`) and `scoring`
@@ -21,7 +22,8 @@ half-open `slice`s into it, R the reasoning length; a larger score means the tok
 final answer more. A method name may add a P_final mode (``"oar-p:answer_joint"``) and
 control prefixes (``"inverted:"``, ``"shuffled:"``).
 """
-from .baselines import entropy_scores, integrated_gradients_scores, random_scores, top_quantile_weights, uniform_scores
+from .baselines import (adapter_residual_scores, entropy_scores, integrated_gradients_scores, random_scores,
+                        top_quantile_weights, uniform_scores)
 from .config import CONTEXT_FIELDS, CREDIT_FIELDS, CREDIT_RANGES, CreditConfig, ScorerContext
 from .controls import CONTROLS, apply_controls, inverted, shuffled, split_controls
 from .oar_g import NOISE_STD, gradient_scores, gradient_scores_batch

@@ -1,6 +1,7 @@
 """Baselines with the scorers' calling convention: plain GRPO's uniform credit, chance
-(random), the policy's entropy, and an external peer, Captum's integrated gradients; and
-`top_quantile_weights`, the weighting of ``"entropy-top"`` (TRL's ``top_entropy_quantile``)."""
+(random), the policy's entropy, an external peer (Captum's integrated gradients), ARCA's
+adapter residual; and `top_quantile_weights`, the weighting of ``"entropy-top"`` (TRL's
+``top_entropy_quantile``)."""
 from __future__ import annotations
 
 import torch
@@ -19,6 +20,32 @@ def entropy_scores(model, input_ids: torch.Tensor, reasoning: slice, answer: sli
         logits = upcast(final_logits(model, input_ids=input_ids[None, : reasoning.stop - 1], keep=R)[0])
     logp = F.log_softmax(logits, -1)
     return (-(logp.exp() * logp).sum(-1)).float()
+
+
+def adapter_residual_scores(model, input_ids: torch.Tensor, reasoning: slice, answer: slice) -> torch.Tensor:
+    """ARCA's signal (Lafuente-Mercado 2026, arXiv 2606.00257): how much a LoRA adapter changes
+    the model at each reasoning token, ``||h_adapted - h_base||_2`` of the last layer's hidden
+    state, from one forward with the adapter and one with it off (peft's ``disable_adapter()``).
+
+    The state compared for token t is the one that produced it (position t - 1, as for
+    `entropy_scores`: the state the policy-gradient term of token t depends on). ``[R]``
+    float32 >= 0; all 0 for a freshly initialised adapter (LoRA's B starts at 0): uniform
+    weights until the adapter has learned something. Needs ``reasoning.start >= 1`` and a
+    model with ``disable_adapter()`` (a peft model), ValueError otherwise.
+    """
+    check_sequence(input_ids, reasoning, answer)
+    if reasoning.start < 1:
+        raise ValueError("adapter-residual scores need reasoning.start >= 1 (a token before the first reasoning token)")
+    if not callable(getattr(model, "disable_adapter", None)):
+        raise ValueError(f"adapter-residual scores need a model with a LoRA adapter (a peft model with "
+                         f"disable_adapter()), got {type(model).__name__}")
+    ids = input_ids[None, : reasoning.stop - 1]
+    positions = slice(reasoning.start - 1, reasoning.stop - 1)
+    with torch.no_grad(), eval_mode(model):
+        adapted = upcast(model(input_ids=ids, output_hidden_states=True).hidden_states[-1][0, positions])
+        with model.disable_adapter():
+            base = upcast(model(input_ids=ids, output_hidden_states=True).hidden_states[-1][0, positions])
+    return (adapted - base).norm(dim=-1).float()
 
 
 def top_quantile_weights(scores: torch.Tensor, *, quantile: float) -> torch.Tensor:

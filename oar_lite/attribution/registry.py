@@ -8,7 +8,8 @@ from typing import Callable
 
 import torch
 
-from .baselines import entropy_scores, integrated_gradients_scores, random_scores, top_quantile_weights, uniform_scores
+from .baselines import (adapter_residual_scores, entropy_scores, integrated_gradients_scores, random_scores,
+                        top_quantile_weights, uniform_scores)
 from .controls import CONTROLS, split_controls
 from .oar_g import gradient_scores, gradient_scores_batch
 from .oar_p import perturbation_scores, perturbation_scores_batch
@@ -53,6 +54,8 @@ for _name, _scorer, _batched in (("uniform", uniform_scores, None), ("random", r
     register_scorer(_name, _scorer, batched=_batched)
 # TRL's top_entropy_quantile: the entropy scores, weighted 1 on the top quantile, 0 elsewhere.
 register_scorer("entropy-top", entropy_scores, weighting=top_quantile_weights)
+# ARCA's adapter residual (a peft model's adapter on vs off), through the bilevel reshaping like OAR's scores.
+register_scorer("adapter-residual", adapter_residual_scores)
 
 
 def declared_options(name: str, *, batched: bool = False) -> tuple[str, ...]:

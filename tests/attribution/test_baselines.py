@@ -110,3 +110,32 @@ def test_entropy_top_weights_are_the_mask_of_the_entropies(llama, sequence):
     config = ol.CreditConfig(method="entropy-top", quantile=0.8)
     assert config.reshape(torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0])).tolist() == [0, 0, 0, 0, 1]
     assert ol.CreditConfig(method="entropy").reshape(torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0])).min() > 0  # bilevel
+
+
+# ------------------------------------------------- adapter-residual: ARCA's signal
+
+def test_adapter_residual_scores_match_the_base_model_directly(sequence):
+    """ARCA's ||h_adapted - h_base||: the peft model with its adapter against a copy of the
+    model before wrapping (an independent base forward), at the states that produced each
+    reasoning token; all 0 for a fresh adapter (B = 0); refused without an adapter."""
+    import copy
+
+    peft = pytest.importorskip("peft")
+    ids, reasoning, answer = sequence
+    base = tiny_llama()
+    reference = copy.deepcopy(base)
+    config = peft.LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    model = peft.get_peft_model(base, config)
+    with torch.no_grad():
+        adapted = model(input_ids=ids[None], output_hidden_states=True).hidden_states[-1][0]
+        plain = reference(input_ids=ids[None], output_hidden_states=True).hidden_states[-1][0]
+    expected = (adapted - plain).norm(dim=-1)[reasoning.start - 1 : reasoning.stop - 1]
+    got = ol.token_scores("adapter-residual", model, ids, reasoning, answer)
+    assert got.shape == (reasoning.stop - reasoning.start,) and expected.max() > 1e-3
+    torch.testing.assert_close(got, expected.float(), rtol=1e-5, atol=1e-7)
+    fresh = peft.get_peft_model(tiny_llama(), peft.LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    assert ol.token_scores("adapter-residual", fresh, ids, reasoning, answer).abs().max() == 0
+    with pytest.raises(ValueError, match="LoRA adapter"):
+        ol.token_scores("adapter-residual", reference, ids, reasoning, answer)
+    with pytest.raises(ValueError, match="reasoning.start >= 1"):
+        ol.attribution.adapter_residual_scores(model, ids, slice(0, 3), answer)
