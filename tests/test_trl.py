@@ -146,6 +146,25 @@ def test_lora_two_steps_change_adapter_not_base(tmp_path):
     assert all(h["oar/frac_no_answer"] == pytest.approx(0.25) for h in logs)  # 1 of 4 candidates has none
 
 
+def test_arca_adapter_residual_is_uniform_until_the_adapter_learns(tmp_path):
+    """``oar_method="adapter-residual"`` (ARCA's signal) under OARGRPOTrainer with LoRA: the
+    trainer scores with the peft model, so the adapter can be switched off. Step 1's adapter is
+    fresh (B = 0): every residual is 0 and every weight 1, the advantages are GRPO's; after one
+    update the residuals differ and the weights do too."""
+    from peft import LoraConfig
+
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0)
+    trainer = run(OARGRPOTrainer, config(tmp_path=tmp_path, oar_method="adapter-residual"), peft_config=lora)
+    (first, _), (second, _) = trainer.seen
+
+    def rows_with_unequal_advantages(inputs):
+        adv, valid = inputs["advantages"], inputs["completion_mask"].bool()
+        return sum(float(adv[r, valid[r]].max() - adv[r, valid[r]].min()) > 1e-6 for r in range(adv.shape[0]))
+
+    assert first["advantages"].dim() == 2 and rows_with_unequal_advantages(first) == 0
+    assert rows_with_unequal_advantages(second) > 0
+
+
 # ----------------------------------------------------------------------------- advantages
 
 def test_trl_receives_sequence_advantage_times_weights(tmp_path):
