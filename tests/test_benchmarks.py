@@ -106,6 +106,20 @@ def test_step_cost_runs(tmp_path):
 
 
 @toy_model
+def test_step_cost_times_trls_entropy_top(tmp_path):
+    """``--methods uniform entropy-top``: TRL's top_entropy_quantile as a method of the step-cost
+    benchmark, on the same rollouts as GRPO, its attribution phase timed (its entropy forward)."""
+    assert "entropy-top" in step_cost.EXTRA_METHODS and "entropy-top" not in step_cost.METHODS
+    report = step_cost.main(["--model", "toy", "--prompts", "2", "--group-size", "4", "--max-new-tokens", "40",
+                             "--methods", "uniform", "entropy-top", "--reward", "spread", "--warmup", "0",
+                             "--repeats", "1", "--threads", "1", "--no-progress", "--out", str(tmp_path / "s.json")])
+    res = report["models"][0]
+    assert set(res["methods"]) == {"uniform", "entropy-top"} and res["same_rollouts"]
+    assert res["methods"]["entropy-top"]["scored_rows"] > 0
+    assert "| entropy-top |" in report["markdown"]
+
+
+@toy_model
 def test_step_cost_spread_reward_scores_rows_where_math_scores_none(tmp_path):
     """``--reward spread`` (a cost-only reward) gives the groups a spread, so rows are scored
     where right-or-wrong gives none; the report names the reward."""

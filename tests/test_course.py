@@ -23,7 +23,8 @@ REQUIRED_ARXIV = {"2601.07408"}  # the OAR paper, in every notebook
 REQUIRED_LINKS = {"https://aclanthology.org/2026.acl-long.1132/",
                   "https://github.com/Valsure/Outcome-Grounded-Advantage-Reshaping",
                   "https://github.com/XINGYUN-AI-LAB/XINGYUN_LAB", "../docs/oar-spec.md"}
-ALL_ARXIV = {"2601.07408", "2402.03300", "2503.20783", "2503.14476", "2410.01679", "2412.08905", "2009.07896"}
+ALL_ARXIV = {"2601.07408", "2402.03300", "2503.20783", "2503.14476", "2410.01679", "2412.08905", "2009.07896",
+             "2602.09331", "2606.00257", "2604.09459", "2506.01939"}  # the 2026 credit-assignment work (issue 37)
 
 
 def _read(path):

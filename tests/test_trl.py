@@ -146,6 +146,25 @@ def test_lora_two_steps_change_adapter_not_base(tmp_path):
     assert all(h["oar/frac_no_answer"] == pytest.approx(0.25) for h in logs)  # 1 of 4 candidates has none
 
 
+def test_arca_adapter_residual_is_uniform_until_the_adapter_learns(tmp_path):
+    """``oar_method="adapter-residual"`` (ARCA's signal) under OARGRPOTrainer with LoRA: the
+    trainer scores with the peft model, so the adapter can be switched off. Step 1's adapter is
+    fresh (B = 0): every residual is 0 and every weight 1, the advantages are GRPO's; after one
+    update the residuals differ and the weights do too."""
+    from peft import LoraConfig
+
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0)
+    trainer = run(OARGRPOTrainer, config(tmp_path=tmp_path, oar_method="adapter-residual"), peft_config=lora)
+    (first, _), (second, _) = trainer.seen
+
+    def rows_with_unequal_advantages(inputs):
+        adv, valid = inputs["advantages"], inputs["completion_mask"].bool()
+        return sum(float(adv[r, valid[r]].max() - adv[r, valid[r]].min()) > 1e-6 for r in range(adv.shape[0]))
+
+    assert first["advantages"].dim() == 2 and rows_with_unequal_advantages(first) == 0
+    assert rows_with_unequal_advantages(second) > 0
+
+
 # ----------------------------------------------------------------------------- advantages
 
 def test_trl_receives_sequence_advantage_times_weights(tmp_path):
@@ -192,6 +211,38 @@ def test_trl_receives_sequence_advantage_times_weights(tmp_path):
     assert log["oar/frac_no_answer"] == pytest.approx(0.25)
     assert 0 < log["oar/frac_suppressed"] < 1 and 0 < log["oar/frac_boosted"] < 1
     assert log["oar/attribution_seconds"] > 0
+
+
+def test_trls_entropy_top_as_a_method_gives_zero_one_weights(tmp_path):
+    """``oar_method="entropy-top"`` (TRL's top_entropy_quantile as an OAR method): on every row
+    with an answer, each reasoning token's advantage is the sequence advantage or 0, and the
+    tokens kept are the top ones by the policy's entropy (rho = 1 - oar_quantile)."""
+    args = config(tmp_path=tmp_path, oar_method="entropy-top", oar_quantile=0.5, max_steps=1)
+    model = tiny_model()
+    policy_at_generation = copy.deepcopy(model).eval()
+    trainer = run(OARGRPOTrainer, args, model=model)
+    (inputs, _), = trainer.seen
+    adv, completion_ids, completion_mask = inputs["advantages"], inputs["completion_ids"], inputs["completion_mask"]
+    P = inputs["prompt_ids"].shape[1]
+    tokenizer = char_tokenizer()
+    segments = [segment_completion_ids(tokenizer, ids[: int(n) - 1]) for ids, n in
+                zip(completion_ids.tolist(), completion_mask.sum(1).tolist())]
+    reasoning, answer = segments_to_masks(segments, P, P + completion_ids.shape[1])
+    ids = torch.cat([inputs["prompt_ids"], completion_ids], 1)
+    mask = torch.cat([inputs["prompt_mask"], completion_mask], 1)
+    weights = token_weights(policy_at_generation, ids, mask, reasoning, answer, method="entropy-top", quantile=0.5)
+    reasoning = reasoning[:, P:]
+    kept = 0
+    for row in range(adv.shape[0]):
+        if segments[row] is None:
+            continue
+        seq = adv[row, completion_mask[row].bool() & ~reasoning[row]][0]
+        ratio = adv[row, reasoning[row]] / seq
+        expected = weights[row, P:][reasoning[row]]
+        assert set(expected.tolist()) <= {0.0, 1.0}
+        torch.testing.assert_close(ratio, expected, rtol=1e-4, atol=1e-5)
+        kept += int(expected.sum())
+    assert 0 < kept < int(reasoning.sum()), "every token kept or none: the test would not see the mask"
 
 
 # ----------------------------------------------------------------------------- parity with GRPO

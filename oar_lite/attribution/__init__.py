@@ -5,7 +5,9 @@ notebooks 02 and 03 build them step by step), one small module per idea:
 - `oar_p`: OAR-P, perturbation; `perturbation_scores_naive` is the readable reference the fast
   `perturbation_scores` and `perturbation_scores_batch` are tested against.
 - `oar_g`: OAR-G, the gradient proxy; `gradient_scores` is the reference of `gradient_scores_batch`.
-- `baselines`: uniform (plain GRPO), random, entropy, Captum's integrated gradients.
+- `baselines`: uniform (plain GRPO), random, entropy, Captum's integrated gradients, and
+  ``entropy-top`` (TRL's ``top_entropy_quantile`` mask, `top_quantile_weights`), and ARCA's
+  ``adapter-residual`` (how much a LoRA adapter changes each token's hidden state).
 - `controls`: the ``inverted:`` and ``shuffled:`` prefixes any method can take.
 - `planning` (how OAR-P groups its passes), `kv` (KV caches, model surgery).
 - `registry` (`SCORERS` by name), `config` (`CreditConfig`, `ScorerContext`) and `scoring`
@@ -20,7 +22,8 @@ half-open `slice`s into it, R the reasoning length; a larger score means the tok
 final answer more. A method name may add a P_final mode (``"oar-p:answer_joint"``) and
 control prefixes (``"inverted:"``, ``"shuffled:"``).
 """
-from .baselines import entropy_scores, integrated_gradients_scores, random_scores, uniform_scores
+from .baselines import (adapter_residual_scores, entropy_scores, integrated_gradients_scores, random_scores,
+                        top_quantile_weights, uniform_scores)
 from .config import CONTEXT_FIELDS, CREDIT_FIELDS, CREDIT_RANGES, CreditConfig, ScorerContext
 from .controls import CONTROLS, apply_controls, inverted, shuffled, split_controls
 from .oar_g import NOISE_STD, gradient_scores, gradient_scores_batch
@@ -28,5 +31,5 @@ from .oar_p import perturbation_scores, perturbation_scores_batch, perturbation_
 from .outcome import MODES, eval_mode, final_outcome, mask_to_span
 from .planning import (BATCH_SIZE, DEFAULT_MAX_WASTE, DEFAULT_TOKEN_BUDGET, TOKEN_BUDGET, default_token_budget,
                        plan_chunks, plan_passes)
-from .registry import SCORERS, Scorer, declared_options, default_mode, mode_of, parse_method, register_scorer
+from .registry import SCORERS, WEIGHTINGS, Scorer, declared_options, default_mode, mode_of, parse_method, register_scorer
 from .scoring import route_options, takes, token_scores, token_weights, uses_sampled_cache

@@ -3,6 +3,7 @@ where it acts), and `ScorerContext`, what the caller has at hand."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +13,7 @@ from ..checks import Setting, check_settings, settings_of
 from ..reshape import RESHAPING, bilevel_weights
 from .oar_g import NOISE_STD
 from .planning import BATCH_SIZE, TOKEN_BUDGET
-from .registry import parse_method
+from .registry import WEIGHTINGS, parse_method
 
 METHOD = Setting("oar-g", "Token credit method: a scorer name (oar_lite.attribution.SCORERS; 'uniform' is plain "
                           "GRPO), optionally with a P_final mode after a colon ('oar-p:answer_joint') and behind "
@@ -42,7 +43,13 @@ class CreditConfig:
             raise ValueError(f"CreditConfig.preserve_mass={self.preserve_mass!r}: expected True or False")
 
     def reshape(self, scores: torch.Tensor) -> torch.Tensor:
-        """``[R]`` scores -> ``[R]`` weights with this config's `bilevel_weights` settings."""
+        """``[R]`` scores -> ``[R]`` weights with this config's `bilevel_weights` settings, or,
+        for a method with its own weighting (`oar_lite.attribution.registry.WEIGHTINGS`:
+        ``"entropy-top"``), with that, given the reshaping settings it declares (``quantile``)."""
+        weighting = WEIGHTINGS.get(parse_method(self.method)[0])
+        if weighting is not None:
+            declared = inspect.signature(weighting).parameters
+            return weighting(scores, **{name: getattr(self, name) for name in RESHAPING if name in declared})
         return bilevel_weights(scores, **{name: getattr(self, name) for name in RESHAPING})
 
     def scorer_options(self) -> dict:

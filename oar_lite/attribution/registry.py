@@ -8,7 +8,8 @@ from typing import Callable
 
 import torch
 
-from .baselines import entropy_scores, integrated_gradients_scores, random_scores, uniform_scores
+from .baselines import (adapter_residual_scores, entropy_scores, integrated_gradients_scores, random_scores,
+                        top_quantile_weights, uniform_scores)
 from .controls import CONTROLS, split_controls
 from .oar_g import gradient_scores, gradient_scores_batch
 from .oar_p import perturbation_scores, perturbation_scores_batch
@@ -21,20 +22,29 @@ The toy world's oracles (`oar_lite.course.oracle`) register themselves here."""
 BATCHED: dict[str, Callable] = {}
 """The padded-batch form of a scorer, by method name: ``(model, input_ids [B, T],
 attention_mask [B, T], reasoning, answer, **options) -> B tensors [R_i]``."""
+WEIGHTINGS: dict[str, Callable] = {}
+"""The methods whose scores do not go through `oar_lite.reshape.bilevel_weights`, by name:
+``weighting(scores [R], **reshaping settings it declares) -> weights [R]`` (``"entropy-top"``:
+TRL's top-entropy mask, `top_quantile_weights`). `CreditConfig.reshape` uses it."""
 
 
-def register_scorer(name: str, scorer: Scorer, *, batched: Callable | None = None) -> None:
+def register_scorer(name: str, scorer: Scorer, *, batched: Callable | None = None,
+                    weighting: Callable | None = None) -> None:
     """Make ``scorer(model, input_ids [T], reasoning, answer, **options) -> [R]`` available
     to `token_scores` and `token_weights` as ``method=name``; ``batched``, its padded-batch
-    form, scores a whole batch in shared passes (equal up to rounding)."""
+    form, scores a whole batch in shared passes (equal up to rounding); ``weighting``, what
+    turns its scores into weights instead of `bilevel_weights` (`WEIGHTINGS`)."""
     if ":" in name:
         raise ValueError(f"scorer names cannot contain ':' (it separates the P_final mode), got {name!r}")
     if name in CONTROLS:
         raise ValueError(f"{name!r} is a control prefix ({', '.join(CONTROLS)}), not a scorer name")
     SCORERS[name] = scorer
     BATCHED.pop(name, None)
+    WEIGHTINGS.pop(name, None)
     if batched is not None:
         BATCHED[name] = batched
+    if weighting is not None:
+        WEIGHTINGS[name] = weighting
 
 
 for _name, _scorer, _batched in (("uniform", uniform_scores, None), ("random", random_scores, None),
@@ -42,6 +52,10 @@ for _name, _scorer, _batched in (("uniform", uniform_scores, None), ("random", r
                                  ("oar-g", gradient_scores, gradient_scores_batch),
                                  ("captum-ig", integrated_gradients_scores, None)):
     register_scorer(_name, _scorer, batched=_batched)
+# TRL's top_entropy_quantile: the entropy scores, weighted 1 on the top quantile, 0 elsewhere.
+register_scorer("entropy-top", entropy_scores, weighting=top_quantile_weights)
+# ARCA's adapter residual (a peft model's adapter on vs off), through the bilevel reshaping like OAR's scores.
+register_scorer("adapter-residual", adapter_residual_scores)
 
 
 def declared_options(name: str, *, batched: bool = False) -> tuple[str, ...]:

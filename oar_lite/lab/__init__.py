@@ -4,13 +4,14 @@ measured claims and benchmarks/RESULTS.md, and the shipped results they read (``
 `compare` and `cli` (the toy comparison and its command line), `report`, `plots` and `stats`
 (tables, figures, intervals), `credit` (the credit benchmark), `gradient_quality`, `regime`,
 `ground_truth` (Monte-Carlo ground truth on SmolLM2), `lora_learning` and `findings` (the
-SmolLM2 study and the conclusions the notebooks and README print), `progress` (bars).
+SmolLM2 study and the conclusions the notebooks and README print), `concentration` (ARCA's
+weight Gini and effective-token ratio next to the effective share), `progress` (bars).
 benchmarks/ are thin command lines over it.
 """
 import importlib
 
 MODULES = ("compare", "cli", "report", "plots", "stats", "credit", "gradient_quality", "regime", "ground_truth",
-           "lora_learning", "findings", "progress")
+           "lora_learning", "findings", "progress", "concentration")
 
 
 def __getattr__(name: str):
