@@ -5,10 +5,12 @@ course is imported, and only then), the word problems in `problems`, model loadi
 `exercises`. The library never imports it; the lab does.
 """
 import importlib
+import pkgutil
 
 from . import oracle  # registers the toy world's oracles with the library's scorer registry
 
-MODULES = ("toy", "oracle", "problems", "models", "viz", "exercises")
+MODULES = tuple(m.name for m in pkgutil.iter_modules(__path__))
+"""The modules, each loaded on first use."""
 
 
 def __getattr__(name: str):

@@ -9,9 +9,10 @@ weight Gini and effective-token ratio next to the effective share), `progress` (
 benchmarks/ are thin command lines over it.
 """
 import importlib
+import pkgutil
 
-MODULES = ("compare", "cli", "report", "plots", "stats", "credit", "gradient_quality", "regime", "ground_truth",
-           "lora_learning", "findings", "progress", "concentration")
+MODULES = tuple(m.name for m in pkgutil.iter_modules(__path__))
+"""The modules, each loaded on first use."""
 
 
 def __getattr__(name: str):
