@@ -10,7 +10,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import load_script
+import torch
+from conftest import covered, load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "notebooks").glob("*.ipynb"))
@@ -70,6 +71,17 @@ def test_every_notebook_runs_at_full_size_in_one_of_the_suites():
     missing = set(NOTEBOOKS) - full
     assert not missing, f"notebooks that no suite runs at full size: {sorted(missing)}"
     assert reads_it <= at_test_size, f"{sorted(reads_it - at_test_size)} read {TEST_SIZE} but make test does not set it"
+
+
+def test_covered_keeps_every_value_of_every_axis_in_the_fast_suite():
+    params = covered([("a", torch.float64), ("b", torch.float32), ("c", torch.float64)], ["x", "y"], [1, 2, 3, 4])
+    assert len(params) == 3 * 2 * 4 and len({p.values for p in params}) == 24
+    fast = [p.values for p in params if not p.marks]
+    assert all(m.name == "slow" for p in params for m in p.marks)
+    assert len(fast) == 4  # the longest axis
+    for position, axis in ((0, "abc"), (2, "xy"), (3, (1, 2, 3, 4))):
+        assert {v[position] for v in fast} == set(axis)
+    assert params[0].id == "a-float64-x-1"
 
 
 # ------------------------------------------------------------------ scripts/ci_durations.py
