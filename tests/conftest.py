@@ -229,3 +229,27 @@ def assert_untouched(model, snapshot):
         assert torch.equal(p.detach(), weight), f"{n} changed"
         assert p.grad is None if grad is None else torch.equal(p.grad, grad), f"{n}.grad changed or was written"
     assert [m.training for m in model.modules()] == modes
+
+
+def covered(*axes) -> list:
+    """Every combination of ``axes`` (lists of values; a tuple value fills several argnames) as
+    ``pytest.param``s for one ``parametrize``. The fast suite keeps a covering set, in which every
+    value of every axis appears at least once (as many cases as the longest axis); the other
+    combinations repeat the same property on other shapes and are marked ``slow`` (`make test-slow`)."""
+    import itertools
+
+    def flat(value):
+        return value if isinstance(value, tuple) else (value,)
+
+    def name(value):
+        if isinstance(value, torch.dtype):
+            return str(value).removeprefix("torch.")
+        return getattr(value, "__name__", None) or str(value)
+
+    keep = {tuple(i % len(axis) for axis in axes) for i in range(max(map(len, axes)))}
+    params = []
+    for index in itertools.product(*(range(len(axis)) for axis in axes)):
+        values = [v for axis, i in zip(axes, index) for v in flat(axis[i])]
+        params.append(pytest.param(*values, id="-".join(map(name, values)),
+                                   marks=() if index in keep else pytest.mark.slow))
+    return params

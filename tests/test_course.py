@@ -164,6 +164,7 @@ def test_runtime_and_load_are_read_from_the_output():
     assert course.describe_run(course.run_record(nb)) == "60 s on 2 cores at load average 0.3"
 
 
+@pytest.mark.slow
 def test_student_notebooks_are_current_and_hold_no_solution(tmp_path):
     """student/ (committed, for the Colab badge) is what `make student` writes from the sources:
     no solution, model answer or hidden test; the public checks inside; the badge opens it."""

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from oar_lite.course import toy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,6 +24,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_two_processes_train_the_same_weights_with_oar(tmp_path):
     assert (toy.MODEL_DIR / "config.json").exists()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}

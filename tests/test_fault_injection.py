@@ -40,6 +40,7 @@ def results(out: Path) -> list[dict]:
             for r in read_jsonl(out / "compare.jsonl")]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL (POSIX)")
 def test_sigkill_mid_run_then_the_same_command_finishes_with_the_same_results(tmp_path):
     straight, killed = tmp_path / "straight", tmp_path / "killed"

@@ -251,6 +251,7 @@ def test_variance_components_errors():
         gq.variance_components(full[:2], relevant[:2], draws=2)
 
 
+@pytest.mark.slow
 def test_batch_gradients_draws_share_the_prompts_and_take_callable_weightings(monkeypatch):
     model, tok = toy.load_model()
     problems = toy.load_eval_set()

@@ -86,6 +86,7 @@ def test_demo_refuses_another_profile(capsys, tmp_path):
     assert exit_info.value.code == 2 and "--profile and demo ask for different profiles" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_trl_script_refuses_an_abbreviated_field():
     """``--oar_boo 2`` was read as ``--oar_boost 2`` by HfArgumentParser's prefix matching."""
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "train_trl.py"), "--oar_boo", "2", "--steps", "1"],

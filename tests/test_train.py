@@ -125,6 +125,7 @@ def test_two_steps_write_metrics_with_all_fields(world, tmp_path):
     assert (tmp_path / CHECKPOINT).exists()
 
 
+@pytest.mark.slow
 def test_resume_gives_the_same_metrics(world, tmp_path):
     """4 steps straight == 2 steps, stop, resume, 2 more (apart from wall times)."""
     model, tokenizer, task = world
@@ -303,6 +304,7 @@ def test_checkpoints_are_on_by_default():
     assert 1 <= TrainConfig().checkpoint_every <= TrainConfig().steps
 
 
+@pytest.mark.slow
 def test_a_killed_run_keeps_its_checkpoint(world, tmp_path, monkeypatch):
     """With the default interval a run stopped after checkpoint_every steps resumes from there."""
     import oar_lite.train as train_module

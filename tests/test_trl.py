@@ -337,6 +337,7 @@ def test_config_defaults_and_modes():
 
 # ----------------------------------------------------------------------------- the shipped toy model
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (toy.MODEL_DIR / "config.json").exists(), reason="the toy model is not built yet")
 def test_toy_model_two_lora_steps_with_real_generation(tmp_path):
     from peft import LoraConfig
@@ -489,6 +490,7 @@ def test_uniformity_metrics_match_the_weights_of_the_batch(tmp_path):
     assert log["oar/effective_share"] < 1  # OAR-P's weights are not uniform here: the check can fail
 
 
+@pytest.mark.slow
 def test_heldout_callback_measures_at_its_steps_and_resumes(tmp_path):
     from peft import LoraConfig
 

@@ -2,7 +2,7 @@
 by architecture; cache selection; continuing from the sampling's cache."""
 import pytest
 import torch
-from conftest import PAD, recorded, tiny_gpt2, tiny_llama, tiny_qwen2
+from conftest import PAD, covered, recorded, tiny_gpt2, tiny_llama, tiny_qwen2
 
 import oar_lite as ol
 from oar_lite.attribution import MODES
@@ -153,8 +153,7 @@ def _sampled_rows(model, chars, seed=0):
     return ro, reasoning_mask, answer_mask
 
 
-@pytest.mark.parametrize("method", ["oar-p", "oar-g"])
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode,method", covered(MODES, ["oar-p", "oar-g"]))
 def test_sampled_cache_gives_the_clean_pass_scores(method, mode, chars):
     """With the sampling's KV cache OAR-P runs only the read positions of its clean pass
     (fewer tokens) and OAR-G its clean pass from the first read column, both taking the

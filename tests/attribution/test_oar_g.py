@@ -3,8 +3,8 @@ form equal to the per-row reference."""
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import (assert_untouched, mixed_state_model, padded_rows, recorded, rows_alone, span_masks, tiny_gpt2,
-                      tiny_llama)
+from conftest import (assert_untouched, covered, mixed_state_model, padded_rows, recorded, rows_alone, span_masks,
+                      tiny_gpt2, tiny_llama)
 
 import oar_lite as ol
 from oar_lite.attribution import MODES
@@ -77,10 +77,9 @@ def test_gradient_times_input_matches_finite_differences(sequence):
 # different order): rtol 1e-6 in float64; in float32 1e-3 of each row's largest score,
 # since the KL modes' objective is second order in the noise and amplifies the rounding.
 
-@pytest.mark.parametrize("padding", ["left", "right", "both"])
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("make,dtype", [(tiny_llama, torch.float64), (tiny_gpt2, torch.float64),
-                                        (tiny_llama, torch.float32)])
+@pytest.mark.parametrize("make,dtype,mode,padding", covered([(tiny_llama, torch.float64), (tiny_gpt2, torch.float64),
+                                                               (tiny_llama, torch.float32)],
+                                                              MODES, ["left", "right", "both"]))
 def test_gradient_scores_batch_equals_per_row(padding, mode, make, dtype):
     model = make(dtype=dtype)
     left = {"left": [2, 0, 5], "right": [0, 0, 0], "both": [2, 0, 5]}[padding]

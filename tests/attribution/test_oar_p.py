@@ -3,15 +3,14 @@ naive per-position loop, and do the work the spec bounds."""
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import (PAD, assert_untouched, mixed_state_model, padded_rows, recorded, rows_alone, span_masks, tiny_gpt2,
-                      tiny_llama, tiny_qwen2)
+from conftest import (PAD, assert_untouched, covered, mixed_state_model, padded_rows, recorded, rows_alone, span_masks,
+                      tiny_gpt2, tiny_llama, tiny_qwen2)
 
 import oar_lite as ol
 from oar_lite.attribution import MODES
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("batch_size,reuse_prefix", [(1, True), (4, True), (64, True), (5, False)])
+@pytest.mark.parametrize("batch_size,reuse_prefix,mode", covered([(1, True), (4, True), (64, True), (5, False)], MODES))
 def test_perturbation_matches_naive_loop(any_model, sequence, mode, batch_size, reuse_prefix):
     ids, reasoning, answer = sequence
     fast = ol.perturbation_scores(any_model, ids, reasoning, answer, mode=mode, pad_token_id=PAD,
@@ -95,10 +94,9 @@ def _left_aligned_to_end(ids, attn, reasoning, answer):
             [slice(a.start + s, a.stop + s) for a, s in zip(answer, shift)])
 
 
-@pytest.mark.parametrize("padding", ["left", "right", "both"])
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("make,dtype", [(tiny_llama, torch.float64), (tiny_gpt2, torch.float64),
-                                        (tiny_qwen2, torch.float64), (tiny_llama, torch.float32)])
+@pytest.mark.parametrize("make,dtype,mode,padding", covered(
+    [(tiny_llama, torch.float64), (tiny_gpt2, torch.float64), (tiny_qwen2, torch.float64), (tiny_llama, torch.float32)],
+    MODES, ["left", "right", "both"]))
 def test_perturbation_scores_batch_equals_per_row(padding, mode, make, dtype):
     model = make(dtype=dtype)
     left = {"left": [2, 0, 5], "right": [0, 0, 0], "both": [2, 0, 5]}[padding]

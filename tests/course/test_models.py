@@ -58,6 +58,7 @@ def smollm2(smollm2_cache):
         yield smollm2_cache
 
 
+@pytest.mark.slow
 @needs_wheel
 def test_conversion_writes_a_cache_and_the_second_load_uses_it(smollm2, monkeypatch):
     folder, first, _ = smollm2
@@ -80,6 +81,7 @@ def test_conversion_writes_a_cache_and_the_second_load_uses_it(smollm2, monkeypa
     assert second.dtype == torch.float32 and not second.training
 
 
+@pytest.mark.slow
 @needs_wheel
 def test_tokenizer_has_a_distinct_pad_token_and_the_chat_template(smollm2):
     _, model, tok = smollm2
@@ -92,6 +94,7 @@ def test_tokenizer_has_a_distinct_pad_token_and_the_chat_template(smollm2):
     assert len(tok("1234", add_special_tokens=False)["input_ids"]) == 4
 
 
+@pytest.mark.slow
 @needs_wheel
 def test_left_padded_batch_generates_what_each_prompt_generates_alone(smollm2):
     _, model, tok = smollm2
@@ -105,6 +108,7 @@ def test_left_padded_batch_generates_what_each_prompt_generates_alone(smollm2):
         assert batch.completion_ids[row] == alone.completion_ids[0]
 
 
+@pytest.mark.slow
 @needs_wheel
 def test_token_segments_of_a_real_completion(smollm2):
     _, _, tok = smollm2

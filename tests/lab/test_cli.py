@@ -77,7 +77,7 @@ def test_cli_lr_property(value):
         oar_lite.lab.compare.compare = original
 
 
-@pytest.mark.parametrize("mode", ["quiet", "verbose"])
+@pytest.mark.parametrize("mode", ["quiet", pytest.param("verbose", marks=pytest.mark.slow)])  # one subprocess in the fast suite
 def test_cli_hides_library_noise_unless_verbose(mode, tmp_path):
     import os
     import subprocess

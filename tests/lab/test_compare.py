@@ -12,6 +12,7 @@ from oar_lite.lab.compare import load_records, render_markdown, summarize, toy_t
 from oar_lite.train import TrainConfig
 
 
+@pytest.mark.slow
 def test_demo_at_tiny_size_writes_the_comparison(tmp_path, capsys):
     out = tmp_path / "results"
     assert main(["demo", "--tiny", "--jobs", "1", "--out", str(out), "--quiet"]) == 0

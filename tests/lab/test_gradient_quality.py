@@ -59,6 +59,7 @@ def test_gradient_stats_equals_the_whole_matrix_formulas_in_blocks(monkeypatch, 
             assert blocked[label][key] == pytest.approx(naive[label][key], rel=1e-10, abs=1e-12), (label, key)
 
 
+@pytest.mark.slow
 def test_batch_gradients_at_the_shipped_model():
     model, tok = toy.load_model()
     problems = toy.load_eval_set()

@@ -45,6 +45,7 @@ def test_lora_adapter():
         lora_adapter(0)
 
 
+@pytest.mark.slow
 def test_gpu_recipe_trains_smollm2_with_lora_on_the_cpu(tmp_path):
     """Notebook 07's GPU cell, with sizes cut to two small steps: the same `recipe_config("gpu")`
     (gradient checkpointing, truncated completions masked, OAR-P's copy cap, checkpoints), LoRA,

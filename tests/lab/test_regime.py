@@ -52,6 +52,7 @@ def test_results_dir_is_package_data():
     assert regime.RESULTS_DIR.parent.name == "data" and regime.RESULTS_DIR.parent.parent.name == "lab"
 
 
+@pytest.mark.slow
 def test_credit_regime_benchmark_reuses_grpo_runs_and_reports_the_area(tmp_path):
     """A screen that changes only the boost trains the oracle and reads GRPO's runs from another folder."""
     from benchmarks import credit_regime as bench
