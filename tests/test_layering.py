@@ -119,7 +119,7 @@ def test_no_private_name_is_imported_from_another_module(folder):
     assert not private, private
 
 
-@pytest.mark.parametrize("folder", ["oar_lite", "benchmarks", "scripts"])
+@pytest.mark.parametrize("folder", ["oar_lite", "benchmarks", "scripts", "tests"])
 def test_every_imported_name_exists(folder):
     """An import inside a function runs only when that code path does (a benchmark's last line,
     say): a name that moved to another module must fail here, not at the end of a long run."""

@@ -176,7 +176,8 @@ def test_trained_indices_are_the_prompts_trl_draws(tmp_path):
     from datasets import Dataset
 
     from oar_lite.course import toy
-    from oar_lite.trl import OARGRPOTrainer, recipe_config
+    from oar_lite.lab.recipes import recipe_config
+    from oar_lite.trl import OARGRPOTrainer
 
     run = next(r for r in ll.load_log()["runs"] if r["method"] == "none" and r["seed"] == 2)
     s = run["settings"]
