@@ -203,10 +203,10 @@ def fsdp2_unsharded(model):
         yield
         return
     modules = [m for m in model.modules() if isinstance(m, FSDPModule)]
-    saved = []
+    saved = []  # torch's private per-module settings (2.13), which the public setters overwrite
     for module in modules:
         state = module._get_fsdp_state()
-        saved.append((state, state._auto_reshard_after_forward,
+        saved.append((state, getattr(state, "_auto_reshard_after_forward", None),
                       [(g, g.post_forward_mesh_info, g.reshard_after_backward) for g in state._fsdp_param_groups]))
         module.set_reshard_after_forward(False, recurse=False)
         module.set_reshard_after_backward(False, recurse=False)
@@ -216,7 +216,8 @@ def fsdp2_unsharded(model):
         yield
     finally:
         for state, auto, groups in saved:
-            state._auto_reshard_after_forward = auto
+            if auto is not None:
+                state._auto_reshard_after_forward = auto
             for group, mesh_info, after_backward in groups:
                 group.post_forward_mesh_info = mesh_info
                 group.reshard_after_backward = after_backward

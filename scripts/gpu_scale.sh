@@ -11,7 +11,10 @@
 # (tests/helpers/scale_train.py); then one process scores the same rows again with the same
 # adapter on one GPU and prints the largest difference. On GPU the kernels differ between a
 # sharded and an unsharded model, so the weights agree to float32 rounding (not to the bit, as on
-# CPU), except where a score sits on OAR's quantile threshold.
+# CPU), except where a score sits on OAR's quantile threshold. FSDP1 with OAR-P is the run to
+# watch: FSDP1's nested units gather their parameters in each forward, and OAR-P's number of
+# forwards differs between processes (a hang under NCCL; the timeout ends it). Under FSDP2 the
+# trainer holds the parameters whole while scoring (oar_lite.trl.fsdp2_unsharded).
 set -u
 out=${1:?usage: bash scripts/gpu_scale.sh OUT_DIR}
 mkdir -p "$out"
