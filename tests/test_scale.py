@@ -96,3 +96,41 @@ def test_accelerate_alone_trains_fsdp_as_ddp_on_cpu(tmp_path):
     ranks = launch(tmp_path, "fsdp2", "oar-p", steps=1, patched=False)
     assert [r["distributed_type"] for r in ranks] == ["DistributedType.MULTI_CPU"] * 2
     assert [r["wrapped_class"] for r in ranks] == ["DistributedDataParallel"] * 2
+
+
+FSDP2_UNSHARDED = """
+import torch, torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+from oar_lite.trl import fsdp2_unsharded
+
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:{port}", rank=0, world_size=1)
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 1))
+layers = list(model)
+for layer in layers:
+    fully_shard(layer)
+fully_shard(model)
+x = torch.randn(3, 4, requires_grad=True)
+groups = [g for layer in layers for g in layer._get_fsdp_state()._fsdp_param_groups]
+settings = lambda: [(g.post_forward_mesh_info, g.reshard_after_backward) for g in groups]
+model(x).sum().backward()
+before = settings()
+assert not any(g.is_unsharded for g in groups)  # each layer regathers its parameters in each pass
+with fsdp2_unsharded(model):
+    for _ in range(2):  # OAR-G's passes: forward, then the gradient w.r.t. the input only
+        (grad,) = torch.autograd.grad(model(x).sum(), x)
+        assert all(g.is_unsharded for g in groups), "a pass resharded a layer: the next one would gather again"
+assert not any(g.is_unsharded for g in groups) and settings() == before
+print("ok")
+"""
+
+
+def test_fsdp2_unsharded_holds_parameters_whole_through_passes_and_restores():
+    """`fsdp2_unsharded` on one gloo process: inside, forward and backward passes leave every
+    FSDP2 layer whole (no gather per pass, whose count would differ between processes); after,
+    the layers are sharded again with their reshard settings as before."""
+    pytest.importorskip("torch.distributed.fsdp", reason="FSDP2")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", FSDP2_UNSHARDED.format(port=_free_port())], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-3000:]
