@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,6 +188,43 @@ class OARConfig(GRPOConfig):
         return CreditConfig(**{**settings, "method": self.oar_method_spec})
 
 
+@contextmanager
+def fsdp2_unsharded(model):
+    """Under FSDP2 (``fully_shard``), hold every sharded module's parameters whole while OAR
+    scores, so that its forward and backward passes make no collective calls; other models:
+    nothing. FSDP2 all-gathers a layer's parameters in each forward (and again after a
+    backward), and the number of OAR's passes differs between processes (OAR-P's spans, rows
+    without an answer): gloo reports "a distributed collective mismatch", NCCL would hang.
+    One all-gather per module on entry; on exit each module's reshard settings are restored and
+    its parameters resharded (local)."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # torch without FSDP2
+        yield
+        return
+    modules = [m for m in model.modules() if isinstance(m, FSDPModule)]
+    saved = []  # torch's private per-module settings (2.13), which the public setters overwrite
+    for module in modules:
+        state = module._get_fsdp_state()
+        saved.append((state, getattr(state, "_auto_reshard_after_forward", None),
+                      [(g, g.post_forward_mesh_info, g.reshard_after_backward) for g in state._fsdp_param_groups]))
+        module.set_reshard_after_forward(False, recurse=False)
+        module.set_reshard_after_backward(False, recurse=False)
+    try:
+        for module in modules:
+            module.unshard()
+        yield
+    finally:
+        for state, auto, groups in saved:
+            if auto is not None:
+                state._auto_reshard_after_forward = auto
+            for group, mesh_info, after_backward in groups:
+                group.post_forward_mesh_info = mesh_info
+                group.reshard_after_backward = after_backward
+        for module in modules:
+            module.reshard()
+
+
 class OARGRPOTrainer(GRPOTrainer):
     """`trl.GRPOTrainer` whose loss gets OAR token advantages ``A_i * w_t`` (``[B, C]``).
 
@@ -282,7 +320,8 @@ class OARGRPOTrainer(GRPOTrainer):
         with unwrap_model_for_generation(
             self.model_wrapped, self.accelerator, gather_deepspeed3_params=args.ds3_gather_for_generation,
             gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,
-        ) as policy, self._dist.summon_full_params(self.model_wrapped, recurse=False):
+        ) as policy, self._dist.summon_full_params(self.model_wrapped, recurse=False), \
+                fsdp2_unsharded(self.model_wrapped):
             weights, scores = token_weights(
                 policy,
                 torch.cat([prompt_ids, completion_ids], dim=1),
