@@ -34,6 +34,7 @@ def folder(out: str, prompts: int) -> Path:
 def main(argv=None) -> dict:
     ap = common.parser(__doc__, regime.RESULTS_DIR / "batch_size.json", timing=False, out_flag="--json")
     ap.add_argument("--name", required=True, help="the entry's name in --json")
+    ap.add_argument("--profile", default="credit", choices=sorted(cmp.PROFILES), help="the runs' settings (default: credit)")
     ap.add_argument("--prompts", type=int, nargs="+", default=[2, 4, 8], help="prompts per step compared")
     ap.add_argument("--group-size", type=int, default=4)
     ap.add_argument("--seeds", type=int, nargs="+", required=True)
@@ -58,7 +59,7 @@ def main(argv=None) -> dict:
 
     def run(prompts: int, seeds: list[int]) -> list[dict]:
         out = folder(args.folder, prompts)
-        cmp.compare(["uniform"], seeds, steps=args.steps, out=out, profile="credit", target=args.target, jobs=1,
+        cmp.compare(["uniform"], seeds, steps=args.steps, out=out, profile=args.profile, target=args.target, jobs=1,
                     threads=args.threads, model_dir=args.model, overrides={**overrides, "prompts_per_step": prompts},
                     progress=False, command=command)
         return cmp.load_records(out)
@@ -74,9 +75,9 @@ def main(argv=None) -> dict:
         ap.exit(1, f"{len(finished)} seed(s) finished at every batch size ({finished}); need 2\n")
     runs = {p: run(p, finished) for p in args.prompts}  # read back, not trained
     table = regime.batch_size_table(runs, target=args.target, group_size=args.group_size, max_step=args.steps)
-    entry = {"name": args.name, "command": command, "settings": {**overrides, "steps": args.steps, "target": args.target,
-                                                                 "model": args.model or "oar_lite/data/toy-model",
-                                                                 "seeds_asked": args.seeds},
+    settings = {**overrides, "steps": args.steps, "target": args.target, "profile": args.profile,
+                "model": args.model or "oar_lite/data/toy-model", "seeds_asked": args.seeds}
+    entry = {"name": args.name, "command": command, "settings": settings,
              "table": table, "wall_s": time.time() - t0}
     if args.oracle_gain is not None:
         diffs = {p: table["area"]["methods"][f"{p} prompts"]["diff"] for p in table["prompts"]}
