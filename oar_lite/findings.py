@@ -595,9 +595,12 @@ def _cost_sentence(e: dict) -> str:
         f"seed{'s' if len(e['cost_seeds']) != 1 else ''} {', '.join(map(str, e['cost_seeds']))}). ")
 
 
-def learning_conclusion(f: dict | None = None) -> str:
-    """`learning_findings` as paragraphs of markdown (notebook 07's conclusion)."""
+def learning_conclusion(f: dict | None = None, positive: dict | None = None) -> str:
+    """`learning_findings` as paragraphs of markdown (notebook 07's conclusion); its last
+    paragraph recalls the toy's positive control (``positive``: `positive_findings`, default
+    the shipped one) once its replication is shipped, pooled over every seed."""
     f = learning_findings() if f is None else f
+    positive = positive_findings() if positive is None else positive
     g, g1 = f["grpo"]["greedy"], f["grpo"]["t1"]
     d = lora_learning.describe
     learned = g["low"] > 0 or g1["low"] > 0
@@ -641,8 +644,21 @@ def learning_conclusion(f: dict | None = None) -> str:
         "**What the series found, in one breath.** Credit assignment changes the noise of the gradient, not its "
         "direction; it can only pay where much of that noise sits on tokens the reward does not depend on and where the "
         "method can find them. In these worlds little did (toy), or the method did not find it (OAR on SmolLM2 scores "
-        "influence, not blame), and GRPO with uniform credit learned as fast as anything tried, a real model included.")
+        "influence, not blame), and GRPO with uniform credit learned as fast as anything tried, a real model included."
+        + ("" if not positive or not _replicated(positive) else _positive_recap(positive["pooled"])))
     return "\n\n".join(paras)
+
+
+def _positive_recap(p: dict) -> str:
+    """One sentence on the positive control, pooled over every seed set (notebook 07's last paragraph)."""
+    o = p["pooled"]["methods"][RELEVANT]
+    rep = next(st["methods"][RELEVANT] for st in p["sets"] if st["label"] == "external replication")
+    return (f" Even in the toy world built for credit to pay (notebook 06, section 9: k = {p['k']} scratch words, most of "
+            f"the gradient's noise removable), perfect credit's gain over GRPO, pooled over all {len(p['pooled']['seeds'])} "
+            f"seeds run, was {o['diff']:+.3f} in mean held-out accuracy ({_ci(o['diff_ci'], '+.3f')})"
+            + (": too small to measure with these seeds" if o["diff_ci"][0] <= 0 <= o["diff_ci"][1] else "")
+            + ("; the gain its confirmatory run reported did not replicate on fresh seeds." if rep["diff_ci"][0] <= 0
+               else "."))
 
 
 def readme_summary(credit: dict | None = None, learning: dict | None = None) -> str:

@@ -275,3 +275,16 @@ def test_positive_sentence_leads_with_the_pooled_reading_once_replicated():
     assert "k = 64 scratch words the answer never reads). Pooled over all 6 seeds" in sentence
     assert "A real gain" not in sentence and "not replicated" in sentence
     assert findings.positive_conclusion(f).startswith("**Every seed set, pooled first.** Pooled over all 6 seeds")
+
+
+def test_learning_conclusion_recalls_the_pooled_positive_control():
+    base = [0] * 8
+    log = {"name": "t", "screened_seeds": [0], "runs": [_run("none", s, base, [1, 1, 1, 1, 0, 0, 0, 0], 100.0)
+                                                        for s in range(3)]}
+    f = findings.learning_findings(log)
+    positive = {"pooled": findings.positive_pooled(_pooled_control(), 64, n_boot=2000)}
+    text = findings.learning_conclusion(f, positive)
+    assert ("perfect credit's gain over GRPO, pooled over all 8 seeds run, was +0.013 in mean held-out accuracy"
+            in text)
+    assert "did not replicate on fresh seeds" in text
+    assert "pooled over all" not in findings.learning_conclusion(f, {"pooled": None})  # no replication: no recap
