@@ -288,3 +288,13 @@ def test_learning_conclusion_recalls_the_pooled_positive_control():
             in text)
     assert "did not replicate on fresh seeds" in text
     assert "pooled over all" not in findings.learning_conclusion(f, {"pooled": None})  # no replication: no recap
+
+
+def test_positive_control_benchmark_prints_the_pooled_reading(capsys):
+    from benchmarks import positive_control
+    f = positive_control.main(["--pooled"])  # the shipped data: at least the screen and the confirmatory run
+    out = capsys.readouterr().out
+    p = f["pooled"]
+    assert p["pooled"]["seeds"][:15] == list(range(15)) and [st["label"] for st in p["sets"]][:2] == ["screen", "confirmatory"]
+    assert out.splitlines()[2].startswith("| pooled |") and f"{p['pooled']['methods'][findings.RELEVANT]['diff']:+.3f}" in out
+    assert f"Pooled over all {len(p['pooled']['seeds'])} seeds run in the k = 64 world" in out
