@@ -187,3 +187,27 @@ def test_batch_size_benchmark_trains_seed_by_seed_and_reads_back(tmp_path):
     assert again["table"]["area"] == entry["table"]["area"]
     import json
     assert "1 prompts" in bench.render(again) and set(json.loads(js.read_text())) == {"tiny"}
+
+
+def test_credit_regime_passes_the_optimizer_to_the_runs(monkeypatch):
+    from benchmarks import credit_regime as bench
+
+    class Stop(BaseException):
+        pass
+
+    seen = {}
+
+    def compare(*args, **kwargs):
+        seen.update(kwargs)
+        raise Stop
+
+    monkeypatch.setattr(bench.cmp, "compare", compare)
+    with pytest.raises(Stop):
+        bench.main(["--name", "sgd", "--optimizer", "sgd", "--learning-rate", "0.1", "--seeds", "0", "1"])
+    assert seen["overrides"] == {"optimizer": "sgd", "learning_rate": 0.1}
+    seen.clear()
+    with pytest.raises(Stop):
+        bench.main(["--name", "adam", "--seeds", "0", "1"])
+    assert "optimizer" not in seen["overrides"]  # the profile's (AdamW) unless asked
+    with pytest.raises(SystemExit):
+        bench.main(["--name", "x", "--optimizer", "adam"])
