@@ -311,7 +311,14 @@ def positive_pooled(control: dict | None = None, k: int = 64, *, n_boot: int = 1
 
 
 def _seed_span(seeds: list[int]) -> str:
-    return f"{seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else ", ".join(map(str, seeds))
+    """Sorted seeds with runs of 3 or more consecutive ones written as ranges: "0-14, 201-205"."""
+    runs: list[list[int]] = []
+    for s in seeds:
+        if runs and s == runs[-1][-1] + 1:
+            runs[-1].append(s)
+        else:
+            runs.append([s])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) >= 3 else ", ".join(map(str, r)) for r in runs)
 
 
 def pooled_table(p: dict) -> str:

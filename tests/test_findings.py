@@ -233,7 +233,7 @@ def test_pooled_positive_control_reads_every_seed_set_paired_by_seed():
     assert rep[R]["diff"] == pytest.approx(-0.01 / 3) and rep[R]["diff_ci"][0] < 0 < rep[R]["diff_ci"][1]
     assert p["pooled"]["methods"]["inverted:" + R]["diff"] == pytest.approx((-0.1 - 0.15 + 0.0) / 8)
     table = findings.pooled_table(p)
-    assert table.splitlines()[2].startswith("| pooled | 0, 1, 5, 6, 7, 201, 202, 203 (8) | +0.013")
+    assert table.splitlines()[2].startswith("| pooled | 0, 1, 5-7, 201-203 (8) | +0.013")
     assert "| confirmatory | 5-7 (3) | +0.040" in table
     text = findings.pooled_sentence(p)
     assert text.startswith("Pooled over all 8 seeds run in the k = 64 world, the oracle's mean held-out accuracy "
