@@ -417,11 +417,6 @@ def positive_findings(control: dict | None = None, shares: dict | None = None) -
     return out
 
 
-def _replicated(f: dict) -> bool:
-    """Whether the positive-control findings ``f`` hold the external replication's seed set."""
-    return f.get("pooled") is not None and any(st["label"] == "external replication" for st in f["pooled"]["sets"])
-
-
 def positive_sentence(f: dict | None) -> str:
     """The positive control in two sentences (the credit conclusion's last paragraph, the README)."""
     if f is None:
@@ -431,7 +426,7 @@ def positive_sentence(f: dict | None) -> str:
     c = f["confirm"]
     text = (f"The positive control (notebook 06, section 9) raised the removable share to {top['share']:.0%} "
             f"(k = {top['k']} scratch words the answer never reads)")
-    if _replicated(f):  # every seed set, the pooled estimate first (issue 39)
+    if f.get("pooled") is not None:  # every seed set, the pooled estimate first (issue 39)
         return text + ". " + pooled_sentence(f["pooled"])
     if c is None:
         return text + (f"; on the screen the oracle's speed-up there was {top['speedup']:.2f}x "
@@ -500,7 +495,7 @@ def positive_conclusion(f: dict | None = None) -> str:
            f"claim needs >= {SPEARMAN_CLAIM:g}: {'met' if follows else 'not met'}).")
         + f" The follow-up rule picked k = {pick['k']}: {pick['reason']}.",
     ]
-    if _replicated(f):
+    if f.get("pooled") is not None:
         paras.insert(0, "**Every seed set, pooled first.** " + pooled_sentence(f["pooled"]))
     c = f["confirm"]
     if c is not None:
@@ -605,7 +600,7 @@ def _cost_sentence(e: dict) -> str:
 def learning_conclusion(f: dict | None = None, positive: dict | None = None) -> str:
     """`learning_findings` as paragraphs of markdown (notebook 07's conclusion); its last
     paragraph recalls the toy's positive control (``positive``: `positive_findings`, default
-    the shipped one) once its replication is shipped, pooled over every seed."""
+    the shipped one), pooled over every seed set run."""
     f = learning_findings() if f is None else f
     positive = positive_findings() if positive is None else positive
     g, g1 = f["grpo"]["greedy"], f["grpo"]["t1"]
@@ -652,20 +647,20 @@ def learning_conclusion(f: dict | None = None, positive: dict | None = None) -> 
         "direction; it can only pay where much of that noise sits on tokens the reward does not depend on and where the "
         "method can find them. In these worlds little did (toy), or the method did not find it (OAR on SmolLM2 scores "
         "influence, not blame), and GRPO with uniform credit learned as fast as anything tried, a real model included."
-        + ("" if not positive or not _replicated(positive) else _positive_recap(positive["pooled"])))
+        + ("" if not positive or positive.get("pooled") is None else _positive_recap(positive["pooled"])))
     return "\n\n".join(paras)
 
 
 def _positive_recap(p: dict) -> str:
     """One sentence on the positive control, pooled over every seed set (notebook 07's last paragraph)."""
     o = p["pooled"]["methods"][RELEVANT]
-    rep = next(st["methods"][RELEVANT] for st in p["sets"] if st["label"] == "external replication")
+    rep = next((st["methods"][RELEVANT] for st in p["sets"] if st["label"] == "external replication"), None)
     return (f" Even in the toy world built for credit to pay (notebook 06, section 9: k = {p['k']} scratch words, most of "
             f"the gradient's noise removable), perfect credit's gain over GRPO, pooled over all {len(p['pooled']['seeds'])} "
             f"seeds run, was {o['diff']:+.3f} in mean held-out accuracy ({_ci(o['diff_ci'], '+.3f')})"
             + (": too small to measure with these seeds" if o["diff_ci"][0] <= 0 <= o["diff_ci"][1] else "")
-            + ("; the gain its confirmatory run reported did not replicate on fresh seeds." if rep["diff_ci"][0] <= 0
-               else "."))
+            + ("; the gain its confirmatory run reported did not replicate on fresh seeds."
+               if rep is not None and rep["diff_ci"][0] <= 0 else "."))
 
 
 def readme_summary(credit: dict | None = None, learning: dict | None = None) -> str:

@@ -251,7 +251,7 @@ def test_pooled_positive_control_refuses_shared_seeds_and_needs_two_sets():
         findings.positive_pooled(control)
 
 
-def test_positive_sentence_leads_with_the_pooled_reading_once_replicated():
+def test_positive_sentence_leads_with_the_pooled_reading():
     control, shares = _sweep_data({0: 28.0, 64: 27.5}, {0: 0.0, 64: 0.004}, {0: 0.19, 64: 0.62})
     pooled = _pooled_control()
     control[findings.confirm_name(64)] = {**_entry({"uniform": (28.0, 1.0), R: (27.0, 3.0)}, {"uniform": 0.0, R: 0.04},
@@ -287,7 +287,10 @@ def test_learning_conclusion_recalls_the_pooled_positive_control():
     assert ("perfect credit's gain over GRPO, pooled over all 8 seeds run, was +0.013 in mean held-out accuracy"
             in text)
     assert "did not replicate on fresh seeds" in text
-    assert "pooled over all" not in findings.learning_conclusion(f, {"pooled": None})  # no replication: no recap
+    assert "pooled over all" not in findings.learning_conclusion(f, {"pooled": None})  # no seed sets to pool
+    unreplicated = findings.positive_pooled({k: v for k, v in _pooled_control().items() if k != findings.REPLICATION})
+    text = findings.learning_conclusion(f, {"pooled": unreplicated})
+    assert "pooled over all 5 seeds run, was +0.022" in text and "did not replicate" not in text
 
 
 def test_positive_control_benchmark_prints_the_pooled_reading(capsys):
