@@ -21,6 +21,7 @@ import time
 from benchmarks import common
 from oar_lite.lab import cli, compare as cmp, regime
 from oar_lite.lab.report import markdown_table
+from oar_lite.train import OPTIMIZERS
 
 OUT = regime.RESULTS_DIR / "regimes.json"
 
@@ -44,6 +45,8 @@ def main(argv=None) -> dict | str:
                          "the positive control's is oracle-relevant)")
     ap.add_argument("--reuse-methods", nargs="+", default=["uniform"],
                     help="the methods taken from --reuse folders (default: GRPO's runs only)")
+    ap.add_argument("--optimizer", default=None, choices=sorted(OPTIMIZERS),
+                    help="the runs' optimizer (default: the profile's, AdamW); sgd wants a far larger --learning-rate")
     cli.add_setting_flags(ap, {**{k: cmp.RUN_OPTIONS[k] for k in ("target", "jobs")}, **cli.run_settings()})
     args = ap.parse_args(argv)
     if args.render:
@@ -57,6 +60,8 @@ def main(argv=None) -> dict | str:
     command = common.command("credit_regime", argv)
     t0 = time.time()
     overrides = {k: v for k, v in cli.changed_settings(args, cli.run_settings()).items() if k != "steps"}
+    if args.optimizer is not None:
+        overrides["optimizer"] = args.optimizer
     summary = cmp.compare(args.methods, args.seeds, steps=args.steps, out=out, profile=args.profile,
                           target=args.target, jobs=args.jobs or 1, threads=args.threads, model_dir=args.model,
                           overrides=overrides, digits=args.digits[0] if args.digits and len(args.digits) == 1

@@ -9,6 +9,7 @@ that run. It trains nothing: the runs are ``benchmarks/credit_regime.py`` entrie
 
     python -m benchmarks.positive_control            # the sweep, the pick and the conclusion
     python -m benchmarks.positive_control --pick     # only the k the follow-up rule picks
+    python -m benchmarks.positive_control --pooled   # the picked world's seed sets, pooled first (issue 39)
 """
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from oar_lite.lab import cli, findings
 def main(argv=None) -> dict | None:
     ap = cli.parser(__doc__.split("\n\n")[0])
     ap.add_argument("--pick", action="store_true", help="print only the k the follow-up rule picks")
+    ap.add_argument("--pooled", action="store_true",
+                    help="print the picked world's seed sets (screen, confirmatory, external replication) pooled")
     ap.add_argument("--control", type=Path, default=None, help="positive_control.json (default: the shipped one)")
     ap.add_argument("--shares", type=Path, default=None, help="noise_share.json (default: the shipped one)")
     args = ap.parse_args(argv)
@@ -30,6 +33,13 @@ def main(argv=None) -> dict | None:
         ap.exit(1, "no screened world yet: run the screens (benchmarks/RESULTS.md, 'When credit must pay')\n")
     if args.pick:
         print(f["pick"]["k"])
+        return f
+    if args.pooled:
+        if f["pooled"] is None:
+            ap.exit(1, f"fewer than 2 seed sets with per-seed readings in the k = {f['pick']['k']} world\n")
+        print(findings.pooled_table(f["pooled"]))
+        print()
+        print(findings.pooled_sentence(f["pooled"]))
         return f
     print(findings.positive_table(f["sweep"]))
     print()

@@ -108,7 +108,9 @@ def config_changes(saved: dict, config) -> dict[str, tuple]:
         return {**{k: v for k, v in data.items() if k != "credit"}, **{f"credit.{k}": v for k, v in data["credit"].items()}}
 
     old, now = flat(saved), flat(_jsonable(dataclasses.asdict(config)))
-    return {k: (old.get(k), v) for k, v in now.items() if old.get(k) != v}
+    # A setting added after ``saved`` was written ran at its default then.
+    default = flat(_jsonable(dataclasses.asdict(type(config)())))
+    return {k: (old.get(k), v) for k, v in now.items() if old.get(k, default.get(k)) != v}
 
 
 def _jsonable(x):

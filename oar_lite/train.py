@@ -68,6 +68,8 @@ class TrainConfig:
     # the GRPO update
     learning_rate: float = setting(1e-4, "Learning rate (AdamW).", label="learning rate", low=0, high=1, low_open=True)
     weight_decay: float = setting(0.0, "Weight decay (AdamW).", low=0)
+    optimizer: str = setting("adamw", "'adamw' (the default) or 'sgd' (plain SGD, no momentum: the optimizer a "
+                             "summed-gradient SNR speaks of; it wants a far larger learning rate).")
     max_grad_norm: float = setting(1.0, "Gradient clipping norm (> 0; 0 would zero every gradient).", low=0,
                                    low_open=True)
     num_iterations: int = setting(1, "Optimizer steps per batch (PPO epochs); > 1 makes the ratio matter.",
@@ -109,6 +111,17 @@ class TrainConfig:
             raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
         if self.advantage_scale not in SCALES:
             raise ValueError(f"advantage_scale must be one of {SCALES}, got {self.advantage_scale!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {tuple(OPTIMIZERS)}, got {self.optimizer!r}")
+
+
+OPTIMIZERS = {"adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
+"""`TrainConfig.optimizer`'s names: the torch optimizer each builds (SGD without momentum)."""
+
+
+def make_optimizer(params, config: TrainConfig) -> torch.optim.Optimizer:
+    """The optimizer ``config.optimizer`` names, at its learning rate and weight decay."""
+    return OPTIMIZERS[config.optimizer](params, lr=config.learning_rate, weight_decay=config.weight_decay)
 
 
 NUMERIC_RANGES = {name: s.range for name, s in settings_of(TrainConfig).items() if s.range}
@@ -177,7 +190,7 @@ def train(model, tokenizer, task: Task, config: TrainConfig, *, out_dir: str | o
     if config.beta > 0 and not config.lora:  # with LoRA the reference is the base model, adapter off
         reference = copy.deepcopy(model).eval().requires_grad_(False)
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
+    optimizer = make_optimizer(params, config)
 
     start, records = 0, []
     if resume and (out / CHECKPOINT).exists():

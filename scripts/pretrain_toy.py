@@ -107,6 +107,25 @@ def scratch_loss(model, ids, attn, labels, scratch: int):
     return ce[in_chain].mean() + ce[in_scratch].mean()
 
 
+def stable_checkpoint(history: list[dict], *, window: int = 3, tolerance: float = 0.03,
+                      key: str = "greedy_accuracy_all") -> dict | None:
+    """The stable-world rule (issue 39; benchmarks/RESULTS.md, "Issue 39"): of the checkpoints
+    evaluated every ``--eval-every`` steps (``history``, in order), the one that ends the first
+    run of ``window`` consecutive checkpoints whose accuracy (``key``) stays within
+    +-``tolerance`` of the run's mean, rather than the one checkpoint closest to a target, a
+    single draw from a curve that swings. ``{"step", "accuracy", "window": [(step, accuracy)],
+    "mean"}``, or None when no run of ``window`` checkpoints is that stable."""
+    if window < 2 or tolerance <= 0:
+        raise ValueError(f"window must be >= 2 and tolerance > 0, got window={window}, tolerance={tolerance}")
+    points = [(h["step"], h[key]) for h in history if key in h]
+    for end in range(window, len(points) + 1):
+        run = points[end - window : end]
+        mean = sum(a for _, a in run) / window
+        if all(abs(a - mean) <= tolerance + 1e-12 for _, a in run):
+            return {"step": run[-1][0], "accuracy": run[-1][1], "window": [list(p) for p in run], "mean": mean}
+    return None
+
+
 def lr_at(step: int, args) -> float:
     """Linear warm-up, then constant: the first k steps of a long run are exactly a
     k-step run, so one run with ``--eval-every`` shows where to stop."""
@@ -233,6 +252,8 @@ def main(argv=None):
         "train_seconds": round(train_seconds, 1),
         "final_loss": round(loss.item(), 4),
         "selected": selected,
+        # what the stable-world rule would keep from the same curve (reported beside the kept model)
+        "stable": stable_checkpoint(history) if closest is not None else None,
         "greedy": greedy,
         "greedy_accuracy_by_digits": by_digits,
         "temperature_1_group_8": sampled,

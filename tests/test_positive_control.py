@@ -324,3 +324,18 @@ def test_completion_noise_shares_on_a_tiny_model():
         gq.completion_noise_shares(model, [])
     with pytest.raises(ValueError, match="groups"):
         gq.completion_noise_shares(model, seqs(1), groups=[0])
+
+
+def test_stable_world_rule_ends_the_first_steady_run_of_checkpoints():
+    pretrain = _pretrain_script()
+    # The rebuilt k = 64 world's curve as issue 39 reports it (greedy accuracy every 50 steps).
+    curve = [0.265, 0.445, 0.630, 0.765, 0.720, 0.725, 0.765, 0.285, 0.765, 0.630, 0.865, 0.875]
+    history = [{"step": 50 * (i + 1), "greedy_accuracy_all": a} for i, a in enumerate(curve)]
+    kept = pretrain.stable_checkpoint(history)
+    assert kept["step"] == 300 and kept["accuracy"] == 0.725  # 0.765, 0.720, 0.725: within 0.03 of 0.737
+    assert kept["window"] == [[200, 0.765], [250, 0.72], [300, 0.725]]
+    assert pretrain.stable_checkpoint(history, tolerance=0.02) is None  # 0.765 is 0.028 from the run's mean
+    assert pretrain.stable_checkpoint(history[:5]) is None  # no three steady checkpoints yet
+    assert pretrain.stable_checkpoint(history, window=2)["step"] == 250  # 0.765, 0.720: 0.0225 from their mean
+    with pytest.raises(ValueError, match="window must be >= 2"):
+        pretrain.stable_checkpoint(history, window=1)

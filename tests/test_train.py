@@ -396,3 +396,36 @@ def test_train_config_nests_the_credit_config():
         TrainConfig(bost=9)
     with pytest.raises(ValueError, match="TrainConfig.credit must be a CreditConfig"):
         TrainConfig(credit="oar-g")
+
+
+def test_the_optimizer_is_a_setting_and_an_unknown_name_is_refused(world, tmp_path):
+    """`TrainConfig.optimizer`: 'sgd' is plain SGD (no momentum, so no state), 'adamw' keeps moments;
+    a checkpoint written before the setting existed resumes as the default's run only."""
+    from oar_lite.train import make_optimizer
+    with pytest.raises(ValueError, match=r"optimizer must be one of \('adamw', 'sgd'\), got 'adam'"):
+        config(optimizer="adam")
+    model, tokenizer, task = world
+    sgd = make_optimizer(model.parameters(), config(optimizer="sgd", learning_rate=0.5))
+    assert isinstance(sgd, torch.optim.SGD) and sgd.defaults["momentum"] == 0 and sgd.defaults["lr"] == 0.5
+    assert isinstance(make_optimizer(model.parameters(), config()), torch.optim.AdamW)
+    runs = {}
+    for name in ("adamw", "sgd"):
+        trained, _ = train(copy.deepcopy(model), tokenizer, task, config(steps=1, optimizer=name, learning_rate=0.05),
+                           out_dir=tmp_path / name)
+        state = torch.load(tmp_path / name / CHECKPOINT, weights_only=True)
+        runs[name] = (trained, state)
+    assert runs["adamw"][1]["optimizer"]["state"] and not runs["sgd"][1]["optimizer"]["state"]  # SGD keeps no moments
+    assert runs["sgd"][1]["config"]["optimizer"] == "sgd"
+    a, s = (dict(runs[n][0].named_parameters()) for n in ("adamw", "sgd"))
+    assert any(not torch.equal(a[k], s[k]) for k in a)
+    # A checkpoint without the setting (written before it existed) was an AdamW run.
+    path = tmp_path / "adamw" / CHECKPOINT
+    state = runs["adamw"][1]
+    del state["config"]["optimizer"]
+    torch.save(state, path)
+    with pytest.raises(ValueError, match=r"optimizer=None \(now 'sgd'\)"):
+        train(copy.deepcopy(model), tokenizer, task, config(steps=2, optimizer="sgd", learning_rate=0.05),
+              out_dir=tmp_path / "adamw", resume=True)
+    _, records = train(copy.deepcopy(model), tokenizer, task, config(steps=2, learning_rate=0.05),
+                       out_dir=tmp_path / "adamw", resume=True)
+    assert [r["step"] for r in records if r["type"] == "train"] == [1, 2]

@@ -13,11 +13,12 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from . import ground_truth, lora_learning, regime
 from .report import markdown_table
-from .stats import intervals_overlap, rank_agreement
+from .stats import bootstrap_interval, intervals_overlap, rank_agreement
 
 CONFIRM = "small batch, 30 steps: GRPO vs oracle, 10 seeds"
 """The confirmatory regime: settings and seeds fixed before its runs (benchmarks/RESULTS.md)."""
@@ -240,6 +241,134 @@ def confirmatory_world(sweep: list[dict]) -> dict:
     return {"k": best["k"], "reason": f"no screen met the bar; it has the largest share ({best['share']:.0%})"}
 
 
+REPLICATION = "external replication, k=64, seeds 201-205"
+"""Issue 39's replication of the k = 64 confirmatory run on fresh seeds, rerun here (benchmarks/RESULTS.md)."""
+SEED_SETS = (("screen", screen_name), ("confirmatory", confirm_name), ("external replication", lambda k: REPLICATION))
+"""The positive control's seed sets in one world, in the order they were run: ``(label, entry name of k)``."""
+INVERTED = "inverted:" + RELEVANT
+
+
+def positive_pooled(control: dict | None = None, k: int = 64, *, n_boot: int = 10_000) -> dict | None:
+    """The oracle and its inversion against GRPO in world k, per seed set and pooled over all.
+
+    Each set (`SEED_SETS`: the screen, the confirmatory run, the external replication) is a
+    ``credit_regime`` entry of ``positive_control.json`` run with the same settings on other
+    seeds, so its per-seed readings pool: the mean held-out accuracy over the run, method -
+    GRPO paired by seed, and steps to the target (speed-up = GRPO's mean / the method's),
+    95% bootstrap intervals over seeds (`stats.bootstrap_interval`). None when fewer than 2
+    sets hold per-seed data. ValueError when two sets share a seed (they would count twice).
+
+    Returns:
+        ``{"k", "target", "sets": [{"label", "name", "seeds", "methods": {m: reading}}],
+        "pooled": {"label": "pooled", "seeds", "methods": {m: reading}}}``, a reading being
+        ``{"diffs" (per seed), "diff", "diff_ci", "steps", "grpo_steps", "speedup", "speedup_ci"}``,
+        for `RELEVANT` and `INVERTED` where a set ran them.
+    """
+    control = _read(POSITIVE) if control is None else control
+    per_set = []
+    for label, name in SEED_SETS:
+        entry = control.get(name(k))
+        if entry is None or "area" not in entry or "seeds" not in entry["area"]:
+            continue
+        area, table = entry["area"], entry["table"]
+        if "area" not in area["methods"]["uniform"] or "steps" not in table["methods"]["uniform"]:
+            continue
+        by_seed = lambda rows, seeds: dict(zip(seeds, rows))
+        seeds = sorted(set(area["seeds"]) & set(table["seeds"]))
+        rows = {m: {"area": by_seed(area["methods"][m]["area"], area["seeds"]),
+                    "steps": by_seed(table["methods"][m]["steps"], table["seeds"])}
+                for m in ("uniform", RELEVANT, INVERTED) if m in area["methods"] and m in table["methods"]}
+        per_set.append({"label": label, "name": name(k), "seeds": seeds, "target": table["target"], "rows": rows})
+    if len(per_set) < 2:
+        return None
+    seen: dict[int, str] = {}
+    for st in per_set:
+        for seed in st["seeds"]:
+            if seed in seen:
+                raise ValueError(f"seed {seed} is in both {seen[seed]!r} and {st['name']!r}: pooled seeds must differ")
+            seen[seed] = st["name"]
+    if len({st["target"] for st in per_set}) > 1:
+        raise ValueError(f"the sets read different targets {[st['target'] for st in per_set]}; they do not pool")
+
+    def reading(parts: list[dict], m: str) -> dict | None:
+        if not all(m in st["rows"] for st in parts):
+            return None
+        pairs = np.array([[st["rows"]["uniform"]["area"][s], st["rows"][m]["area"][s],
+                           st["rows"]["uniform"]["steps"][s], st["rows"][m]["steps"][s]]
+                          for st in parts for s in st["seeds"]])  # [S, 4]
+        diffs = pairs[:, 1] - pairs[:, 0]
+        ratio = lambda p: p[:, 2].mean() / max(p[:, 3].mean(), 1e-9)
+        return {"diffs": diffs.tolist(), "diff": float(diffs.mean()),
+                "diff_ci": list(bootstrap_interval(np.mean, diffs[:, None], n=n_boot)),
+                "steps": float(pairs[:, 3].mean()), "grpo_steps": float(pairs[:, 2].mean()),
+                "speedup": float(ratio(pairs)), "speedup_ci": list(bootstrap_interval(ratio, pairs, n=n_boot))}
+
+    sets = [{"label": st["label"], "name": st["name"], "seeds": st["seeds"],
+             "methods": {m: r for m in (RELEVANT, INVERTED) if (r := reading([st], m)) is not None}} for st in per_set]
+    pooled = {"label": "pooled", "seeds": sorted(seen),
+              "methods": {m: r for m in (RELEVANT, INVERTED) if (r := reading(per_set, m)) is not None}}
+    return {"k": k, "target": per_set[0]["target"], "sets": sets, "pooled": pooled}
+
+
+def _seed_span(seeds: list[int]) -> str:
+    """Sorted seeds with runs of 3 or more consecutive ones written as ranges: "0-14, 201-205"."""
+    runs: list[list[int]] = []
+    for s in seeds:
+        if runs and s == runs[-1][-1] + 1:
+            runs[-1].append(s)
+        else:
+            runs.append([s])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) >= 3 else ", ".join(map(str, r)) for r in runs)
+
+
+def pooled_table(p: dict) -> str:
+    """`positive_pooled` as a markdown table, the pooled row first."""
+    rows = []
+    for st in (p["pooled"], *p["sets"]):
+        o, inv = st["methods"].get(RELEVANT), st["methods"].get(INVERTED)
+        rows.append([st["label"], f"{_seed_span(st['seeds'])} ({len(st['seeds'])})",
+                     "-" if o is None else f"{o['diff']:+.3f} ({_ci(o['diff_ci'], '+.3f')})",
+                     "-" if inv is None else f"{inv['diff']:+.3f} ({_ci(inv['diff_ci'], '+.3f')})",
+                     "-" if o is None else f"{o['grpo_steps']:.1f} / {o['steps']:.1f}",
+                     "-" if o is None else f"{o['speedup']:.2f}x ({_ci(o['speedup_ci'], '.2f')})"])
+    return "\n".join(markdown_table(
+        ["seeds", "seeds (n)", "mean acc., oracle - GRPO (95% CI)", "inverted - GRPO (95% CI)",
+         f"steps to {p['target']:g}, GRPO / oracle", "oracle speed-up (95% CI)"], rows))
+
+
+def pooled_sentence(p: dict) -> str:
+    """`positive_pooled` in words: the pooled estimate first, then each set, then claims 1 and 2
+    read again (a set's claim is replicated only when the replication's own interval shows it)."""
+    o, inv = p["pooled"]["methods"][RELEVANT], p["pooled"]["methods"].get(INVERTED)
+    n = len(p["pooled"]["seeds"])
+    text = (f"Pooled over all {n} seeds run in the k = {p['k']} world, the oracle's mean held-out accuracy differed from "
+            f"GRPO's by {o['diff']:+.3f} ({_ci(o['diff_ci'], '+.3f')}), "
+            + ("a gain" if o["diff_ci"][0] > 0 else "an interval that includes 0" if o["diff_ci"][1] > 0 else "a loss")
+            + f", and it reached {p['target']:g} {o['speedup']:.2f}x as fast ({_ci(o['speedup_ci'], '.2f')})")
+    if inv is not None:
+        text += (f"; the inverted oracle by {inv['diff']:+.3f} ({_ci(inv['diff_ci'], '+.3f')}), "
+                 + ("below 0" if inv["diff_ci"][1] < 0 else "an interval that includes 0"))
+    text += ". Per seed set (mean accuracy, oracle - GRPO): " + "; ".join(
+        f"{st['label']} (seeds {_seed_span(st['seeds'])}) {st['methods'][RELEVANT]['diff']:+.3f} "
+        f"({_ci(st['methods'][RELEVANT]['diff_ci'], '+.3f')})" for st in p["sets"] if RELEVANT in st["methods"]) + "."
+    rep = next((st for st in p["sets"] if st["label"] == "external replication"), None)
+    if rep is not None and RELEVANT in rep["methods"]:
+        ro, rinv = rep["methods"][RELEVANT], rep["methods"].get(INVERTED)
+        text += (" The confirmatory run's gain " + ("replicated" if ro["diff_ci"][0] > 0 else "did not replicate")
+                 + f" on the external replication's seeds ({ro['diff']:+.3f}, {_ci(ro['diff_ci'], '+.3f')})")
+        if rinv is not None:
+            text += (", nor did the inverted oracle's harm" if rinv["diff_ci"][1] >= 0 and ro["diff_ci"][0] <= 0 else
+                     ", and the inverted oracle's harm did not either" if rinv["diff_ci"][1] >= 0 else
+                     ", and the inverted oracle's harm did") + f" ({rinv['diff']:+.3f}, {_ci(rinv['diff_ci'], '+.3f')})"
+        text += ("; so claims 1 and 2 of the confirmatory run (an oracle gain, an inverted-oracle harm) are "
+                 + ("not replicated" if ro["diff_ci"][0] <= 0 and (rinv is None or rinv["diff_ci"][1] >= 0)
+                    else "replicated in part" if ro["diff_ci"][0] <= 0 or (rinv is not None and rinv["diff_ci"][1] >= 0)
+                    else "replicated")
+                 + (f", and the oracle's gain in this world is too small to measure with {n} seeds."
+                    if o["diff_ci"][0] <= 0 <= o["diff_ci"][1] else "."))
+    return text
+
+
 def positive_findings(control: dict | None = None, shares: dict | None = None) -> dict | None:
     """The positive control's numbers: the sweep (`positive_sweep`), the world the follow-up
     rule picks, the rank correlation of the oracle's speed-up with the share across worlds
@@ -264,6 +393,7 @@ def positive_findings(control: dict | None = None, shares: dict | None = None) -
                                   **{k: mass.get(m, {}).get(k) for k in ("irrelevant_mass", "effective_share")}}
                               for m in (RELEVANT, *sorted(k for k in gain if k.startswith("oar-")))}
         out["oar_weights"]["uniform"] = {k: mass.get("uniform", {}).get(k) for k in ("irrelevant_mass", "effective_share")}
+    out["pooled"] = positive_pooled(control, pick["k"])
     entry = control.get(confirm_name(pick["k"]))
     if entry is not None:
         t, area = entry["table"]["methods"], entry["area"]["methods"]
@@ -296,6 +426,8 @@ def positive_sentence(f: dict | None) -> str:
     c = f["confirm"]
     text = (f"The positive control (notebook 06, section 9) raised the removable share to {top['share']:.0%} "
             f"(k = {top['k']} scratch words the answer never reads)")
+    if f.get("pooled") is not None:  # every seed set, the pooled estimate first (issue 39)
+        return text + ". " + pooled_sentence(f["pooled"])
     if c is None:
         return text + (f"; on the screen the oracle's speed-up there was {top['speedup']:.2f}x "
                        f"({_ci(top['speedup_ci'], '.2f')}), the confirmatory run is not shipped yet.")
@@ -363,6 +495,8 @@ def positive_conclusion(f: dict | None = None) -> str:
            f"claim needs >= {SPEARMAN_CLAIM:g}: {'met' if follows else 'not met'}).")
         + f" The follow-up rule picked k = {pick['k']}: {pick['reason']}.",
     ]
+    if f.get("pooled") is not None:
+        paras.insert(0, "**Every seed set, pooled first.** " + pooled_sentence(f["pooled"]))
     c = f["confirm"]
     if c is not None:
         m, o = c["methods"], c["methods"][RELEVANT]
@@ -497,9 +631,12 @@ def _cost_sentence(e: dict) -> str:
         f"seed{'s' if len(e['cost_seeds']) != 1 else ''} {', '.join(map(str, e['cost_seeds']))}). ")
 
 
-def learning_conclusion(f: dict | None = None) -> str:
-    """`learning_findings` as paragraphs of markdown (notebook 07's conclusion)."""
+def learning_conclusion(f: dict | None = None, positive: dict | None = None) -> str:
+    """`learning_findings` as paragraphs of markdown (notebook 07's conclusion); its last
+    paragraph recalls the toy's positive control (``positive``: `positive_findings`, default
+    the shipped one), pooled over every seed set run."""
     f = learning_findings() if f is None else f
+    positive = positive_findings() if positive is None else positive
     g, g1 = f["grpo"]["greedy"], f["grpo"]["t1"]
     d = lora_learning.describe
     u = f.get("grpo_unscreened")
@@ -544,7 +681,8 @@ def learning_conclusion(f: dict | None = None) -> str:
         "**What the series found, in one breath.** Credit assignment changes the noise of the gradient, not its "
         "direction; it can only pay where much of that noise sits on tokens the reward does not depend on and where the "
         "method can find them. In these worlds little did (toy), or the method did not find it (OAR on SmolLM2 scores "
-        "influence, not blame), and GRPO with uniform credit learned as fast as anything tried, a real model included.")
+        "influence, not blame), and GRPO with uniform credit learned as fast as anything tried, a real model included."
+        + ("" if not positive or positive.get("pooled") is None else _positive_recap(positive["pooled"])))
     return "\n\n".join(paras)
 
 
@@ -700,6 +838,18 @@ def learning_tables(f: dict | None = None) -> str:
                 "(`lora_learning.format_decomposition`; 95% crossed-bootstrap intervals):", "",
                 *markdown_table(header, rows)]
     return "\n".join(out).rstrip("\n")
+
+
+def _positive_recap(p: dict) -> str:
+    """One sentence on the positive control, pooled over every seed set (notebook 07's last paragraph)."""
+    o = p["pooled"]["methods"][RELEVANT]
+    rep = next((st["methods"][RELEVANT] for st in p["sets"] if st["label"] == "external replication"), None)
+    return (f" Even in the toy world built for credit to pay (notebook 06, section 9: k = {p['k']} scratch words, most of "
+            f"the gradient's noise removable), perfect credit's gain over GRPO, pooled over all {len(p['pooled']['seeds'])} "
+            f"seeds run, was {o['diff']:+.3f} in mean held-out accuracy ({_ci(o['diff_ci'], '+.3f')})"
+            + (": too small to measure with these seeds" if o["diff_ci"][0] <= 0 <= o["diff_ci"][1] else "")
+            + ("; the gain its confirmatory run reported did not replicate on fresh seeds."
+               if rep is not None and rep["diff_ci"][0] <= 0 else "."))
 
 
 def readme_summary(credit: dict | None = None, learning: dict | None = None) -> str:

@@ -217,3 +217,81 @@ def regime_table(regimes: dict) -> str:
     return "\n".join(markdown_table(["regime", "what changes", "batch, budget", "target", "seeds", "GRPO steps (95% CI)",
                                      "oracle steps (95% CI)", "speed-up (95% CI)",
                                      "mean accuracy, oracle - GRPO (95% CI)", "oracle credit"], rows))
+
+
+# ----------------------------------------------------------------------------- is the learner noise-limited?
+
+def batch_size_table(runs: dict[int, Sequence[dict]], *, target: float, group_size: int, max_step: int,
+                     method: str = "uniform", n_boot: int = 10_000) -> dict:
+    """One method (GRPO) at several prompts per step, read per step and per completion sampled.
+
+    A bigger batch removes gradient noise, which is all that credit assignment can remove
+    (at most its reward-irrelevant share): if doubling the batch does not speed learning per
+    step, no credit method can. The runs of the smallest batch are the reference; seed s
+    pairs the batch sizes (the same initial model, other prompts).
+
+    Args:
+        runs: ``{prompts per step: compare records}`` (those of ``method`` are read).
+        target, max_step, n_boot: as `learning_table` (``max_step``: the runs' step budget).
+        group_size: completions per prompt, for the per-completion reading.
+
+    Returns:
+        ``{"prompts", "reference", "seeds", "steps" (`learning_table`, one row per batch size,
+        named "P prompts"), "area" (`accuracy_area_table` over steps 1..max_step),
+        "per_completion": {"budget" (completions of the reference's whole run),
+        "rows": {name: {"completions_to_target" (mean over seeds, censored runs at their
+        censored step), "area" (per seed, mean accuracy over the evaluations within the
+        budget), "mean", "diff", "diff_ci", "steps" (the evaluated steps within it)}}}}``.
+    """
+    if len(runs) < 2:
+        raise ValueError(f"need runs at 2 or more batch sizes, got {sorted(runs)}")
+    names = {p: f"{p} prompts" for p in sorted(runs)}
+    records = [{**r, "method": names[p]} for p, recs in runs.items() for r in recs if r.get("method") == method]
+    ref = names[min(runs)]
+    steps = learning_table(records, target=target, reference=ref, oracle="", max_step=max_step, n_boot=n_boot)
+    area = accuracy_area_table(records, reference=ref, oracle="", max_step=max_step, n_boot=n_boot)
+    seeds = steps["seeds"]
+    evals = by_method_and_seed(records, "eval")
+    budget = max_step * min(runs) * group_size
+    rows, ref_area = {}, None
+    for p in sorted(runs):
+        within = lambda r: 0 < r["step"] and r["step"] * p * group_size <= budget
+        per_seed = []
+        for s in seeds:
+            ev = [r for r in evals[names[p]][s] if within(r)]
+            if not ev:
+                raise ValueError(f"{names[p]} seed {s} has no evaluation within {budget} completions")
+            per_seed.append(float(np.mean([r["eval_accuracy"] for r in ev])))
+        per_seed = np.array(per_seed)
+        ref_area = per_seed if ref_area is None else ref_area
+        diff = per_seed - ref_area
+        rows[names[p]] = {"completions_to_target": float(np.mean(steps["methods"][names[p]]["steps"])) * p * group_size,
+                          "area": per_seed.tolist(), "mean": float(per_seed.mean()), "diff": float(diff.mean()),
+                          "diff_ci": bootstrap_interval(np.mean, diff[:, None], n=n_boot),
+                          "steps": [r["step"] for r in evals[names[p]][seeds[0]] if within(r)]}
+    return {"prompts": sorted(runs), "reference": ref, "seeds": seeds, "steps": steps, "area": area,
+            "per_completion": {"budget": budget, "rows": rows}}
+
+
+def batch_equivalent(diffs: dict[int, float], gain: float) -> float:
+    """The prompts per step at which GRPO would gain ``gain`` over its smallest batch.
+
+    ``diffs``: ``{prompts per step: mean-accuracy difference over the smallest batch}`` (the
+    smallest's is 0), from `batch_size_table`; ``gain``: a method's difference over GRPO at
+    the smallest batch (e.g. the oracle's). Linear in log2(prompts) between the measured
+    batch sizes, the curve made monotone first (a running maximum: a bigger batch is credited
+    no less than a smaller one gave). Returns the smallest batch when ``gain`` <= 0 and
+    ``inf`` when it exceeds every measured batch's difference.
+    """
+    sizes = sorted(diffs)
+    if len(sizes) < 2 or diffs[sizes[0]] != 0:
+        raise ValueError(f"need differences at 2 or more batch sizes, 0 at the smallest; got {diffs}")
+    curve = np.maximum.accumulate([diffs[p] for p in sizes])
+    if gain <= 0:
+        return float(sizes[0])
+    if gain > curve[-1]:
+        return float("inf")
+    i = int(np.argmax(curve >= gain))  # the first batch size whose difference reaches the gain (i >= 1)
+    lo, hi = np.log2(sizes[i - 1]), np.log2(sizes[i])
+    f = (gain - curve[i - 1]) / (curve[i] - curve[i - 1])
+    return float(2 ** (lo + f * (hi - lo)))

@@ -256,3 +256,104 @@ def test_positive_plot_marks_the_confirmatory_run():
     labels = [t.get_text() for t in axes[0].get_legend().get_texts()]
     assert "oracle, confirmatory (10 new seeds)" in labels
     plt.close(fig)
+
+
+def _seeded(seeds, areas: dict, steps: dict):
+    """A credit_regime entry with per-seed readings: ``areas`` / ``steps`` ``{method: [per seed]}``."""
+    return {"table": {"target": 0.75, "seeds": list(seeds), "methods": {m: {"steps": v} for m, v in steps.items()}},
+            "area": {"seeds": list(seeds), "methods": {m: {"area": v} for m, v in areas.items()}}}
+
+
+def _pooled_control():
+    I = "inverted:" + R
+    return {
+        findings.screen_name(64): _seeded([0, 1], {"uniform": [0.60, 0.62], R: [0.61, 0.60], I: [0.55, 0.57]},
+                                          {"uniform": [32, 30], R: [32, 28], I: [32, 32]}),
+        findings.confirm_name(64): _seeded([5, 6, 7], {"uniform": [0.6] * 3, R: [0.63, 0.64, 0.65], I: [0.55] * 3},
+                                           {"uniform": [30] * 3, R: [20] * 3, I: [32] * 3}),
+        findings.REPLICATION: _seeded([201, 202, 203], {"uniform": [0.7] * 3, R: [0.69, 0.72, 0.68], I: [0.7, 0.69, 0.71]},
+                                      {"uniform": [32] * 3, R: [32, 30, 32], I: [32] * 3}),
+    }
+
+
+def test_pooled_positive_control_reads_every_seed_set_paired_by_seed():
+    p = findings.positive_pooled(_pooled_control(), 64, n_boot=2000)
+    assert [st["label"] for st in p["sets"]] == ["screen", "confirmatory", "external replication"]
+    o = p["pooled"]["methods"][R]
+    assert p["pooled"]["seeds"] == [0, 1, 5, 6, 7, 201, 202, 203]
+    assert o["diffs"] == pytest.approx([0.01, -0.02, 0.03, 0.04, 0.05, -0.01, 0.02, -0.02])
+    assert o["diff"] == pytest.approx(0.0125) and o["diff_ci"][0] < 0.0125 < o["diff_ci"][1]
+    assert o["speedup"] == pytest.approx(31 / 26.75) and o["grpo_steps"] == pytest.approx(31.0)
+    confirm, rep = p["sets"][1]["methods"], p["sets"][2]["methods"]
+    assert confirm[R]["diff"] == pytest.approx(0.04) and confirm[R]["diff_ci"][0] > 0  # every seed gained
+    assert rep[R]["diff"] == pytest.approx(-0.01 / 3) and rep[R]["diff_ci"][0] < 0 < rep[R]["diff_ci"][1]
+    assert p["pooled"]["methods"]["inverted:" + R]["diff"] == pytest.approx((-0.1 - 0.15 + 0.0) / 8)
+    table = findings.pooled_table(p)
+    assert table.splitlines()[2].startswith("| pooled | 0, 1, 5-7, 201-203 (8) | +0.013")
+    assert "| confirmatory | 5-7 (3) | +0.040" in table
+    text = findings.pooled_sentence(p)
+    assert text.startswith("Pooled over all 8 seeds run in the k = 64 world, the oracle's mean held-out accuracy "
+                           "differed from GRPO's by +0.013")
+    assert "did not replicate on the external replication's seeds (-0.003" in text
+    assert "claims 1 and 2 of the confirmatory run (an oracle gain, an inverted-oracle harm) are not replicated" in text
+
+
+def test_pooled_positive_control_refuses_shared_seeds_and_needs_two_sets():
+    control = _pooled_control()
+    assert findings.positive_pooled({findings.screen_name(64): control[findings.screen_name(64)]}) is None
+    control[findings.REPLICATION] = _seeded([7, 8], {"uniform": [0.6, 0.6], R: [0.6, 0.6]},
+                                            {"uniform": [32, 32], R: [32, 32]})
+    with pytest.raises(ValueError, match="seed 7 is in both 'confirm, k=64' and 'external replication"):
+        findings.positive_pooled(control)
+
+
+def test_positive_sentence_leads_with_the_pooled_reading():
+    control, shares = _sweep_data({0: 28.0, 64: 27.5}, {0: 0.0, 64: 0.004}, {0: 0.19, 64: 0.62})
+    pooled = _pooled_control()
+    control[findings.confirm_name(64)] = {**_entry({"uniform": (28.0, 1.0), R: (27.0, 3.0)}, {"uniform": 0.0, R: 0.04},
+                                                   seeds=[5, 6, 7]), }
+    control[findings.confirm_name(64)]["area"]["seeds"] = [5, 6, 7]  # no per-seed lists: no pooled reading yet
+    f = findings.positive_findings(control, shares)
+    assert f["pooled"] is None and "A real gain" in findings.positive_sentence(f)
+    control.update({k: pooled[k] for k in (findings.confirm_name(64), findings.REPLICATION)})
+    control[findings.confirm_name(64)]["table"]["methods"]["uniform"].update(
+        {"mean": 30.0, "ci": [30, 30], "speedup": 1.0, "speedup_ci": [1, 1], "recovered": None, "recovered_ci": None})
+    for m in (R, "inverted:" + R):
+        control[findings.confirm_name(64)]["table"]["methods"][m].update(
+            {"mean": 20.0, "ci": [20, 20], "speedup": 1.5, "speedup_ci": [1.5, 1.5], "recovered": None, "recovered_ci": None})
+        control[findings.confirm_name(64)]["area"]["methods"][m].update({"diff": 0.04, "diff_ci": [0.03, 0.05],
+                                                                         "recovered": None, "recovered_ci": None})
+    control[findings.confirm_name(64)]["area"]["methods"]["uniform"].update({"diff": 0.0, "diff_ci": [0, 0],
+                                                                             "recovered": None, "recovered_ci": None})
+    f = findings.positive_findings(control, shares)
+    sentence = findings.positive_sentence(f)
+    assert f["pooled"]["pooled"]["seeds"] == [5, 6, 7, 201, 202, 203]  # the screen's entry here has no per-seed lists
+    assert "k = 64 scratch words the answer never reads). Pooled over all 6 seeds" in sentence
+    assert "A real gain" not in sentence and "not replicated" in sentence
+    assert findings.positive_conclusion(f).startswith("**Every seed set, pooled first.** Pooled over all 6 seeds")
+
+
+def test_learning_conclusion_recalls_the_pooled_positive_control():
+    base = [0] * 8
+    log = {"name": "t", "screened_seeds": [0], "runs": [_run("none", s, base, [1, 1, 1, 1, 0, 0, 0, 0], 100.0)
+                                                        for s in range(3)]}
+    f = findings.learning_findings(log)
+    positive = {"pooled": findings.positive_pooled(_pooled_control(), 64, n_boot=2000)}
+    text = findings.learning_conclusion(f, positive)
+    assert ("perfect credit's gain over GRPO, pooled over all 8 seeds run, was +0.013 in mean held-out accuracy"
+            in text)
+    assert "did not replicate on fresh seeds" in text
+    assert "pooled over all" not in findings.learning_conclusion(f, {"pooled": None})  # no seed sets to pool
+    unreplicated = findings.positive_pooled({k: v for k, v in _pooled_control().items() if k != findings.REPLICATION})
+    text = findings.learning_conclusion(f, {"pooled": unreplicated})
+    assert "pooled over all 5 seeds run, was +0.022" in text and "did not replicate" not in text
+
+
+def test_positive_control_benchmark_prints_the_pooled_reading(capsys):
+    from benchmarks import positive_control
+    f = positive_control.main(["--pooled"])  # the shipped data: at least the screen and the confirmatory run
+    out = capsys.readouterr().out
+    p = f["pooled"]
+    assert p["pooled"]["seeds"][:15] == list(range(15)) and [st["label"] for st in p["sets"]][:2] == ["screen", "confirmatory"]
+    assert out.splitlines()[2].startswith("| pooled |") and f"{p['pooled']['methods'][findings.RELEVANT]['diff']:+.3f}" in out
+    assert f"Pooled over all {len(p['pooled']['seeds'])} seeds run in the k = 64 world" in out

@@ -132,3 +132,83 @@ def test_regime_table_reads_each_oracle_once_and_says_what_superseded_it():
     table = regime.regime_table(regimes).split("\n")
     assert len(table) == 2 + 3 and "| screen (3 seeds): promising; not confirmed by 'confirm' |" in table[2]
     assert table[3].endswith("| does not pay |") and "2.00x (1.80 to 2.20)" in table[2]
+
+
+def _batch_runs():
+    runs = {2: [], 4: []}
+    for s in range(3):
+        up = 0.01 * s  # seeds differ; the pairing removes it
+        runs[2] += _records("uniform", s, [0.5 + up, 0.6 + up, 0.7 + up, 0.7 + up, 0.8 + up])   # 0.8 at step 8
+        runs[4] += _records("uniform", s, [0.5 + up, 0.7 + up, 0.8 + up, 0.8 + up, 0.8 + up])   # at step 4
+        runs[4] += _records("oracle", s, [0.5, 0.5, 0.5, 0.5, 0.5])  # another method: not read
+    return runs
+
+
+def test_batch_size_table_reads_per_step_and_per_completion():
+    t = regime.batch_size_table(_batch_runs(), target=0.8, group_size=4, max_step=8, n_boot=500)
+    assert t["prompts"] == [2, 4] and t["reference"] == "2 prompts" and t["seeds"] == [0, 1, 2]
+    steps = t["steps"]["methods"]
+    assert steps["2 prompts"]["steps"] == [8.0] * 3 and steps["4 prompts"]["steps"] == [4.0] * 3
+    assert steps["4 prompts"]["speedup"] == pytest.approx(2.0)
+    area = t["area"]["methods"]
+    assert area["4 prompts"]["diff"] == pytest.approx(0.775 - 0.7)  # per step: steps 2-8
+    per = t["per_completion"]
+    assert per["budget"] == 64  # 8 steps x 2 prompts x 4 completions
+    assert per["rows"]["4 prompts"]["steps"] == [2, 4]  # 16 completions a step: the first 4 steps
+    assert per["rows"]["4 prompts"]["diff"] == pytest.approx(0.75 - 0.7)
+    assert per["rows"]["2 prompts"]["completions_to_target"] == per["rows"]["4 prompts"]["completions_to_target"] == 64
+    with pytest.raises(ValueError, match="2 or more batch sizes"):
+        regime.batch_size_table({2: _batch_runs()[2]}, target=0.8, group_size=4, max_step=8)
+
+
+def test_batch_equivalent_interpolates_in_log_prompts():
+    diffs = {2: 0.0, 4: 0.02, 8: 0.04}
+    assert regime.batch_equivalent(diffs, 0.02) == pytest.approx(4.0)
+    assert regime.batch_equivalent(diffs, 0.03) == pytest.approx(2 ** 2.5)
+    assert regime.batch_equivalent(diffs, 0.01) == pytest.approx(2 ** 1.5)
+    assert regime.batch_equivalent(diffs, -0.01) == 2.0 and regime.batch_equivalent(diffs, 0.05) == float("inf")
+    # a dip is not credited: 4 prompts count as 2's 0 and the gain lies between 4 and 8
+    assert regime.batch_equivalent({2: 0.0, 4: -0.01, 8: 0.02}, 0.01) == pytest.approx(2 ** 2.5)
+    with pytest.raises(ValueError, match="0 at the smallest"):
+        regime.batch_equivalent({2: 0.01, 4: 0.02}, 0.01)
+
+
+def test_batch_size_benchmark_trains_seed_by_seed_and_reads_back(tmp_path):
+    from benchmarks import batch_size as bench
+    js = tmp_path / "batch.json"
+    argv = ["--name", "tiny", "--profile", "tiny", "--steps", "2", "--prompts", "1", "2", "--group-size", "2",
+            "--seeds", "0", "1", "--target", "0.95", "--out", str(tmp_path / "b"), "--json", str(js),
+            "--oracle-gain", "0.0"]
+    entry = bench.main(argv + ["--train"])
+    assert (tmp_path / "b-P1" / "runs" / "uniform-seed1").is_dir() and (tmp_path / "b-P2" / "runs" / "uniform-seed0").is_dir()
+    assert entry["table"]["prompts"] == [1, 2] and entry["table"]["seeds"] == [0, 1]
+    assert entry["oracle"]["prompts"] == 1.0  # no gain: worth the smallest batch
+    assert entry["table"]["per_completion"]["budget"] == 2 * 1 * 2
+    again = bench.main(argv)  # read back: nothing trained, the same table
+    assert again["table"]["area"] == entry["table"]["area"]
+    import json
+    assert "1 prompts" in bench.render(again) and set(json.loads(js.read_text())) == {"tiny"}
+
+
+def test_credit_regime_passes_the_optimizer_to_the_runs(monkeypatch):
+    from benchmarks import credit_regime as bench
+
+    class Stop(BaseException):
+        pass
+
+    seen = {}
+
+    def compare(*args, **kwargs):
+        seen.update(kwargs)
+        raise Stop
+
+    monkeypatch.setattr(bench.cmp, "compare", compare)
+    with pytest.raises(Stop):
+        bench.main(["--name", "sgd", "--optimizer", "sgd", "--learning-rate", "0.1", "--seeds", "0", "1"])
+    assert seen["overrides"] == {"optimizer": "sgd", "learning_rate": 0.1}
+    seen.clear()
+    with pytest.raises(Stop):
+        bench.main(["--name", "adam", "--seeds", "0", "1"])
+    assert "optimizer" not in seen["overrides"]  # the profile's (AdamW) unless asked
+    with pytest.raises(SystemExit):
+        bench.main(["--name", "x", "--optimizer", "adam"])
