@@ -23,7 +23,7 @@ def release(tmp_path_factory):
 
 def test_the_release_holds_the_student_notebooks_the_package_and_a_student_readme(release):
     assert sorted(p.name for p in (release / "notebooks").glob("*.ipynb")) == [p.name for p in NOTEBOOKS]
-    assert (release / "oar_lite" / "__init__.py").is_file() and (release / "oar_lite" / "data" / "toy-model" / "config.json").is_file()
+    assert (release / "oar_lite" / "__init__.py").is_file() and (release / "oar_lite" / "course" / "data" / "toy-model" / "config.json").is_file()
     assert (release / "pyproject.toml").is_file() and not (release / "student").exists() and not (release / "scripts").exists()
     assert not list(release.rglob("__pycache__"))
     for path in NOTEBOOKS:

@@ -68,7 +68,7 @@ def test_a_partial_credit_dict_updates_fields():
     (["--boo", "9"], "unrecognized arguments: --boo 9"),  # no prefix matching
     (["--noise", "5"], "unrecognized arguments: --noise 5"),
     (["--quick", "--profile", "credit"], "--profile and --quick ask for different profiles"),
-    (["--methods", "oar-q"], "unknown method 'oar-q'; expected one of ['captum-ig', 'entropy', 'oar-g', 'oar-p'"),
+    (["--methods", "oar-q"], "unknown method 'oar-q'; expected one of ['adapter-residual', 'captum-ig', 'entropy', 'entropy-top', 'oar-g', 'oar-p'"),
     (["--digits", "1", "2", "3"], "--digits 1 2 3: expected one number or a low high pair"),
     (["--boost", "-1"], "--boost=-1.0 is out of range: expected a finite number >= 0"),
 ])
