@@ -34,10 +34,12 @@ Work (issue 7, item 3): the naive loop runs (R + 1) full passes of T tokens; wit
 reuse, a perturbed copy of position t need only recompute positions t..end, so the ideal
 is ``end + sum_t (end - t)``, about ``R * T / 2`` when the reasoning fills the sequence.
 The batched version (``perturbation_scores`` at its defaults) reuses the prefix per chunk
-of consecutive positions (`oar_lite.attribution.plan_chunks`: a token budget per pass
+of consecutive positions (`oar_lite.attribution.plan_passes`: a token budget per pass
 chosen by device, and at most ``max_waste`` extra work, 15% by default), and counts the tokens it runs
 (``stats["forward_tokens"]``). ``fixed64`` is the chunking before issue 17 (chunks of 64
 copies from the first reasoning position, no budget): same scores, more tokens.
+``batch1`` (``--implementations batched batch1``) calls `perturbation_scores_batch` on the
+one row itself (issue 40 item 5 compared it with the one-sequence path this replaced).
 
 Run (offline, from the repository root)::
 
@@ -55,7 +57,7 @@ import torch
 from benchmarks import common
 from oar_lite.lab import report as tables
 
-IMPLEMENTATIONS = ("batched", "fixed64", "naive", "captum", "captum_tokens")
+IMPLEMENTATIONS = ("batched", "batch1", "fixed64", "naive", "captum", "captum_tokens")
 DEFAULT_IMPLEMENTATIONS = ("batched", "fixed64", "naive", "captum")
 TARGET_VS_CAPTUM = {"smollm2": 5.0, "toy": 4.0}  # issue 17: OAR-P at its defaults this many times faster, scores equal to 1e-5
 TARGET_OVER_IDEAL = 1.15  # issue 17: OAR-P's tokens run <= 1.15x the ideal count
@@ -158,7 +160,7 @@ def token_counts(input_ids, reasoning: slice, answer: slice, batched_tokens: int
 def measure_sequence(model, tokenizer, ids, reasoning, answer, *, implementations, warmup, repeats, batch_size,
                      device, tolerance: float, progress: bool, check_captum_default: bool = False,
                      extra_batch_sizes=(), extra_max_waste=(), token_budget: int | None = None) -> dict:
-    from oar_lite.attribution import perturbation_scores, perturbation_scores_naive
+    from oar_lite.attribution import perturbation_scores, perturbation_scores_batch, perturbation_scores_naive
 
     pad = tokenizer.pad_token_id
     A = answer.stop - answer.start
@@ -170,6 +172,10 @@ def measure_sequence(model, tokenizer, ids, reasoning, answer, *, implementation
     captum = functools.partial(captum_scores, model, tokenizer, ids, reasoning, answer, pad_token_id=pad)
     calls = {
         "batched": lambda: oar_p(batch_size=batch_size, token_budget=token_budget, stats=stats),
+        # the padded-batch scorer on this one row (B = 1): what token_scores would run without the per-row path
+        "batch1": lambda: perturbation_scores_batch(model, ids[None], torch.ones_like(ids)[None], [reasoning], [answer],
+                                                    mode="answer_joint", pad_token_id=pad, batch_size=batch_size,
+                                                    token_budget=token_budget)[0],
         "fixed64": lambda: oar_p(batch_size=64, token_budget=10**12, max_waste=float("inf"), stats=fixed_stats),
         "naive": lambda: perturbation_scores_naive(model, ids, reasoning, answer, mode="answer_joint",
                                                    pad_token_id=pad),
@@ -264,7 +270,8 @@ def measure_rows(model, tokenizer, seqs, *, warmup, repeats, device, tolerance: 
 
 
 def render(report: dict) -> str:
-    names = {"batched": "OAR-P (project, defaults)", "fixed64": "OAR-P, chunks of 64 from the first position (before)",
+    names = {"batched": "OAR-P (project, defaults)", "batch1": "OAR-P, the padded-batch scorer with B = 1",
+             "fixed64": "OAR-P, chunks of 64 from the first position (before)",
              "naive": "naive loop (full logits)",
              "captum": "Captum FeatureAblation", "captum_tokens": "Captum, token by token, no cache"}
     lines = []

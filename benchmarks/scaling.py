@@ -37,13 +37,11 @@ def sequence(model_name: str, tokenizer, length: int, *, prompt_length: int = 32
 def oar_p_pass_positions(path: str, reasoning: slice, end: int, *, token_budget: int,
                          batch_size: int | None) -> list[slice]:
     """The positions of each pass OAR-P plans for one sequence (mode ``last``, ``end`` =
-    answer.start), on the per-row path (`plan_chunks`) or the batched one
-    (`perturbation_scores_batch`'s planner, one row)."""
-    from oar_lite.attribution import DEFAULT_MAX_WASTE, plan_chunks, plan_passes
+    answer.start): `perturbation_scores_batch`'s planner on one row, which both paths now run
+    (the per-row `perturbation_scores` is the batched scorer with B = 1; ``path`` is kept for
+    the reports)."""
+    from oar_lite.attribution import DEFAULT_MAX_WASTE, plan_passes
 
-    if path == "per-row":
-        return [slice(a, b) for a, b in plan_chunks(reasoning.start, reasoning.stop, end, token_budget=token_budget,
-                                                    max_rows=batch_size)]
     per_pass = max(1, min(token_budget // end, batch_size or token_budget))
     columns = list(range(reasoning.start, reasoning.stop))
     return [slice(columns[lo], columns[hi - 1] + 1) for lo, hi in

@@ -27,7 +27,6 @@ from .attribution import (
     gradient_scores_batch,
     mask_to_span,
     parse_method,
-    plan_chunks,
     perturbation_scores,
     perturbation_scores_batch,
     perturbation_scores_naive,

@@ -1,9 +1,16 @@
-"""Lines of the package and the benchmarks, split into code, docstrings, comments and blank
-lines, at the working tree or at any git revision (issue 29 asks for the split, so that a
-refactor that moves prose into docstrings is not read as one that adds code)::
+"""Lines of the package's layers and the benchmarks, split into code, docstrings, comments and
+blank lines, at the working tree or at any git revision (issue 29 asks for the split, so that a
+refactor that moves prose into docstrings is not read as one that adds code; issue 40 for the
+layers: the library a researcher imports, the course and the lab beside it)::
 
     python scripts/line_count.py                  # the working tree
-    python scripts/line_count.py 6422dfa HEAD     # two revisions side by side
+    python scripts/line_count.py e2b1974 HEAD     # two revisions side by side
+
+Layers (`layer_of`): ``library`` is ``oar_lite/*.py`` and ``oar_lite/attribution/``;
+``course`` is ``oar_lite/course/``; ``lab`` is ``oar_lite/lab/`` and ``oar_lite/__main__.py``
+(the command line over the lab, in the lab's layer of tests/test_layering.py); ``benchmarks``.
+At revisions before the layers (e2b1974 and earlier) the course and lab modules stood flat in
+``oar_lite/`` and are mapped by module name (`COURSE_MODULES`, `LAB_MODULES`).
 """
 from __future__ import annotations
 
@@ -17,6 +24,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("oar_lite", "benchmarks")
 KINDS = ("code", "docstring", "comment", "blank")
+LAYERS = ("library", "course", "lab", "benchmarks")
+COURSE_MODULES = {"toy", "oracle", "problems", "models", "viz", "exercises"}
+LAB_MODULES = {"compare", "cli", "report", "plots", "stats", "credit", "gradient_quality", "regime", "ground_truth",
+               "lora_learning", "findings", "progress", "recipes", "__main__"}
+"""Modules of the course and the lab when they stood flat in ``oar_lite/`` (before the layers)."""
+
+
+def layer_of(path: str) -> str:
+    """The layer of a ``.py`` path relative to the repository root (`LAYERS`)."""
+    parts = path.split("/")
+    if parts[0] == "benchmarks":
+        return "benchmarks"
+    if parts[1] in ("course", "lab"):
+        return parts[1]
+    if len(parts) == 2:
+        name = parts[1].removesuffix(".py")
+        return "course" if name in COURSE_MODULES else "lab" if name in LAB_MODULES else "library"
+    return "library"  # oar_lite/attribution/
 
 
 def classify(source: str) -> dict[str, int]:
@@ -51,13 +76,13 @@ def files(revision: str | None) -> dict[str, str]:
 
 
 def count(revision: str | None) -> dict[str, dict[str, int]]:
-    """Per folder of `FOLDERS`, the summed `classify` counts and ``total``."""
-    out = {folder: dict.fromkeys((*KINDS, "total"), 0) for folder in FOLDERS}
+    """Per layer of `LAYERS`, the summed `classify` counts and ``total``."""
+    out = {layer: dict.fromkeys((*KINDS, "total"), 0) for layer in LAYERS}
     for path, source in files(revision).items():
-        folder = out[path.split("/")[0]]
+        layer = out[layer_of(path)]
         for k, n in classify(source).items():
-            folder[k] += n
-            folder["total"] += n
+            layer[k] += n
+            layer["total"] += n
     return out
 
 
@@ -65,13 +90,13 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     ap.add_argument("revisions", nargs="*", help="git revisions (default: the working tree)")
     args = ap.parse_args(argv)
-    print("| revision | folder | " + " | ".join(KINDS) + " | total |")
+    print("| revision | layer | " + " | ".join(KINDS) + " | total |")
     print("|---|---|" + "---|" * (len(KINDS) + 1))
     for revision in args.revisions or [None]:
         counts = count(revision)
-        counts["both"] = {k: sum(c[k] for c in counts.values()) for k in (*KINDS, "total")}
-        for folder, c in counts.items():
-            print(f"| {revision or 'working tree'} | {folder} | " + " | ".join(str(c[k]) for k in (*KINDS, "total")) + " |")
+        counts["all"] = {k: sum(c[k] for c in counts.values()) for k in (*KINDS, "total")}
+        for layer, c in counts.items():
+            print(f"| {revision or 'working tree'} | {layer} | " + " | ".join(str(c[k]) for k in (*KINDS, "total")) + " |")
 
 
 if __name__ == "__main__":

@@ -45,8 +45,8 @@ def tiny_gpt2(seed: int = 0, dtype=torch.float64) -> GPT2LMHeadModel:
 
 
 def tiny_qwen2(seed: int = 0, dtype=torch.float64):
-    """A 2-layer Qwen2 (biases on q, k, v): the other model type whose last attention runs its
-    queries only where P_final reads."""
+    """A 2-layer Qwen2 (biases on q, k, v, grouped keys and values): another model type of
+    `oar_lite.attribution.kv.ARCHITECTURES`."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(seed)

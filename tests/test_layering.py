@@ -1,7 +1,9 @@
 """The import graph of `oar_lite` (every import, at the top of a module or inside a function):
 the core never imports the toy world or training, no module takes part in an import circle,
-and no module or benchmark imports another one's private name."""
+and no module or benchmark imports another one's private name; and every public function is
+exercised by some test."""
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -136,11 +138,69 @@ def test_every_imported_name_exists(folder):
 
 def test_tests_are_laid_out_by_module():
     """Each module ``oar_lite/[sub/]name.py`` has its unit tests in ``tests/[sub/]test_name.py``
-    (the package's ``__init__`` and ``__main__`` are tested through what they export and run)."""
+    (the package's ``__init__`` and ``__main__`` are tested through what they export and run);
+    that they exercise its functions is `test_every_public_function_is_exercised_by_a_test`."""
     missing = [str(p.relative_to(ROOT)) for p in sorted(PACKAGE.rglob("*.py"))
                if p.stem not in ("__init__", "__main__")
                and not (ROOT / "tests" / p.parent.relative_to(PACKAGE) / f"test_{p.stem}.py").is_file()]
     assert not missing, f"modules without a tests/.../test_<module>.py: {missing}"
+
+
+UNEXERCISED_ALLOWED: dict[str, str] = {}
+"""``"oar_lite/path.py:function"`` -> why no test exercises it. Keep it short: write the test instead."""
+
+
+def _names(node) -> set[str]:
+    return ({n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+            | {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)})
+
+
+def unexercised_functions(package: Path, tests: Path) -> list[str]:
+    """The public functions (no leading underscore, defined at a module's top level) of the
+    modules under ``package`` that no test exercises: none of the files under ``tests`` names
+    them, nor any function or class they reach by name, nor a module's own top-level code
+    (which runs on import; imports and ``__all__`` do not count)."""
+    named = set(re.findall(r"\w+", "\n".join(p.read_text() for p in sorted(tests.rglob("*.py")))))
+    calls: dict[str, set[str]] = {}  # a function or class -> the names its body uses
+    public: list[tuple[str, str]] = []
+    on_import: set[str] = set()
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                calls.setdefault(node.name, set()).update(_names(node))
+                if not isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                    public.append((f"{path.relative_to(package.parent)}:{node.name}", node.name))
+            elif not isinstance(node, (ast.Import, ast.ImportFrom)) and not (
+                    isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets)):
+                on_import |= _names(node)
+    reached, todo = set(), [n for n in calls if n in named or n in on_import]
+    while todo:
+        name = todo.pop()
+        if name not in reached:
+            reached.add(name)
+            todo += [n for n in calls[name] if n in calls and n not in reached]
+    return [where for where, name in public if name not in reached]
+
+
+def test_every_public_function_is_exercised_by_a_test():
+    missing = [f for f in unexercised_functions(PACKAGE, ROOT / "tests") if f not in UNEXERCISED_ALLOWED]
+    assert not missing, f"public functions no test names or reaches (test them, or allow them with a reason): {missing}"
+    stale = sorted(set(UNEXERCISED_ALLOWED) - set(unexercised_functions(PACKAGE, ROOT / "tests")))
+    assert not stale, f"allowed as untested but tested or gone: {stale}"
+
+
+def test_the_exercise_check_sees_a_function_no_test_reaches(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "m.py").write_text("X = helper_on_import()\n__all__ = ['orphan']\n"
+                                           "def helper_on_import():\n    return inner()\n"
+                                           "def inner():\n    return 1\n"
+                                           "def tested():\n    return reached()\n"
+                                           "def reached():\n    return 2\n"
+                                           "def orphan():\n    return 3\n"
+                                           "def _private():\n    return 4\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_m.py").write_text("from pkg.m import tested\n")
+    assert unexercised_functions(tmp_path / "pkg", tmp_path / "tests") == ["pkg/m.py:orphan"]
 
 
 LIBRARY = LAYERS[0] | LAYERS[1]

@@ -185,3 +185,14 @@ def test_newest_stack_installs_every_dependency_but_torch_and_sees_unmet_require
     unmet = stack._unmet(Dist())
     assert len(unmet) == 2 and "found " + metadata.version("packaging") in unmet[0] and "not installed" in unmet[1]
     assert {"trl", "math-verify", "typing-extensions"} <= set(stack.pins())  # names as pip writes them, '-' for '_'
+
+
+def test_line_count_puts_each_file_in_its_layer_before_and_after_the_move():
+    line_count = load_script("line_count")
+    assert [line_count.layer_of(p) for p in ("oar_lite/grpo.py", "oar_lite/attribution/kv.py", "oar_lite/__init__.py",
+                                             "oar_lite/course/toy.py", "oar_lite/course/toy.py", "oar_lite/lab/plots.py",
+                                             "oar_lite/lab/plots.py", "oar_lite/__main__.py", "benchmarks/common.py")] == [
+        "library", "library", "library", "course", "course", "lab", "lab", "lab", "benchmarks"]
+    counts = line_count.count(None)  # the working tree: every layer has lines, and the parts add up
+    assert all(counts[layer]["total"] > 0 for layer in line_count.LAYERS)
+    assert all(c["total"] == sum(c[k] for k in line_count.KINDS) for c in counts.values())

@@ -30,6 +30,6 @@ from .oar_g import NOISE_STD, gradient_scores, gradient_scores_batch
 from .oar_p import perturbation_scores, perturbation_scores_batch, perturbation_scores_naive
 from .outcome import MODES, eval_mode, final_outcome, mask_to_span
 from .planning import (BATCH_SIZE, DEFAULT_MAX_WASTE, DEFAULT_TOKEN_BUDGET, TOKEN_BUDGET, default_token_budget,
-                       plan_chunks, plan_passes)
+                       plan_passes)
 from .registry import SCORERS, WEIGHTINGS, Scorer, declared_options, default_mode, mode_of, parse_method, register_scorer
 from .scoring import route_options, takes, token_scores, token_weights, uses_sampled_cache

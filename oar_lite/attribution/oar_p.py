@@ -1,6 +1,6 @@
 """OAR-P, counterfactual perturbation (spec section 4; notebook 02 builds it):
-`perturbation_scores_naive` says it in a loop, the reference; `perturbation_scores` (one
-sequence) and `perturbation_scores_batch` (a padded batch) compute it fast, tested equal."""
+`perturbation_scores_naive` says it in a loop, the reference; `perturbation_scores_batch`
+computes it fast for a padded batch, `perturbation_scores` for one sequence (B = 1), tested equal."""
 from __future__ import annotations
 
 import torch
@@ -8,9 +8,8 @@ import torch.nn.functional as F
 
 from ..rollout import output_cache
 from .kv import cache_kwargs, frame_cache, last_layer_at_end, select_cache
-from .outcome import (check_mode, check_sequence, divergence, eval_mode, final_logits, outcome_span, p_final,
-                      p_final_rows, padded_rows, upcast)
-from .planning import BATCH_SIZE, DEFAULT_MAX_WASTE, TOKEN_BUDGET, default_token_budget, plan_chunks, plan_passes
+from .outcome import check_mode, check_sequence, divergence, eval_mode, outcome_span, p_final_rows, padded_rows, upcast
+from .planning import BATCH_SIZE, DEFAULT_MAX_WASTE, TOKEN_BUDGET, default_token_budget, plan_passes
 
 def perturbation_scores_naive(
     model, input_ids: torch.Tensor, reasoning: slice, answer: slice, *, mode: str = "last", pad_token_id: int
@@ -62,10 +61,12 @@ def perturbation_scores(
     """OAR-P (spec section 4) of one sequence: how much P_final (section 3) changes when each
     reasoning token in turn is replaced by ``pad_token_id`` (attention kept on it).
 
-    The R perturbed copies run in chunks of consecutive positions (`plan_chunks`), each
+    `perturbation_scores_batch` with one row (B = 1): the perturbed copies run in passes
     continuing from the clean prefix's KV cache, at most ``1 + max_waste`` times the ideal
-    token count; the last layer runs only where P_final reads (`last_layer_at_end`).
-    `perturbation_scores_naive` is the reference, `perturbation_scores_batch` the padded-batch form.
+    token count. `perturbation_scores_naive` is the reference it is tested equal to. (A
+    separate one-sequence fast path was 4-9% faster on one toy sequence and gained nothing
+    on a training step, which scores rows together: benchmarks/RESULTS.md, "Speed code that
+    earns its lines".)
 
     Args:
         model: a causal LM (``transformers``-style, accepting ``logits_to_keep``).
@@ -79,8 +80,8 @@ def perturbation_scores(
             `default_token_budget` of the model's device.
         max_waste: extra token work allowed, as a fraction of the ideal (0: one copy per pass).
         reuse_prefix: continue from the clean prefix's KV cache (False: every copy from 0).
-        stats: if a dict, receives ``forward_tokens`` (cached prefixes excluded),
-            ``forward_passes`` and ``max_pass_tokens``.
+        stats: if a dict, receives ``forward_tokens``, ``forward_passes`` and ``max_pass_tokens``
+            (`perturbation_scores_batch`'s).
 
     Returns:
         ``[R]`` float32 scores, >= 0.
@@ -89,35 +90,10 @@ def perturbation_scores(
         ValueError: bad spans, mode, ``batch_size`` or a missing ``pad_token_id``.
     """
     check_sequence(input_ids, reasoning, answer)
-    check_mode(mode)
-    if batch_size is not None and batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1 or None, got {batch_size}")
-    if pad_token_id is None:
-        raise ValueError("pad_token_id is required: the token that replaces each reasoning token")
-    if token_budget is None:
-        token_budget = default_token_budget(next(model.parameters()).device)
-    end, keep = outcome_span(answer, mode)
-    chunks = plan_chunks(reasoning.start, reasoning.stop, end, token_budget=token_budget, max_waste=max_waste,
-                         max_rows=batch_size, reuse_prefix=reuse_prefix)
-    answer_ids = input_ids[answer]
-    scores = []
-    with torch.no_grad(), eval_mode(model), last_layer_at_end(model, keep):
-        out = model(input_ids=input_ids[None, :end], use_cache=reuse_prefix, logits_to_keep=keep)
-        clean = p_final(out.logits[:, -keep:], answer_ids, mode)
-        clean_cache = output_cache(out) if reuse_prefix else None
-        tokens, passes, widest = end, 1, end
-        for first, stop in chunks:
-            b = stop - first
-            start = first if reuse_prefix else 0
-            cache = select_cache(clean_cache, b, start) if start > 0 else None
-            variants = input_ids[start:end].repeat(b, 1)
-            variants[torch.arange(b), torch.arange(first - start, stop - start)] = pad_token_id
-            logits = final_logits(model, input_ids=variants, keep=keep, cache=cache)
-            scores.append(divergence(clean, p_final(logits, answer_ids, mode), mode))
-            tokens, passes, widest = tokens + b * (end - start), passes + 1, max(widest, b * (end - start))
-    if stats is not None:
-        stats.update(forward_tokens=tokens, forward_passes=passes, max_pass_tokens=widest)
-    return torch.cat(scores).float().clamp(min=0)
+    return perturbation_scores_batch(model, input_ids[None], torch.ones_like(input_ids)[None], [reasoning], [answer],
+                                     mode=mode, pad_token_id=pad_token_id, batch_size=batch_size,
+                                     token_budget=token_budget, max_waste=max_waste, reuse_prefix=reuse_prefix,
+                                     stats=stats)[0]
 
 
 def perturbation_scores_batch(

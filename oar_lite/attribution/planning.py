@@ -1,6 +1,6 @@
 """How OAR-P groups its perturbed copies into forward passes (spec section 4, "done well"):
-`plan_chunks` for one sequence, `plan_passes` for the copies of a padded batch, both within
-a token budget per pass (`default_token_budget`) and ``max_waste`` of extra work."""
+`plan_passes`, for the copies of a padded batch (one sequence is a batch of one), within a
+token budget per pass (`default_token_budget`) and ``max_waste`` of extra work."""
 from __future__ import annotations
 
 import torch
@@ -42,41 +42,6 @@ def largest_fitting(fits, low: int, high: int) -> int:
         else:
             high = mid - 1
     return low
-
-
-def plan_chunks(first: int, stop: int, end: int, *, token_budget: int, max_waste: float = DEFAULT_MAX_WASTE,
-                max_rows: int | None = None, reuse_prefix: bool = True) -> list[tuple[int, int]]:
-    """How OAR-P groups the perturbed copies of positions ``first..stop-1`` into forward passes.
-
-    With prefix reuse a chunk of b consecutive positions from t0 continues from the clean KV
-    cache of ``x[:t0]`` and wastes ``b (b - 1) / 2`` tokens wherever it lies, so the fewest
-    passes for a given waste come from chunks of one size: the largest whose chunks waste
-    at most ``max_waste`` times the ideal count (every copy from its own position). A chunk
-    is also cut to ``token_budget`` tokens (``b * (end - t0)``) and ``max_rows`` copies; one
-    copy longer than the budget still runs, alone.
-
-    Returns:
-        ``[(start, stop), ...]`` half-open ranges of consecutive positions, in order.
-    """
-    if token_budget < 1 or max_waste < 0 or (max_rows is not None and max_rows < 1):
-        raise ValueError(f"expected token_budget >= 1, max_waste >= 0 and max_rows >= 1 or None, got "
-                         f"{token_budget}, {max_waste}, {max_rows}")
-    if not 0 <= first < stop <= end:
-        raise ValueError(f"expected 0 <= first < stop <= end, got {first}, {stop}, {end}")
-    ideal = sum(end - t for t in range(first, stop))
-
-    def chunks_of(size: int) -> tuple[list[tuple[int, int]], int]:
-        chunks, start, waste = [], first, 0
-        while start < stop:
-            length = end - start if reuse_prefix else end  # tokens each copy of this chunk runs
-            b = max(1, min(size, stop - start, token_budget // length, max_rows or size))
-            chunks.append((start, start + b))
-            waste += b * (b - 1) // 2 if reuse_prefix else 0
-            start += b
-        return chunks, waste
-
-    # The waste grows with the size; size 1 wastes nothing, so it always fits.
-    return chunks_of(largest_fitting(lambda size: chunks_of(size)[1] <= max_waste * ideal, 1, stop - first))[0]
 
 
 def plan_passes(columns: list[int], end: int, *, per_pass: int, max_waste: float,

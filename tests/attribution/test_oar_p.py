@@ -174,8 +174,14 @@ def test_token_weights_oar_p_packs_rows_into_shared_passes(llama):
     copies = sum(reasoning[i].stop - reasoning[i].start for i in scored)
     assert scores[1] is None
     assert sum(batch_sizes) == len(scored) + copies  # clean rows + one copy per reasoning token
-    per_row_passes = sum(len(ol.plan_chunks(r.start, r.stop, a.stop - 1, token_budget=4096)) + 1
-                         for r, a in zip([reasoning[i] for i in scored], [answer[i] for i in scored]))
+    per_row = [{} for _ in scored]
+    for i, st in zip(scored, per_row):
+        valid = attn[i].nonzero().flatten()
+        lo = int(valid[0])
+        ol.perturbation_scores(llama, ids[i, lo:int(valid[-1]) + 1], slice(reasoning[i].start - lo, reasoning[i].stop - lo),
+                               slice(answer[i].start - lo, answer[i].stop - lo), mode="answer_joint", pad_token_id=PAD,
+                               stats=st)
+    per_row_passes = sum(st["forward_passes"] for st in per_row)
     assert len(batch_sizes) <= per_row_passes / 2
     expected = ol.perturbation_scores_batch(llama, ids[scored], attn[scored], [reasoning[i] for i in scored],
                                             [answer[i] for i in scored], mode="answer_joint", pad_token_id=PAD)

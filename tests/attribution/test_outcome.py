@@ -51,3 +51,20 @@ def test_bad_mode_method_and_shapes(llama, sequence):
     ok = torch.zeros(1, 30, dtype=torch.bool); ok[0, 24:27] = True
     with pytest.raises(ValueError, match="contiguous"):
         ol.token_weights(llama, ids[None], torch.ones(1, 30), bad, ok, method="oar-p", pad_token_id=PAD)
+
+
+def test_final_outcome_is_what_the_naive_loop_reads(sequence):
+    """`final_outcome` is P_final of the whole sequence: for ``last`` the log-probs at the
+    position before the answer, for ``answer_joint`` the mean log-prob of the answer tokens."""
+    import torch.nn.functional as F
+
+    model = tiny_llama()
+    ids, _, answer = sequence
+    with torch.no_grad():
+        logits = model(ids[None]).logits[0]
+    torch.testing.assert_close(ol.final_outcome(model, ids, answer, mode="last"),
+                               F.log_softmax(logits[answer.start - 1], -1))
+    reads = F.log_softmax(logits[answer.start - 1: answer.stop - 1], -1).gather(-1, ids[answer][:, None])
+    torch.testing.assert_close(ol.final_outcome(model, ids, answer, mode="answer_joint"), reads.mean())
+    with pytest.raises(ValueError):
+        ol.final_outcome(model, ids, answer, mode="median")

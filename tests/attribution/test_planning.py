@@ -4,31 +4,27 @@ import pytest
 import oar_lite as ol
 
 
-def test_plan_chunks_bounds():
-    end, first, stop = 60, 10, 55
-    ideal = sum(end - t for t in range(first, stop))
+def test_plan_passes_bounds():
+    """The copies of one row (one per column) grouped into passes: in order, at most ``per_pass``
+    a pass, the work (each pass from its first column) within ``1 + max_waste`` of the ideal."""
+    end, columns = 60, list(range(10, 55))
+    ideal = sum(end - c for c in columns)
     passes = {}
-    for budget, waste, rows in [(4096, 0.1, None), (200, 0.1, None), (4096, 0.5, 4), (4096, 0.0, None),
-                                (30, 1.0, None), (4096, 0.3, None), (10**6, 10.0, None)]:
-        chunks = ol.plan_chunks(first, stop, end, token_budget=budget, max_waste=waste, max_rows=rows)
-        assert chunks[0][0] == first and chunks[-1][1] == stop
-        assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(chunks, chunks[1:] + [(stop, stop + 1)]))
-        work = 0
-        for a, b in chunks:
-            n = b - a
-            assert n == 1 or n * (end - a) <= budget
-            assert rows is None or n <= rows
-            work += n * (end - a)
+    for per_pass, waste in [(64, 0.1), (3, 0.1), (4, 0.5), (64, 0.0), (64, 0.3), (64, 10.0)]:
+        plan = ol.attribution.plan_passes(columns, end, per_pass=per_pass, max_waste=waste, reuse_prefix=True)
+        assert plan[0][0] == 0 and plan[-1][1] == len(columns)
+        assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(plan, plan[1:]))
+        assert all(hi - lo <= per_pass for lo, hi in plan)
+        work = sum((hi - lo) * (end - columns[lo]) for lo, hi in plan)
         assert ideal <= work <= (1 + waste) * ideal
-        passes[budget, waste, rows] = len(chunks)
+        passes[per_pass, waste] = len(plan)
         if waste == 0.0:
-            assert all(b - a == 1 for a, b in chunks)
+            assert all(hi - lo == 1 for lo, hi in plan)
     # More allowed waste, fewer passes; with no limits, one pass.
-    assert passes[4096, 0.0, None] > passes[4096, 0.1, None] > passes[4096, 0.3, None] > passes[10**6, 10.0, None] == 1
-    # Without prefix reuse every copy is the whole sequence; only the budget splits them.
-    assert ol.plan_chunks(0, 10, 20, token_budget=60, reuse_prefix=False) == [(0, 3), (3, 6), (6, 9), (9, 10)]
-    with pytest.raises(ValueError, match="token_budget >= 1"):
-        ol.plan_chunks(0, 10, 20, token_budget=0)
+    assert passes[64, 0.0] > passes[64, 0.1] > passes[64, 0.3] > passes[64, 10.0] == 1
+    # Without prefix reuse every copy is the whole sequence; only per_pass splits them.
+    assert ol.attribution.plan_passes(list(range(10)), 20, per_pass=3, max_waste=0.0, reuse_prefix=False) == [
+        (0, 3), (3, 6), (6, 9), (9, 10)]
 
 
 def test_default_token_budget_per_device():

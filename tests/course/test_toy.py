@@ -173,3 +173,9 @@ def test_shipped_model_loads_offline_and_writes_parseable_chains(shipped):
 # ------------------------------------------------------------------ metrics and benchmark
 
 
+
+
+def test_an_eval_set_written_reads_back_as_written(tmp_path):
+    problems = [{"prompt": "12+3=", "answer": 15, "digits": 2}, {"prompt": "1+1=", "answer": 2, "digits": 1}]
+    path = toy.write_eval_set(problems, tmp_path / "sub" / "eval.jsonl")
+    assert toy.load_eval_set(path) == problems and toy.load_eval_set(path, n=1) == problems[:1]

@@ -126,3 +126,12 @@ def test_reshape_widget_carries_its_static_picture():
     assert "application/vnd.jupyter.widget-view+json" in bundle
     assert base64.b64decode(bundle["image/png"])[:8] == b"\x89PNG\r\n\x1a\n"
     plt.close("all")
+
+
+def test_token_strings_are_one_per_id_and_read_as_the_text(tok):
+    from oar_lite.course.viz import token_strings
+
+    ids = tok("12+34=46")["input_ids"]
+    pieces = token_strings(tok, torch.tensor(ids))
+    assert len(pieces) == len(ids) and pieces == token_strings(tok, ids)
+    assert "".join(pieces) == tok.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)

@@ -45,3 +45,17 @@ def test_mode_agreement_of_oar_p_and_oar_g():
     out = credit.mode_agreement(records, ["oar-p:last", "oar-g:last", "oar-p:answer_mean", "oar-g:answer_mean"])
     assert {mode: a["n"] for mode, a in out.items()} == {"last": 2, "answer_mean": 1}  # a constant row is left out
     assert out["last"]["mean"] == pytest.approx(1.0) and out["answer_mean"]["mean"] == pytest.approx(-1.0)
+
+
+def test_label_means_weigh_each_completion_alike():
+    """Scores are divided by their completion's sum first: a long completion with large scores
+    counts as much as a short one."""
+    from oar_lite.course import toy
+
+    P, S, N = toy.PIVOTAL, toy.SUPPORT, toy.NEUTRAL
+    records = [{"scores": {"m": torch.tensor([3.0, 1.0])}, "labels": torch.tensor([P, N])},
+               {"scores": {"m": torch.tensor([100.0, 100.0, 200.0])}, "labels": torch.tensor([P, S, S])}]
+    means = credit.label_means(records, "m")
+    assert means[toy.LABEL_NAMES[P]] == pytest.approx((0.75 + 0.25) / 2)
+    assert means[toy.LABEL_NAMES[S]] == pytest.approx(0.375)
+    assert means[toy.LABEL_NAMES[N]] == pytest.approx(0.25)

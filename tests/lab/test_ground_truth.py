@@ -196,3 +196,13 @@ def test_the_shipped_file_is_complete_and_follows_its_selection_rule():
     for right, wrong in zip(second[::2], second[1::2]):
         assert right["correct"] and not wrong["correct"] and right["problem_index"] == wrong["problem_index"]
         assert 0 < right["group_correct"] < settings["group_size"]
+
+
+def test_continuations_are_k_samples_cut_at_eos_and_repeat_with_the_seed(toy_case):
+    model, tokenizer, _, prompt_ids, completion_ids = toy_case
+    prefix = prompt_ids + completion_ids[:3]
+    rows = ground_truth.sample_continuations(model, tokenizer, prefix, k=5, max_new_tokens=6, seed=3)
+    assert len(rows) == 5 and all(len(r) <= 6 and tokenizer.eos_token_id not in r for r in rows)
+    assert rows == ground_truth.sample_continuations(model, tokenizer, prefix, k=5, max_new_tokens=6, seed=3)
+    with pytest.raises(ValueError, match="k >= 1"):
+        ground_truth.sample_continuations(model, tokenizer, prefix, k=0, max_new_tokens=6)

@@ -43,3 +43,70 @@ def test_plot_draws_one_line_per_key_with_smoothing():
     with pytest.raises(ValueError, match="keys is empty"):
         plot_log_history(ax, HISTORY, [])
     plt.close(fig)
+
+
+def _eval_records(method, seed, accuracies, *, wall=1.0):
+    return [{"type": "eval", "method": method, "seed": seed, "step": 10 * i, "wall_time": wall * i,
+             "eval_accuracy": a} for i, a in enumerate(accuracies)]
+
+
+def test_seed_band_is_the_mean_with_the_seeds_min_and_max_cut_to_the_shortest_run():
+    from oar_lite.lab.plots import seed_band
+
+    runs = [_eval_records("oar-g", 0, [0.1, 0.5, 0.9], wall=1.0), _eval_records("oar-g", 1, [0.3, 0.1], wall=3.0),
+            _eval_records("oar-g", 2, [0.2, None], wall=2.0)]  # a missing value is left out of that point
+    x, mean, low, high = seed_band(runs, "wall_time", "eval_accuracy")
+    np.testing.assert_allclose(x, [0.0, 2.0])  # cut to 2 points; wall time averaged over seeds
+    np.testing.assert_allclose(mean, [0.2, 0.3])
+    np.testing.assert_allclose(low, [0.1, 0.1])
+    np.testing.assert_allclose(high, [0.3, 0.5])
+    assert np.all(low <= mean) and np.all(mean <= high)
+    with pytest.raises(ValueError, match="no runs"):
+        seed_band([], "step", "eval_accuracy")
+
+
+def test_plot_curves_draws_a_line_per_method_and_a_band_only_over_several_seeds():
+    from matplotlib.collections import PolyCollection
+
+    from oar_lite.lab.plots import plot_curves
+
+    records = (_eval_records("oar-p", 0, [0.2, 0.6]) + _eval_records("oar-p", 1, [0.4, 0.8])
+               + _eval_records("uniform", 0, [0.1, 0.3])
+               + [{"type": "train", "method": "uniform", "seed": 0, "step": 0, "eval_accuracy": 9.0}])  # not eval
+    fig, ax = plt.subplots()
+    plot_curves(ax, records, target=0.5)
+    lines = ax.get_lines()
+    assert [line.get_label() for line in lines] == ["GRPO (uniform) (1 seed)", "OAR-P (2 seeds)", "target 0.5"]
+    np.testing.assert_allclose(lines[0].get_ydata(), [0.1, 0.3])  # GRPO first, train records ignored
+    np.testing.assert_allclose(lines[1].get_ydata(), [0.3, 0.7])  # the mean over the two seeds
+    np.testing.assert_allclose(lines[2].get_ydata(), [0.5, 0.5])
+    bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    assert len(bands) == 1  # one seed: no band
+    ys = bands[0].get_paths()[0].vertices[:, 1]
+    assert ys.min() == pytest.approx(0.2) and ys.max() == pytest.approx(0.8)  # min and max over the seeds
+    plt.close(fig)
+    fig, ax = plt.subplots()
+    plot_curves(ax, records, methods=["oar-p", "oar-g"])  # chosen order; a method without records is skipped
+    assert [line.get_label() for line in ax.get_lines()] == ["OAR-P (2 seeds)"]
+    plt.close(fig)
+
+
+def test_plot_phase_times_stacks_each_methods_phases_in_its_order():
+    from oar_lite.lab.plots import plot_phase_times
+    from oar_lite.train import PHASES
+
+    times = {"oar-g": {"generate": 1.0, "attribute": 0.5, "update": 2.0},
+             "uniform": {"generate": 1.0, "reward": 0.25, "update": 2.0}}
+    fig, ax = plt.subplots()
+    plot_phase_times(ax, times)
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["GRPO (uniform)", "OAR-G"]
+    containers = ax.containers
+    assert [c.get_label() for c in containers] == list(PHASES)
+    for row, method in enumerate(["uniform", "oar-g"]):
+        left = 0.0
+        for phase, bars in zip(PHASES, containers):
+            bar = bars[row]
+            assert bar.get_x() == pytest.approx(left) and bar.get_width() == pytest.approx(times[method].get(phase, 0.0))
+            left += bar.get_width()
+        assert left == pytest.approx(sum(times[method].values()))  # the bar's end is the step's time
+    plt.close(fig)

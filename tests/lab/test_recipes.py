@@ -7,6 +7,7 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+import copy
 import json
 
 import pytest
@@ -16,15 +17,33 @@ from oar_lite.lab.recipes import RECIPES, lora_adapter, mixed_precision, recipe_
 from oar_lite.trl import OARGRPOTrainer, accuracy_reward
 
 
-def test_recipes_keep_their_settings_and_overrides_win(tmp_path):
-    gpu = recipe_config("gpu", tmp_path, steps=7, device="cpu")
-    assert gpu.max_steps == 7 and gpu.gradient_checkpointing and gpu.mask_truncated_completions
-    assert gpu.oar_batch_size == 16 and gpu.max_completion_length == 256 and gpu.save_steps == 50
-    assert gpu.per_device_train_batch_size * gpu.gradient_accumulation_steps == 4 * 4  # 4 prompts x 4
-    laptop = recipe_config("laptop", tmp_path, steps=3, device="cpu", learning_rate=1e-3, prompts_per_step=2)
-    assert laptop.learning_rate == 1e-3 and laptop.lr_scheduler_type == "constant"
-    assert laptop.per_device_train_batch_size * laptop.gradient_accumulation_steps == 2 * 8
-    assert RECIPES["laptop"]["prompts_per_step"] == 4  # the override did not change the recipe
+SPLIT = ("prompts_per_step", "num_generations", "micro_batch")  # the recipe keys recipe_config turns into batch sizes
+
+
+@pytest.mark.parametrize("recipe", sorted(RECIPES))
+def test_a_recipe_reaches_its_config(recipe, tmp_path):
+    """Every setting of the recipe arrives in the `OARConfig`; a step samples prompts x generations
+    completions, whatever the micro-batch."""
+    config = recipe_config(recipe, tmp_path, steps=7, device="cpu")
+    settings = RECIPES[recipe]
+    assert config.max_steps == 7 and config.output_dir == str(tmp_path)
+    assert {k: getattr(config, k) for k in settings if k not in SPLIT} == {k: v for k, v in settings.items()
+                                                                          if k not in SPLIT}
+    assert config.num_generations == settings["num_generations"]
+    assert config.per_device_train_batch_size == settings["micro_batch"]
+    assert (config.per_device_train_batch_size * config.gradient_accumulation_steps
+            == settings["prompts_per_step"] * settings["num_generations"])
+
+
+def test_overrides_win_without_changing_the_recipes(tmp_path):
+    before = copy.deepcopy(RECIPES)
+    config = recipe_config("laptop", tmp_path, steps=3, device="cpu", learning_rate=1e-3, prompts_per_step=2,
+                           num_generations=4, micro_batch=4, save_steps=1)
+    assert config.learning_rate == 1e-3 and config.save_steps == 1
+    assert config.num_generations == 4 and config.per_device_train_batch_size == 4
+    assert config.per_device_train_batch_size * config.gradient_accumulation_steps == 2 * 4
+    assert RECIPES == before  # the next caller gets the recipe as declared
+    assert recipe_config("laptop", tmp_path, steps=3, device="cpu").learning_rate == RECIPES["laptop"]["learning_rate"]
     with pytest.raises(ValueError, match="unknown recipe"):
         recipe_config("cluster", tmp_path, steps=1)
     with pytest.raises(ValueError, match="multiple of micro_batch"):
@@ -39,8 +58,10 @@ def test_mixed_precision_per_device():
 
 
 def test_lora_adapter():
-    adapter = lora_adapter(8)
-    assert (adapter.r, adapter.lora_alpha, adapter.target_modules) == (8, 16, "all-linear")
+    for rank in (4, 8):  # the rank asked for, on every linear layer, the same scaling (alpha / rank) at any rank
+        adapter = lora_adapter(rank)
+        assert adapter.r == rank and adapter.target_modules == "all-linear"
+        assert adapter.lora_alpha / rank == lora_adapter(1).lora_alpha
     with pytest.raises(ValueError, match="rank"):
         lora_adapter(0)
 
@@ -91,3 +112,30 @@ def test_recipe_config_lets_an_override_replace_its_own_defaults(tmp_path):
     config = recipe_config("laptop", str(tmp_path), steps=1, device="cpu", save_strategy="no", logging_steps=2)
     assert config.save_strategy == "no" and config.logging_steps == 2
     assert recipe_config("laptop", str(tmp_path), steps=1, device="cpu").save_strategy == "steps"
+
+
+def test_laptop_recipe_trains_smollm2_on_the_cpu(tmp_path):
+    """What the laptop recipe promises, SmolLM2-135M with LoRA on a CPU, cut to one small step:
+    the step runs, logs the reward and the attribution's time, and moves the adapter (a reward
+    that differs within each group, so the advantages are not all zero)."""
+    from datasets import Dataset
+
+    from oar_lite.course.models import load_smollm2
+    from oar_lite.course.problems import dataset_rows, heldout_split
+
+    def alternating(completions, **kwargs):
+        return [float(i % 2) for i in range(len(completions))]
+
+    torch.set_num_threads(1)
+    model, tokenizer = load_smollm2()
+    train, _ = heldout_split(per_template=2, train_size=8)
+    config = recipe_config("laptop", tmp_path, steps=1, device="cpu", prompts_per_step=1, num_generations=2,
+                           micro_batch=2, max_completion_length=12, save_strategy="no", disable_tqdm=True)
+    trainer = OARGRPOTrainer(model=model, reward_funcs=alternating, args=config,
+                             train_dataset=Dataset.from_list(dataset_rows(train)), processing_class=tokenizer,
+                             peft_config=lora_adapter(4))
+    adapter = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+    trainer.train()
+    assert [h["step"] for h in trainer.state.log_history if "reward" in h] == [1]
+    moved = [n for n, p in trainer.model.named_parameters() if p.requires_grad and not torch.equal(p, adapter[n])]
+    assert moved, "one step of the laptop recipe left the LoRA adapter as it was"
