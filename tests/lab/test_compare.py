@@ -5,6 +5,7 @@ import json
 import pytest
 from conftest import old_flat_form
 
+from oar_lite.attribution import CreditConfig
 from oar_lite.lab import compare
 from oar_lite.__main__ import main
 from oar_lite.checkpoint import read_jsonl
@@ -192,10 +193,13 @@ def test_a_run_folder_without_its_settings_is_refused(tmp_path):
 def test_profiles_are_train_config_presets():
     for name, profile in compare.PROFILES.items():
         assert isinstance(profile.config, TrainConfig) and profile.seeds and 0 < profile.target <= 1, name
-    credit = compare.PROFILES["credit"].config.credit
-    assert credit.boost == 9.0 and credit.method == "uniform"
+    credit = compare.PROFILES["credit"]
     run = compare.run_config("oar-p:answer_mean", 3, compare.PROFILES["tiny"].config)
     assert (run.credit.method, run.seed, run.steps) == ("oar-p:answer_mean", 3, compare.PROFILES["tiny"].config.steps)
+    # The credit regime's boost goes to the methods that reshape, not to plain GRPO, which takes none.
+    assert compare.run_config("oracle", 0, credit.config, credit.credit).credit.boost == 9.0
+    assert compare.run_config("uniform", 0, credit.config, credit.credit).credit == CreditConfig("uniform")
+    assert run.credit.batch_size == 64  # training's OAR-P batch size (TRAINING_CREDIT)
 
 
 def test_compare_refuses_an_unknown_override_before_writing(tmp_path):
