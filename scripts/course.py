@@ -704,16 +704,16 @@ def check_site(out: Path = SITE) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("student")
-    check = sub.add_parser("check-student")
+    sub.add_parser("student", allow_abbrev=False)
+    check = sub.add_parser("check-student", allow_abbrev=False)
     check.add_argument("--only", nargs="*", help="notebook name prefixes, e.g. 00 03")
-    graded = sub.add_parser("grade")
+    graded = sub.add_parser("grade", allow_abbrev=False)
     graded.add_argument("submissions", type=Path)
-    sub.add_parser("check-grade")
-    sub.add_parser("site")
-    sub.add_parser("check-site")
+    sub.add_parser("check-grade", allow_abbrev=False)
+    sub.add_parser("site", allow_abbrev=False)
+    sub.add_parser("check-site", allow_abbrev=False)
     args = parser.parse_args(argv)
     if args.command == "student":
         student()
