@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from ..attribution import PLAIN_GRPO
 from . import ground_truth, lora_learning, regime
 from .report import markdown_table
 from .stats import intervals_overlap, rank_agreement
@@ -420,13 +421,13 @@ def learning_findings(log: dict | None = None) -> dict:
     its paired difference from GRPO, the step cost and how uniform its weights were."""
     log = lora_learning.load_log() if log is None else log
     methods = sorted({r["method"] for r in log["runs"]}, key=list(lora_learning.METHOD_NAMES).index)
-    grpo_seeds = [r["seed"] for r in lora_learning.runs_of(log, "none")]
+    grpo_seeds = [r["seed"] for r in lora_learning.runs_of(log, PLAIN_GRPO)]
     screened = [s for s in grpo_seeds if s in log.get("screened_seeds", [])]
-    out = {"name": log["name"], "grpo": {d: lora_learning.heldout_change(log, "none", decoding=d) for d in ("greedy", "t1")},
-           "steps": lora_learning.runs_of(log, "none")[0]["settings"]["steps"], "screened_seeds": screened}
+    out = {"name": log["name"], "grpo": {d: lora_learning.heldout_change(log, PLAIN_GRPO, decoding=d) for d in ("greedy", "t1")},
+           "steps": lora_learning.runs_of(log, PLAIN_GRPO)[0]["settings"]["steps"], "screened_seeds": screened}
     fresh = [s for s in grpo_seeds if s not in screened]
     if screened and fresh:
-        out["grpo_unscreened"] = {d: lora_learning.heldout_change(log, "none", decoding=d, seeds=fresh)
+        out["grpo_unscreened"] = {d: lora_learning.heldout_change(log, PLAIN_GRPO, decoding=d, seeds=fresh)
                                   for d in ("greedy", "t1")}
     out["methods"] = {}
     for m in methods[1:]:
@@ -435,7 +436,7 @@ def learning_findings(log: dict | None = None) -> dict:
         mean = lambda xs: float(sum(xs) / len(xs))  # metric_curve raises when a metric was never logged
         cost = lora_learning.cost_ratio(log, m)
         out["methods"][m] = {"gain": lora_learning.heldout_change(log, m),
-                             "paired": {d: lora_learning.heldout_change(log, m, decoding=d, against="none")
+                             "paired": {d: lora_learning.heldout_change(log, m, decoding=d, against=PLAIN_GRPO)
                                         for d in ("greedy", "t1")},
                              "cost": cost and cost["mean"], "cost_clock": cost and cost["clock"],
                              "cost_seeds": sorted(cost["per_seed"]) if cost else [],
