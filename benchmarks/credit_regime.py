@@ -58,7 +58,7 @@ def main(argv=None) -> dict | str:
     t0 = time.time()
     overrides = {k: v for k, v in cli.changed_settings(args, cli.run_settings()).items() if k != "steps"}
     summary = cmp.compare(args.methods, args.seeds, steps=args.steps, out=out, profile=args.profile,
-                          target=args.target, jobs=args.jobs or 1, threads=args.threads, model_dir=args.model,
+                          target=args.target, jobs=cmp.RUN_OPTIONS["jobs"].default if args.jobs is None else args.jobs, threads=args.threads, model_dir=args.model,
                           overrides=overrides, digits=args.digits[0] if args.digits and len(args.digits) == 1
                           else args.digits, progress=False, command=command)
     records = cmp.load_records(out)

@@ -38,7 +38,7 @@ def profile_defaults() -> dict[str, str]:
         return {**asdict(CreditConfig()), **TRAINING_CREDIT, **profile.credit}[name]
 
     out = {name: said(lambda p, name=name: value(p, name)) for name in cli.run_settings()}
-    return {**out, "target": said(lambda p: p.target), "jobs": "2 (one per core, at most 2)"}
+    return {**out, "target": said(lambda p: p.target), "jobs": f"{compare.CLI_JOBS} (one per core, at most 2)"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -136,8 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         parser.error(str(err).replace("credit setting(s) ", "flag(s) for the credit setting(s) "))
     summary = compare.compare(args.methods, args.seeds, steps=args.steps, out=args.out, profile=profile, target=args.target,
-                      jobs=min(2, os.cpu_count() or 1) if args.jobs is None else args.jobs,
-                      threads=1 if args.threads is None else args.threads, model_dir=args.model, overrides=overrides,
+                      jobs=compare.CLI_JOBS if args.jobs is None else args.jobs,
+                      threads=compare.RUN_OPTIONS["threads"].default if args.threads is None else args.threads, model_dir=args.model, overrides=overrides,
                       digits=digits, progress=not args.quiet, command="python -m oar_lite " + shlex.join(argv))
     print(terminal_summary(summary) if args.command == "demo" else "\n".join(verdict(summary)))
     print(f"wrote {args.out}/compare.md (full tables), compare.png, compare.jsonl")

@@ -82,6 +82,9 @@ RUN_OPTIONS = {
     "threads": Setting(1, "Torch threads per run (None: torch's setting).", dict(integer=True, low=1, optional=True)),
 }
 """`compare`'s own settings, beside the runs' `TrainConfig` (the command line's flags read them)."""
+CLI_JOBS = min(2, os.cpu_count() or 1)
+"""``python -m oar_lite compare``'s default ``--jobs``: one run per core, at most 2. Called from
+Python, `compare` trains in its own process (``RUN_OPTIONS["jobs"]``, 1)."""
 RUN_SET = ("method", "seed", "progress")
 """Run settings `compare` sets itself (``methods``, ``seeds``, ``progress``): ``overrides`` may not."""
 
@@ -148,8 +151,8 @@ def compare(
     out: str | os.PathLike = "results",
     profile: str = "default",
     target: float | None = None,
-    jobs: int = 1,
-    threads: int | None = 1,
+    jobs: int = RUN_OPTIONS["jobs"].default,
+    threads: int | None = RUN_OPTIONS["threads"].default,
     model_dir: str | os.PathLike | None = None,
     overrides: dict | None = None,
     digits: int | Sequence[int] | None = None,
@@ -168,8 +171,9 @@ def compare(
         jobs: runs trained at the same time (separate processes); 1 trains in this process.
         threads: torch threads per run (None: torch's setting).
         model_dir: a toy model folder other than the shipped one.
-        overrides: settings to change by name (`with_overrides`), e.g. ``{"boost": 2.0}``;
-            not those `compare` sets itself (`RUN_SET`, and ``steps`` when ``steps`` is given).
+        overrides: settings to change by name (`with_overrides`), e.g. ``{"boost": 2.0}``; a
+            credit setting goes to the methods that take it, and one that none of ``methods``
+            takes is a ValueError (`oar_lite.attribution.for_methods`); not those `compare` sets itself (`RUN_SET`, and ``steps`` when ``steps`` is given).
         digits: train and evaluate on problems with this many digits (see `toy_task`).
         progress: progress bars.
         command: the command line, recorded in ``compare.md``.
