@@ -19,7 +19,13 @@ from oar_lite.trl import OARGRPOTrainer, accuracy_reward
 def test_recipes_keep_their_settings_and_overrides_win(tmp_path):
     gpu = recipe_config("gpu", tmp_path, steps=7, device="cpu")
     assert gpu.max_steps == 7 and gpu.gradient_checkpointing and gpu.mask_truncated_completions
-    assert gpu.oar_batch_size == 16 and gpu.max_completion_length == 256 and gpu.save_steps == 50
+    assert gpu.max_completion_length == 256 and gpu.save_steps == 50
+    # The recipe's OAR-P batch size goes to OAR-P; OAR-G (the default method) does not take it.
+    assert recipe_config("gpu", tmp_path, steps=7, device="cpu", oar_method="oar-p").oar_batch_size == 16
+    assert gpu.oar_batch_size == 64 and gpu.oar_credit.scorer_options() == {"noise_std": 1e-3}
+    with pytest.raises(ValueError, match=r"oar_batch_size=16, which oar_method='oar-g:answer_mean'|oar_batch_size=16, "
+                                         r"which oar_method='oar-g' does not take"):
+        recipe_config("gpu", tmp_path, steps=7, device="cpu", oar_batch_size=16)  # an override is not dropped
     assert gpu.per_device_train_batch_size * gpu.gradient_accumulation_steps == 4 * 4  # 4 prompts x 4
     laptop = recipe_config("laptop", tmp_path, steps=3, device="cpu", learning_rate=1e-3, prompts_per_step=2)
     assert laptop.learning_rate == 1e-3 and laptop.lr_scheduler_type == "constant"
