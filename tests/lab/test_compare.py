@@ -206,7 +206,9 @@ def test_compare_refuses_an_unknown_override_before_writing(tmp_path):
     with pytest.raises(ValueError, match=r"unknown TrainConfig setting\(s\) \['prompts'\]"):
         compare.compare(["uniform"], profile="tiny", out=tmp_path / "out", overrides={"prompts": 4}, progress=False)
     with pytest.raises(ValueError, match=r"CreditConfig\.boost=-1"):
-        compare.compare(["uniform"], profile="tiny", out=tmp_path / "out", overrides={"boost": -1}, progress=False)
+        compare.compare(["oar-g"], profile="tiny", out=tmp_path / "out", overrides={"boost": -1}, progress=False)
+    with pytest.raises(ValueError, match=r"\['boost'\] are taken by none of the methods \['uniform'\]"):
+        compare.compare(["uniform"], profile="tiny", out=tmp_path / "out", overrides={"boost": 2}, progress=False)
     assert not (tmp_path / "out").exists()
 
 
@@ -223,12 +225,14 @@ def test_a_run_recorded_in_either_form_is_reused(tmp_path, form):
     if form == "old flat":
         saved["config"] = old_flat_form(config)
         del saved["config"]["attribution_token_budget"]
+        saved["config"]["attribution_batch_size"] = 64  # older files give every method OAR-P's batch size
     else:
         saved["config"] = dataclasses.asdict(config)
+        saved["config"]["credit"]["batch_size"] = 64
     (run / "run.json").write_text(json.dumps(saved))
     checkpoint = (run / "checkpoint.pt").read_bytes()
     assert main(tiny) == 0
     assert (run / "checkpoint.pt").read_bytes() == checkpoint  # read back, not trained again
     (run / "run.json").write_text(json.dumps(saved))
-    with pytest.raises(ValueError, match=r"boost=1.0 \(now 2.0\)"):
-        main(tiny + ["--boost", "2"])
+    with pytest.raises(ValueError, match=r"learning_rate=0.0001 \(now 0.001\)"):
+        main(tiny + ["--learning-rate", "0.001"])
