@@ -79,7 +79,7 @@ def test_step_cost_reads_only_the_pairs_that_ran_side_by_side():
     assert ll.cost_ratio({"runs": runs, "cost_seeds": [1]}, "oar-g", seeds=[0])["per_seed"] == {0: 3.0}
     with pytest.raises(ValueError, match=r"no seed has both a oar-g and a uniform run to time among \[5\]"):
         ll.cost_ratio({"runs": runs}, "oar-g", seeds=[5])
-    with pytest.raises(ValueError, match=r"seeds \[5\] were asked for but have no oar-g and none pair"):
+    with pytest.raises(ValueError, match=r"seeds \[5\] were asked for but have no oar-g and uniform pair"):
         ll.cost_ratio({"runs": runs, "cost_seeds": [1, 5]}, "oar-g")
 
 
