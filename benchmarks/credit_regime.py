@@ -63,7 +63,7 @@ def main(argv=None) -> dict | str:
     if args.optimizer is not None:
         overrides["optimizer"] = args.optimizer
     summary = cmp.compare(args.methods, args.seeds, steps=args.steps, out=out, profile=args.profile,
-                          target=args.target, jobs=args.jobs or 1, threads=args.threads, model_dir=args.model,
+                          target=args.target, jobs=cmp.RUN_OPTIONS["jobs"].default if args.jobs is None else args.jobs, threads=args.threads, model_dir=args.model,
                           overrides=overrides, digits=args.digits[0] if args.digits and len(args.digits) == 1
                           else args.digits, progress=False, command=command)
     records = cmp.load_records(out)

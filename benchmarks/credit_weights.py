@@ -45,7 +45,8 @@ def main(argv=None) -> dict:
 
     from oar_lite.lab import compare
     from oar_lite.course import oracle, toy
-    from oar_lite.attribution import CreditConfig, token_weights
+    from oar_lite.attribution import for_methods, token_weights
+    from oar_lite.train import TRAINING_CREDIT
     from oar_lite.lab.credit import roc_auc
     from oar_lite.grpo import group_advantages
     from oar_lite.reshape import weight_uniformity
@@ -61,7 +62,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--prompts", type=int, default=2)
     ap.add_argument("--group-size", type=int, default=4)
     ap.add_argument("--seed", type=int, default=1000, help="batches drawn as training step b of a run seeded so")
-    ap.add_argument("--boost", type=float, default=9.0)
+    ap.add_argument("--boost", type=float, default=oracle.ORACLE_BOOST,
+                    help="the reshaping's boost, for the methods that reshape (default: the oracle's, 0.1 elsewhere)")
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
     args = ap.parse_args(argv)
     _, report = common.start(args, "credit_weights", argv, name=args.name, settings={
@@ -70,7 +72,7 @@ def main(argv=None) -> dict:
     model, tok = toy.load_model(args.model)
     task = compare.toy_task()
     cap = toy.max_new_tokens(4, scratch=args.scratch)
-    credit = {m: CreditConfig(m, boost=args.boost, batch_size=64) for m in args.methods}
+    credit = for_methods(args.methods, {"boost": args.boost}, defaults=TRAINING_CREDIT)
     found = {m: {"scores": [], "weights": [], "irrelevant": []} for m in args.methods}
     t0 = time.process_time()
     for b in range(args.batches):

@@ -151,7 +151,7 @@ class Setting:
     def __post_init__(self):
         if self.model not in MODELS:
             raise ValueError(f"unknown model {self.model!r}; expected one of {sorted(MODELS)}")
-        if self.method not in ("none", "oar-g", "oar-p"):
+        if self.method not in ("uniform", "oar-g", "oar-p"):
             raise ValueError(f"method={self.method!r}; expected 'none', 'oar-g' or 'oar-p'")
         for name in ("lora_rank", "prompts_per_step", "num_generations", "micro_batch", "completion_length",
                      "prompt_length", "oar_batch_size", "token_budget", "weight_bytes", "activation_bytes"):
@@ -186,7 +186,7 @@ def estimate(setting: Setting, gpu: GPU = T4) -> dict[str, float]:
     n, flops_per_second = m.parameters, gpu.half_flops * gpu.efficiency
     decode = s.completion_length * (n * s.weight_bytes / gpu.bandwidth + m.layers * gpu.launch_per_layer)
     update = 6 * n * rows * length / flops_per_second
-    scoring = {"none": 0.0,
+    scoring = {"uniform": 0.0,
                "oar-g": 6 * n * rows * C / flops_per_second,
                "oar-p": 2 * n * rows * (s.completion_length ** 2 / 2) / flops_per_second}[s.method]
     parts["seconds"] = decode + update + scoring
@@ -199,7 +199,7 @@ def oar_p_copies(setting: Setting) -> int:
     return max(1, min(setting.oar_batch_size, setting.token_budget // setting.completion_length))
 
 
-SETTINGS = [Setting(model, method) for model in MODELS for method in ("none", "oar-g", "oar-p")]
+SETTINGS = [Setting(model, method) for model in MODELS for method in ("uniform", "oar-g", "oar-p")]
 """The table's rows: each model of notebook 07's GPU section (and the offline stand-in) with each method,
 at the GPU profile's sizes."""
 
@@ -328,7 +328,7 @@ def main(argv=None) -> int:
     t.add_argument("--write", type=Path, help="write the page (docs/gpu.md) instead of printing the table")
     m = sub.add_parser("measure", help="train the GPU recipe a few steps per method on CUDA")
     m.add_argument("--model", default="smollm2", help="smollm2 (offline) or a hub id of MODELS")
-    m.add_argument("--methods", nargs="+", default=["none", "oar-g", "oar-p"])
+    m.add_argument("--methods", nargs="+", default=["uniform", "oar-g", "oar-p"])
     m.add_argument("--steps", type=int, default=4)
     m.add_argument("--lora-rank", type=int, default=16)
     m.add_argument("--out", type=Path, required=True)

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from benchmarks import common
+from oar_lite.course.oracle import ORACLE_BOOST
 from oar_lite.lab.regime import RESULTS_DIR
 
 # Weightings of the same rollouts. The oracle's binary scores become weights 1 + boost
@@ -27,11 +28,11 @@ from oar_lite.lab.regime import RESULTS_DIR
 WEIGHTINGS = {
     "uniform": "uniform",
     "oracle": "oracle",
-    "oracle (0.1 elsewhere)": ("oracle", {"boost": 9.0}),
+    "oracle (0.1 elsewhere)": ("oracle", {"boost": ORACLE_BOOST}),
     "oracle (only wrong tokens)": ("oracle", {"boost": 1e6}),
-    "shuffled oracle (0.1 elsewhere)": ("shuffled:oracle", {"boost": 9.0}),
-    "inverted oracle (0.1 elsewhere)": ("inverted:oracle", {"boost": 9.0}),
-    "oracle-pivotal (0.1 elsewhere)": ("oracle-pivotal", {"boost": 9.0}),
+    "shuffled oracle (0.1 elsewhere)": ("shuffled:oracle", {"boost": ORACLE_BOOST}),
+    "inverted oracle (0.1 elsewhere)": ("inverted:oracle", {"boost": ORACLE_BOOST}),
+    "oracle-pivotal (0.1 elsewhere)": ("oracle-pivotal", {"boost": ORACLE_BOOST}),
     "OAR-P answer_mean": "oar-p:answer_mean",
     "OAR-G answer_mean": "oar-g:answer_mean",
     "entropy": "entropy",

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from benchmarks import common
+from oar_lite.course.oracle import ORACLE_BOOST
 from oar_lite.lab.regime import RESULTS_DIR
 
 OUT = RESULTS_DIR / "noise_share.json"
@@ -38,11 +39,11 @@ OUT = RESULTS_DIR / "noise_share.json"
 # Credit weightings of the same batches (``--weightings``), as benchmarks/gradient_quality.py
 # names them; boost 9 is the regime's "0.1 elsewhere".
 WEIGHTINGS = {
-    "oracle-relevant": ("oracle-relevant", {"boost": 9.0}),
-    "oracle": ("oracle", {"boost": 9.0}),
-    "inverted:oracle-relevant": ("inverted:oracle-relevant", {"boost": 9.0}),
-    "oar-p:last": ("oar-p:last", {"boost": 9.0}),
-    "oar-g:answer_mean": ("oar-g:answer_mean", {"boost": 9.0}),
+    "oracle-relevant": ("oracle-relevant", {"boost": ORACLE_BOOST}),
+    "oracle": ("oracle", {"boost": ORACLE_BOOST}),
+    "inverted:oracle-relevant": ("inverted:oracle-relevant", {"boost": ORACLE_BOOST}),
+    "oar-p:last": ("oar-p:last", {"boost": ORACLE_BOOST}),
+    "oar-g:answer_mean": ("oar-g:answer_mean", {"boost": ORACLE_BOOST}),
 }
 
 

@@ -1,5 +1,5 @@
 """Does a real LM learn on a laptop? SmolLM2-135M-Instruct + LoRA through `OARGRPOTrainer`
-(TRL, peft) on the one-step word problems, GRPO (``--method none``) against OAR, with the
+(TRL, peft) on the one-step word problems, GRPO (``--method uniform``; the shipped logs record its old name, ``none``) against OAR, with the
 policy's accuracy on held-out problems measured before, along and after training.
 Results: benchmarks/RESULTS.md, "SmolLM2 learns"; the logs ship in
 ``oar_lite/lab/data/smollm2_learning/`` (notebook 07 plots them).
@@ -7,7 +7,7 @@ Results: benchmarks/RESULTS.md, "SmolLM2 learns"; the logs ship in
 One run per call (resumable: a run killed mid-way continues from its last checkpoint), then
 ``collect`` gathers the finished runs into the shipped JSON::
 
-    python -m benchmarks.smollm2_learning run --method none --seed 1 --learning-rate 3e-4 --steps 30
+    python -m benchmarks.smollm2_learning run --method uniform --seed 1 --learning-rate 3e-4 --steps 30
     python -m benchmarks.smollm2_learning collect --name main results/smollm2-learning/*
 
 The problems: the four one-step templates of `oar_lite.course.problems` (SmolLM2 answers about a
@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 
 from benchmarks import common
+from oar_lite.attribution import OLD_NAMES, PLAIN_GRPO
 
 OUT = Path("results/smollm2-learning")
 SHIPPED = Path(__file__).resolve().parent.parent / "oar_lite" / "data" / "smollm2_learning"
@@ -141,9 +142,10 @@ def collect(args) -> Path:
                      "machine": meta["machine"], "settings": meta["settings"], "trl_config": meta["trl_config"],
                      "log": meta["log"], "heldout": sorted(evals, key=lambda r: (r["step"], r["decoding"]))})
     unknown = sorted(set(args.untimed) - {r["method"] for r in runs})
-    if unknown or "none" in args.untimed:
-        raise SystemExit(f"--untimed {unknown or ['none']}: expected methods of the collected runs other than GRPO's "
-                         f"'none' ({sorted({r['method'] for r in runs} - {'none'})})")
+    grpo = {"none", PLAIN_GRPO}  # runs record plain GRPO as 'none' (before it was named 'uniform') or 'uniform'
+    if unknown or grpo & set(args.untimed):
+        raise SystemExit(f"--untimed {unknown or sorted(grpo & set(args.untimed))}: expected methods of the collected "
+                         f"runs other than GRPO's ({sorted({r['method'] for r in runs} - grpo)})")
     path = args.json or SHIPPED / f"{args.name}.json"
     common.write_json({"name": args.name, "note": args.note, "screened_seeds": args.screened_seeds,
                        **({"cost_seeds": args.cost_seeds} if args.cost_seeds else {}),
@@ -152,24 +154,43 @@ def collect(args) -> Path:
     return path
 
 
+RECIPE_FLAGS = {"learning_rate": "learning_rate", "prompts": "prompts_per_step", "group_size": "num_generations",
+                "micro_batch": "micro_batch", "max_completion_length": "max_completion_length", "save_steps": "save_steps"}
+"""``run``'s flags that default to the laptop recipe's setting: flag dest -> `RECIPES` key."""
+
+
+def _method(text: str) -> str:
+    """A method `OARConfig` takes; the old name of plain GRPO is refused, naming the new one."""
+    if text in OLD_NAMES:
+        raise argparse.ArgumentTypeError(f"{text!r} is the old name of {OLD_NAMES[text]!r} (plain GRPO); "
+                                         f"write --method {OLD_NAMES[text]}")
+    return text
+
+
 def main(argv=None):
+    from oar_lite.lab.recipes import RECIPES
+
+    laptop = RECIPES["laptop"]
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
     sub = ap.add_subparsers(required=True)
     r = sub.add_parser("run", help="train one run (resumes from its last checkpoint)", allow_abbrev=False)
-    r.add_argument("--method", default="none", help="none (GRPO) | oar-g | oar-p | a scorer name")
+    r.add_argument("--method", default=PLAIN_GRPO, type=_method,
+                   help=f"{PLAIN_GRPO} (GRPO; the shipped logs record it as 'none') | oar-g | oar-p | a scorer name")
     r.add_argument("--seed", type=int, default=1)
-    r.add_argument("--learning-rate", type=float, default=3e-4, help="the recipe's is the screen's pick")
+    # The laptop recipe's settings (oar_lite.lab.recipes.RECIPES, declared there once): None takes the recipe's.
+    for flag, key, help_ in (("--learning-rate", "learning_rate", "the recipe's is the screen's pick"),
+                             ("--prompts", "prompts_per_step", "prompts per step"),
+                             ("--group-size", "num_generations", "completions per prompt"),
+                             ("--micro-batch", "micro_batch", "rows per forward/backward (memory)"),
+                             ("--max-completion-length", "max_completion_length", "tokens per completion"),
+                             ("--save-steps", "save_steps", "checkpoint every this many steps")):
+        r.add_argument(flag, type=type(laptop[key]), default=None, help=f"{help_} (default: the recipe's, {laptop[key]:g})")
     r.add_argument("--steps", type=int, default=30)
     r.add_argument("--eval-at", type=int, nargs="+", default=[0, 10, 20, 30], help="optimizer steps to measure at")
-    r.add_argument("--prompts", type=int, default=4, help="prompts per step")
-    r.add_argument("--group-size", type=int, default=8, help="completions per prompt")
-    r.add_argument("--micro-batch", type=int, default=8, help="rows per forward/backward (memory)")
-    r.add_argument("--max-completion-length", type=int, default=64)
     r.add_argument("--lora-rank", type=int, default=16)
     r.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
                    help="bfloat16 autocast for the update (default: where the CPU has it natively; "
                         "sampling and scoring stay float32)")
-    r.add_argument("--save-steps", type=int, default=5)
     r.add_argument("--threads", type=int, default=1)
     r.add_argument("--out", type=Path, default=OUT)
     r.set_defaults(func=run)
@@ -189,6 +210,9 @@ def main(argv=None):
     c.set_defaults(func=collect)
     args = ap.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else argv
+    for name, key in RECIPE_FLAGS.items():
+        if getattr(args, name, 0) is None:
+            setattr(args, name, laptop[key])
     if getattr(args, "prompts", 1) * getattr(args, "group_size", 1) % getattr(args, "micro_batch", 1):
         ap.error("--prompts x --group-size must be a multiple of --micro-batch")
     return args.func(args)

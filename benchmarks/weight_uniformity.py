@@ -22,15 +22,16 @@ METHODS = ("oar-g:answer_mean", "oar-p:last", "oar-p:answer_mean")
 
 
 def settings(name: str):
-    """``(model name, TrainConfig without method and seed, Task)`` of a setting: the toy
-    comparison's defaults (8 x 8, boost 1), the credit regime's (2 x 4, boost 9), and SmolLM2
+    """``(model name, TrainConfig without method and seed, its credit settings, Task)`` of a
+    setting: the toy comparison's defaults (8 x 8, boost 1), the credit regime's (2 x 4, boost 9:
+    the profile's credit settings, `compare.run_config` passes them on), and SmolLM2
     + LoRA with the laptop recipe's batch (4 x 8, 64 tokens) on the one-step word problems."""
     from oar_lite.lab import compare
 
     if name in ("toy default", "toy credit"):
         profile = compare.PROFILES["default" if name == "toy default" else "credit"]
         config = dataclasses.replace(profile.config, eval_every=0, checkpoint_every=0)
-        return "toy", config, compare.toy_task(eval_size=1)
+        return "toy", config, profile.credit, compare.toy_task(eval_size=1)
     from oar_lite.lab.recipes import RECIPES
 
     laptop = RECIPES["laptop"]
@@ -38,7 +39,7 @@ def settings(name: str):
                                  group_size=laptop["num_generations"], max_new_tokens=laptop["max_completion_length"],
                                  learning_rate=laptop["learning_rate"], lora=True, lora_rank=16, lora_alpha=32,
                                  micro_batch_size=laptop["micro_batch"], eval_every=0, checkpoint_every=0)
-    return "smollm2", config, None
+    return "smollm2", config, {}, None
 
 
 def _task(tokenizer):
@@ -82,12 +83,13 @@ def main(argv=None) -> dict:
     _, report = common.start(args, "weight_uniformity", argv)
     report["results"] = {}
     for name in args.settings:
-        model_name, config, task = settings(name)
+        model_name, config, credit, task = settings(name)
         steps = args.smollm2_steps if model_name == "smollm2" else args.steps
         for method in args.methods:
             model, tokenizer = common.load(model_name, common.setup(args.threads, "cpu"))
             task = task or _task(tokenizer)
-            run = dataclasses.replace(run_config(method, args.seed, config), steps=steps, progress=not args.no_progress)
+            run = dataclasses.replace(run_config(method, args.seed, config, credit), steps=steps,
+                                      progress=not args.no_progress)
             _, records = train(model, tokenizer, task, run)
             steps_ = [r for r in records if r["type"] == "train"]
             report["results"].setdefault(name, {})[method] = {

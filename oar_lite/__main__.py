@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import asdict
 import shlex
 import sys
 
@@ -21,7 +22,8 @@ from .lab import cli, compare
 from .course import toy
 from .checks import settings_of
 from .lab.report import terminal_summary, verdict
-from .train import TrainConfig
+from .attribution import CreditConfig, for_methods
+from .train import TRAINING_CREDIT, TrainConfig
 
 
 def profile_defaults() -> dict[str, str]:
@@ -31,10 +33,12 @@ def profile_defaults() -> dict[str, str]:
         return ", ".join(f"{p} {v}" for p, v in values.items()) if len(set(values.values())) > 1 else values["default"]
 
     def value(profile, name):
-        return getattr(profile.config if name in settings_of(TrainConfig) else profile.config.credit, name)
+        if name in settings_of(TrainConfig):
+            return getattr(profile.config, name)
+        return {**asdict(CreditConfig()), **TRAINING_CREDIT, **profile.credit}[name]
 
     out = {name: said(lambda p, name=name: value(p, name)) for name in cli.run_settings()}
-    return {**out, "target": said(lambda p: p.target), "jobs": "2 (one per core, at most 2)"}
+    return {**out, "target": said(lambda p: p.target), "jobs": f"{compare.CLI_JOBS} (one per core, at most 2)"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -127,9 +131,13 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as err:
             parser.error(f"--digits {' '.join(map(str, args.digits))}: {err}")
     overrides = {k: v for k, v in cli.changed_settings(args, cli.run_settings()).items() if k != "steps"}
+    try:  # a credit flag is passed to the methods that take it; one that none of them takes is refused
+        for_methods(args.methods, {k: v for k, v in overrides.items() if k in asdict(CreditConfig())})
+    except ValueError as err:
+        parser.error(str(err).replace("credit setting(s) ", "flag(s) for the credit setting(s) "))
     summary = compare.compare(args.methods, args.seeds, steps=args.steps, out=args.out, profile=profile, target=args.target,
-                      jobs=min(2, os.cpu_count() or 1) if args.jobs is None else args.jobs,
-                      threads=1 if args.threads is None else args.threads, model_dir=args.model, overrides=overrides,
+                      jobs=compare.CLI_JOBS if args.jobs is None else args.jobs,
+                      threads=compare.RUN_OPTIONS["threads"].default if args.threads is None else args.threads, model_dir=args.model, overrides=overrides,
                       digits=digits, progress=not args.quiet, command="python -m oar_lite " + shlex.join(argv))
     print(terminal_summary(summary) if args.command == "demo" else "\n".join(verdict(summary)))
     print(f"wrote {args.out}/compare.md (full tables), compare.png, compare.jsonl")

@@ -15,7 +15,7 @@ from typing import Iterator
 
 import torch
 
-from .attribution import CREDIT_FIELDS
+from .attribution import CREDIT_FIELDS, credit_settings
 from .checks import settings_of
 from .seeding import rng_state, set_rng_state
 
@@ -108,6 +108,13 @@ def config_changes(saved: dict, config) -> dict[str, tuple]:
         return {**{k: v for k, v in data.items() if k != "credit"}, **{f"credit.{k}": v for k, v in data["credit"].items()}}
 
     old, now = flat(saved), flat(_jsonable(dataclasses.asdict(config)))
+    # A credit setting the method does not take never acted (older files record one for every method).
+    try:
+        unused = {f"credit.{k}" for k in CREDIT_FIELDS if k != "method" and k not in credit_settings(config.credit.method)}
+    except ValueError:
+        unused = set()
+    if old.get("credit.method") == now["credit.method"]:
+        old, now = ({k: v for k, v in d.items() if k not in unused} for d in (old, now))
     # A setting added after ``saved`` was written ran at its default then.
     default = flat(_jsonable(dataclasses.asdict(type(config)())))
     return {k: (old.get(k), v) for k, v in now.items() if old.get(k, default.get(k)) != v}

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .attribution import CreditConfig, token_weights, uses_sampled_cache
+from .attribution import CREDIT_FIELDS, PLAIN_GRPO, CreditConfig, credit_settings, token_weights, uses_sampled_cache
 from .checkpoint import CHECKPOINT, METRICS, JsonlLog, load_checkpoint, save_checkpoint, write_jsonl
 from .checks import check_settings, setting, settings_of
 from .evaluate import evaluate
@@ -42,6 +42,20 @@ from .segment import FORMATS
 
 # ----------------------------------------------------------------------------- configuration
 
+TRAINING_CREDIT = {"batch_size": 64}
+"""The credit settings a training run uses where `CreditConfig` declares another default, for the
+methods that take them: OAR-P at most 64 perturbed copies per forward pass (bounds its memory
+in training; `CreditConfig`'s None lets the token budget decide). `run_credit`, `TrainConfig`'s
+``credit`` dicts, `oar_lite.lab.compare` and `oar_lite.trl.OARConfig` read it."""
+
+
+def run_credit(method: str = PLAIN_GRPO, **settings) -> CreditConfig:
+    """The `CreditConfig` a training run of ``method`` uses: `TRAINING_CREDIT` where ``method``
+    takes it, and ``settings`` (a setting ``method`` does not take is a ValueError)."""
+    defaults = {k: v for k, v in TRAINING_CREDIT.items() if k in credit_settings(method)}
+    return CreditConfig(method=method, **{**defaults, **settings})
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything a run depends on, each field a `oar_lite.checks.Setting` (default, range,
@@ -50,10 +64,11 @@ class TrainConfig:
     ``credit`` is the credit assignment (`CreditConfig`; the default, ``"uniform"``, is
     plain GRPO), so the reshaping's boost (the paper's "beta") is ``credit.boost`` and
     ``beta`` is the KL coefficient (TRL's name). Out-of-range values raise ValueError; a
-    ``credit`` dict updates the default credit's fields.
+    ``credit`` dict names the method (default ``"uniform"``) and the settings it changes
+    (`run_credit`: with `TRAINING_CREDIT`).
     """
 
-    credit: CreditConfig = setting(CreditConfig(method="uniform", batch_size=64),
+    credit: CreditConfig = setting(CreditConfig(method=PLAIN_GRPO),
                                    "Credit assignment (a CreditConfig); 'uniform' is plain GRPO.")
     steps: int = setting(50, "Training steps.", resume="more", integer=True, low=1)
     prompts_per_step: int = setting(8, "Prompts per step (P).", label="prompts", integer=True, low=1)
@@ -102,8 +117,13 @@ class TrainConfig:
 
     def __post_init__(self):
         if isinstance(self.credit, dict):  # as `dataclasses.asdict` wrote it (a checkpoint, run.json), or some fields
-            default = settings_of(TrainConfig)["credit"].default
-            object.__setattr__(self, "credit", CreditConfig(**{**dataclasses.asdict(default), **self.credit}))
+            given = dict(self.credit)
+            method = given.pop("method", PLAIN_GRPO)
+            if set(CREDIT_FIELDS) <= set(self.credit) and isinstance(method, str):
+                # A stored form holds every field; those its method does not take never acted.
+                taken = credit_settings(method)
+                given = {k: v for k, v in given.items() if k in taken}
+            object.__setattr__(self, "credit", run_credit(method, **given))
         if not isinstance(self.credit, CreditConfig):
             raise ValueError(f"TrainConfig.credit must be a CreditConfig, got {type(self.credit).__name__}")
         check_settings(self, "TrainConfig")

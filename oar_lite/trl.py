@@ -8,6 +8,7 @@ KL, LoRA through ``peft_config``, accelerate/DeepSpeed/FSDP, checkpoints) is TRL
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 import time
@@ -62,26 +63,25 @@ else:  # TRL < 1.16 takes no such argument: it re-enables gradient checkpointing
     def unwrap_model_for_generation(model, accelerator, gradient_checkpointing_kwargs=None, **kwargs):
         return _trl_unwrap_model_for_generation(model, accelerator, **kwargs)
 
-from .attribution import (CONTROLS, CREDIT_FIELDS, CREDIT_RANGES, SCORERS, CreditConfig, default_mode,  # noqa: E402
-                          parse_method, split_controls, token_weights)
+from .attribution import (CONTROLS, CREDIT_FIELDS, CREDIT_RANGES, OLD_NAMES, PLAIN_GRPO, SCORERS, CreditConfig,  # noqa: E402
+                          credit_settings, default_mode, parse_method, split_controls, token_weights)
 from .checks import check_number, settings_of  # noqa: E402
 from .grpo import token_advantages  # noqa: E402
 from .reshape import summarize_uniformity, weight_uniformity  # noqa: E402
 from .seeding import derive_seed  # noqa: E402
 from .segment import FORMATS, check_formats, segment_completion_ids, segments_to_masks  # noqa: E402
-from .train import NUMERIC_RANGES, TrainConfig  # noqa: E402
+from .train import NUMERIC_RANGES, TRAINING_CREDIT  # noqa: E402
 
 _LIGER_MESSAGE = (
     "use_liger_kernel=True is not supported by OARGRPOTrainer: OAR hands TRL per-token advantages [B, T] through "
     "GRPOTrainer._compute_loss, and Liger's fused GRPO loss takes one advantage per sequence [B] (in TRL versions "
     "where it replaces _compute_loss the token weights would be silently dropped). Set use_liger_kernel=False, "
-    "or use oar_method='none' with trl.GRPOTrainer for plain GRPO with Liger."
+    f"or use trl.GRPOTrainer for plain GRPO with Liger (oar_method={PLAIN_GRPO!r} is TRL's GRPO untouched)."
 )
 
 
 # Each numeric ``oar_`` field's range: its `CreditConfig` field's, checked under the name the user wrote.
-OAR_NUMERIC_RANGES = {f"oar_{name}": {**allowed, **({"optional": False} if name == "batch_size" else {})}
-                      for name, allowed in CREDIT_RANGES.items()}
+OAR_NUMERIC_RANGES = {f"oar_{name}": allowed for name, allowed in CREDIT_RANGES.items()}
 
 # TRL's numeric fields that the loss depends on, checked before TRL's checks (which let NaN and
 # infinities through); ``max_grad_norm=0`` turns clipping off, as in Hugging Face.
@@ -100,9 +100,10 @@ TRL_NUMERIC_RANGES: dict[str, dict] = {
 
 
 def _oar(name: str, **changed):
-    """The field ``oar_<name>``: `CreditConfig`'s setting ``<name>`` (its default and meaning), or ``changed``."""
+    """The field ``oar_<name>``: `CreditConfig`'s setting ``<name>`` (its meaning; its default, or
+    training's where `oar_lite.train.TRAINING_CREDIT` declares one)."""
     declared = settings_of(CreditConfig)[name]
-    return field(default=changed.get("default", declared.default), metadata={"help": declared.help})
+    return field(default=TRAINING_CREDIT.get(name, declared.default), metadata={"help": declared.help})
 
 
 @dataclass
@@ -110,15 +111,18 @@ class OARConfig(GRPOConfig):
     """`trl.GRPOConfig` plus the OAR settings, named ``oar_*`` (meanings: their ``help``, docs/trl.md).
 
     Each `CreditConfig` field but the method has its ``oar_`` twin, with the default and the
-    meaning `CreditConfig` declares (OAR-P's batch size is `oar_lite.train.TrainConfig`'s, as
-    in training). TRL's own fields keep their meaning (``beta`` is the KL coefficient; OAR's
-    boost is ``oar_boost``). `oar_credit` turns the ``oar_*`` fields into a `CreditConfig`.
+    meaning `CreditConfig` declares (OAR-P's batch size is training's,
+    `oar_lite.train.TRAINING_CREDIT`). A field that differs from its default while the method
+    does not take it is a ValueError (``oar_noise_std`` with ``oar_method="oar-p"``; any
+    reshaping with ``"uniform"``). TRL's own fields keep their meaning (``beta`` is the KL
+    coefficient; OAR's boost is ``oar_boost``). `oar_credit` turns the ``oar_*`` fields into a
+    `CreditConfig`.
     """
 
     oar_method: str = field(
         default="oar-g",
-        metadata={"help": "Token credit method: 'none' (plain GRPO), 'oar-p', 'oar-g', or a baseline scorer "
-                          f"({', '.join(sorted(set(SCORERS) - {'oar-p', 'oar-g'}))})."},
+        metadata={"help": f"Token credit method: '{PLAIN_GRPO}' (plain GRPO: TRL's loss untouched), 'oar-p', 'oar-g', "
+                          f"or a baseline scorer ({', '.join(sorted(set(SCORERS) - {'oar-p', 'oar-g', PLAIN_GRPO}))})."},
     )
     oar_mode: str | None = field(
         default=None,
@@ -130,7 +134,7 @@ class OARConfig(GRPOConfig):
     oar_floor: float = _oar("floor")
     oar_preserve_mass: bool = _oar("preserve_mass")
     oar_noise_std: float = _oar("noise_std")
-    oar_batch_size: int = _oar("batch_size", default=settings_of(TrainConfig)["credit"].default.batch_size)
+    oar_batch_size: int | None = _oar("batch_size")
     oar_token_budget: int | None = _oar("token_budget")
     oar_answer_formats: list[str] = field(
         default_factory=lambda: list(FORMATS),
@@ -145,17 +149,23 @@ class OARConfig(GRPOConfig):
         super().__post_init__()
 
     def _check_oar_fields(self) -> None:
-        methods = ("none", *SCORERS)
+        methods = tuple(SCORERS)
+        if self.oar_method in OLD_NAMES:
+            raise ValueError(f"oar_method={self.oar_method!r} is the old name of {OLD_NAMES[self.oar_method]!r} "
+                             f"(plain GRPO); write oar_method={OLD_NAMES[self.oar_method]!r}")
         # Controls ("inverted:", "shuffled:") wrap any scorer: check the scorer they wrap.
         try:
             controls, base = split_controls(self.oar_method) if isinstance(self.oar_method, str) else ((), self.oar_method)
         except ValueError as err:
             raise ValueError(f"oar_method={self.oar_method!r}: {err}") from None
-        if not isinstance(base, str) or base not in methods or (controls and base == "none"):
+        if controls and base == PLAIN_GRPO:
+            raise ValueError(f"oar_method={self.oar_method!r}: a control of plain GRPO ({PLAIN_GRPO!r}, every weight "
+                             f"1) changes nothing; write oar_method={PLAIN_GRPO!r}")
+        if not isinstance(base, str) or base not in methods:
             hint = " (give the P_final mode in oar_mode)" if isinstance(base, str) and ":" in base else ""
             raise ValueError(f"oar_method={self.oar_method!r} is unknown{hint}; expected one of {methods}, "
                              f"optionally behind the controls {CONTROLS} (e.g. 'inverted:oracle')")
-        takes_mode = base != "none" and default_mode(base) is not None
+        takes_mode = default_mode(base) is not None
         if self.oar_mode is None:
             self.oar_mode = default_mode(base) if takes_mode else None
         elif not takes_mode:
@@ -170,6 +180,14 @@ class OARConfig(GRPOConfig):
             if hasattr(self, name):  # TRL versions differ in their fields
                 check_number("OARConfig", name, getattr(self, name), **allowed)
         self.oar_answer_formats = list(check_formats(self.oar_answer_formats, "oar_answer_formats"))
+        taken = credit_settings(self.oar_method)
+        defaults = {f.name: f.default for f in dataclasses.fields(OARConfig) if f.name.startswith("oar_")}
+        refused = {f"oar_{k}": getattr(self, f"oar_{k}") for k in CREDIT_FIELDS
+                   if k != "method" and k not in taken and getattr(self, f"oar_{k}") != defaults[f"oar_{k}"]}
+        if refused:
+            raise ValueError(f"OARConfig got {', '.join(f'{k}={v!r}' for k, v in refused.items())}, which "
+                             f"oar_method={self.oar_method!r} does not take; it takes "
+                             f"{[f'oar_{k}' for k in sorted(taken)] or 'none of the oar_ settings (plain GRPO)'}")
         self.oar_credit  # builds (and so checks) the CreditConfig the trainer will use
 
     @property
@@ -179,12 +197,13 @@ class OARConfig(GRPOConfig):
 
     @property
     def oar_credit(self) -> CreditConfig | None:
-        """The ``oar_*`` fields as one `CreditConfig` (None for ``oar_method="none"``): each
-        ``oar_<name>`` field sets the `CreditConfig` field ``<name>``, the method is
-        `oar_method_spec`."""
-        if self.oar_method == "none":
+        """The ``oar_*`` fields as one `CreditConfig` (None for plain GRPO, ``oar_method="uniform"``):
+        each ``oar_<name>`` field the method takes sets the `CreditConfig` field ``<name>``, the
+        method is `oar_method_spec`."""
+        if self.oar_method == PLAIN_GRPO:
             return None
-        settings = {name: getattr(self, f"oar_{name}") for name in CREDIT_FIELDS if name != "method"}
+        taken = credit_settings(self.oar_method)
+        settings = {name: getattr(self, f"oar_{name}") for name in CREDIT_FIELDS if name in taken}
         return CreditConfig(**{**settings, "method": self.oar_method_spec})
 
 
@@ -228,7 +247,7 @@ def fsdp2_unsharded(model):
 class OARGRPOTrainer(GRPOTrainer):
     """`trl.GRPOTrainer` whose loss gets OAR token advantages ``A_i * w_t`` (``[B, C]``).
 
-    Takes what `trl.GRPOTrainer` takes; ``args`` must be an `OARConfig` (``oar_method="none"``:
+    Takes what `trl.GRPOTrainer` takes; ``args`` must be an `OARConfig` (``oar_method="uniform"``:
     TRL's GRPO exactly). Logs ``oar/*`` metrics per logging step (`_log_oar_metrics`).
     """
 
@@ -252,11 +271,11 @@ class OARGRPOTrainer(GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         output = super()._generate_and_score_completions(inputs)
-        if self.args.oar_method == "none":
+        if self.args.oar_method == PLAIN_GRPO:
             return output
         if "pixel_values" in output:
             raise ValueError("OARGRPOTrainer does not score vision-language batches (the attribution forward "
-                             "passes take token ids only); use oar_method='none' for multimodal data")
+                             f"passes take token ids only); use oar_method={PLAIN_GRPO!r} for multimodal data")
         mode = "train" if self.model.training else "eval"
         start = time.perf_counter()
         weights, reasoning, no_answer = self._oar_weights(output)

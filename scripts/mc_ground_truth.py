@@ -358,7 +358,8 @@ def _wrap(text: str, width: int) -> list[str]:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 allow_abbrev=False)
     ap.add_argument("--phase", default="all", choices=["select", "mc", "score", "assemble", "all", "report"])
     ap.add_argument("--threshold", type=float, default=ground_truth.PIVOT_THRESHOLD, help="pivot threshold (report)")
     ap.add_argument("--figure", type=Path, default=Path(__file__).resolve().parent.parent / "docs" / "ground_truth.png")

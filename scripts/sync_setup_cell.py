@@ -51,7 +51,7 @@ def sync(paths, source: str, check: bool = False) -> list[Path]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     ap.add_argument("--check", action="store_true", help="only report notebooks that differ")
     ap.add_argument("notebooks", nargs="*", type=Path, help="default: notebooks/*.ipynb")
     args = ap.parse_args(argv)

@@ -19,7 +19,7 @@ Such a field wins over a short flag that sets the same thing.
     # resume from the last checkpoint in --output-dir
     python scripts/train_trl.py --model toy --dataset toy --steps 100 --resume last
 
-``--method none`` is plain GRPO (TRL unchanged): the control for every OAR run.
+``--method uniform`` is plain GRPO (TRL unchanged): the control for every OAR run.
 """
 from __future__ import annotations
 
@@ -47,7 +47,8 @@ def parse_args(argv=None):
                     help="toy: the toy addition problems; words: the project's word problems; "
                          "gsm8k: openai/gsm8k through `datasets` (needs the hub)")
     ap.add_argument("--method", default="oar-g",
-                    help="none (plain GRPO) | oar-p | oar-g | a baseline scorer (entropy, random, uniform)")
+                    help="uniform (plain GRPO; its old name 'none' is refused) | oar-p | oar-g | a baseline scorer "
+                         "(entropy, random)")
     ap.add_argument("--mode", default=None, help="P_final mode: last | answer_mean | answer_joint (default per method)")
     ap.add_argument("--lora", action=argparse.BooleanOptionalAction, default=None,
                     help="train a LoRA adapter instead of all weights (default: on, except for the toy model)")

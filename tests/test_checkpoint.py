@@ -22,7 +22,7 @@ def test_a_truncated_metrics_line_names_the_file(tmp_path):
 
 def test_a_checkpoint_written_with_flat_settings_still_resumes(tmp_path):
     model, _ = toy.load_model()
-    config = TrainConfig(credit=CreditConfig("oar-g", boost=9.0, batch_size=64), steps=2)
+    config = TrainConfig(credit=CreditConfig("oar-g", boost=9.0), steps=2)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate)
     path = tmp_path / CHECKPOINT
     save_checkpoint(path, model, optimizer, config, 1, [])
@@ -30,6 +30,7 @@ def test_a_checkpoint_written_with_flat_settings_still_resumes(tmp_path):
     assert state["config"]["credit"]["boost"] == 9.0  # written nested
     old = old_flat_form(config)
     del old["attribution_token_budget"]  # the flat form older versions wrote, before this setting existed
+    old["attribution_batch_size"] = 64  # which they gave every method: OAR-G never took it
     torch.save({**state, "config": old}, path)
     assert load_checkpoint(path, model, optimizer, config)[0] == 1
     with pytest.raises(ValueError, match=r"boost=9.0 \(now 1.0\)"):

@@ -62,9 +62,9 @@ def test_estimate_by_hand(tiny):
     assert gm.oar_p_copies(gm.Setting(method="oar-p", **tiny)) == 2
     assert p["scoring"] == 2 * (5 * 16 + 3 * 56 * 2)
     assert p["seconds"] == pytest.approx(decode + 6 * 348 * 2 * 5 / 1e6 + 2 * 348 * 2 * 9 / 2 / 1e6)
-    none = gm.estimate(gm.Setting(method="none", **tiny), gpu)
+    none = gm.estimate(gm.Setting(method="uniform", **tiny), gpu)
     assert none["scoring"] == 0 and none["peak"] == 348 * 4 + 128 * 16 + 640
-    with_dropout = gm.estimate(gm.Setting(method="none", **{**tiny, "lora_dropout": True}), gpu)
+    with_dropout = gm.estimate(gm.Setting(method="uniform", **{**tiny, "lora_dropout": True}), gpu)
     assert with_dropout["update"] == 5 * (2 * 4 + 56 + 6 * 4 + 8) * 2
     assert gm.oar_p_copies(gm.Setting(method="oar-p", **{**tiny, "token_budget": 7})) == 2
     assert gm.oar_p_copies(gm.Setting(method="oar-p", **{**tiny, "token_budget": 4})) == 1
@@ -76,11 +76,11 @@ def test_bad_settings_are_refused(tiny):
     with pytest.raises(ValueError, match="method"):
         gm.Setting(method="oar-x", **tiny)
     with pytest.raises(ValueError, match="micro_batch"):
-        gm.Setting(method="none", **{**tiny, "micro_batch": 0})
+        gm.Setting(method="uniform", **{**tiny, "micro_batch": 0})
 
 
 def test_table_labels_estimates_and_shows_measurements_only_where_measured(tiny):
-    settings = [gm.Setting(method="oar-g", **tiny), gm.Setting(method="none", **tiny)]
+    settings = [gm.Setting(method="oar-g", **tiny), gm.Setting(method="uniform", **tiny)]
     measured = {"tiny|oar-g": {"peak_gib": 1.25, "seconds_per_step": 2.5, "gpu": "NVIDIA T4"}}
     text = gm.table(settings, measured)
     rows = text.splitlines()

@@ -12,6 +12,7 @@ from conftest import PAD, VOCAB
 import oar_lite as ol
 from oar_lite.lab import compare
 from oar_lite.__main__ import main
+from oar_lite.attribution import CreditConfig
 from oar_lite.train import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,12 +57,42 @@ def test_compare_refuses_overrides_of_what_runs_set_themselves(tmp_path):
     assert not any(tmp_path.iterdir())  # refused before anything is written
 
 
-def test_a_partial_credit_dict_updates_fields():
-    config = compare.PROFILES["default"].config
+def test_a_partial_credit_dict_updates_fields_the_method_takes():
+    config = compare.run_config("oar-p", 0, compare.PROFILES["default"].config)
     changed = compare.with_overrides(config, {"credit": {"boost": 2.0}})
     assert changed.credit == dataclasses.replace(config.credit, boost=2.0)
-    assert changed.credit.batch_size == 64 and changed.credit.method == "uniform"  # kept, not reset to defaults
-    assert TrainConfig(credit={"boost": 2.0}).credit == dataclasses.replace(TrainConfig().credit, boost=2.0)
+    assert changed.credit.batch_size == 64 and changed.credit.method == "oar-p"  # kept, not reset to defaults
+    assert TrainConfig(credit={"method": "oar-p", "boost": 2.0}).credit == CreditConfig("oar-p", boost=2.0, batch_size=64)
+    with pytest.raises(ValueError, match=r"boost=2\.0, which 'uniform' does not take"):  # plain GRPO: no reshaping
+        compare.with_overrides(compare.PROFILES["default"].config, {"credit": {"boost": 2.0}})
+    with pytest.raises(ValueError, match=r"noise_std=0\.5, which 'oar-p' does not take"):
+        TrainConfig(credit={"method": "oar-p", "noise_std": 0.5})
+    with pytest.raises(ValueError, match=r"'none' is the old name of 'uniform'"):
+        TrainConfig(credit={"method": "none"})
+
+
+def test_token_weights_refuses_none_and_settings_the_new_method_does_not_take(llama):
+    with pytest.raises(ValueError, match=r"CreditConfig\.boost=None is out of range: expected a finite number >= 0"):
+        ol.token_weights(llama, *batch(), pad_token_id=PAD, boost=None)  # used to mean the default
+    with pytest.raises(ValueError, match=r"token_weights\(method=None\): expected a method name"):
+        ol.token_weights(llama, *batch(), pad_token_id=PAD, method=None)
+    with pytest.raises(ValueError, match=r"batch_size=4, which 'oar-g' does not take"):
+        ol.token_weights(llama, *batch(), pad_token_id=PAD, credit=CreditConfig("oar-p", batch_size=4), method="oar-g")
+    with pytest.raises(ValueError, match=r"boost=9\.0, which 'uniform' does not take"):
+        ol.token_weights(llama, *batch(), pad_token_id=PAD, method="uniform", boost=9.0)
+
+
+def test_compare_passes_a_credit_setting_to_the_methods_that_take_it(tmp_path):
+    runs = {m: compare.run_config(m, 0, compare.TRAINING, {"boost": 2.0, "batch_size": 8}) for m in ("uniform", "oar-g",
+                                                                                                      "oar-p")}
+    assert runs["uniform"].credit == CreditConfig("uniform")
+    assert runs["oar-g"].credit == CreditConfig("oar-g", boost=2.0)
+    assert runs["oar-p"].credit == CreditConfig("oar-p", boost=2.0, batch_size=8)
+    for methods, overrides in ((["uniform"], {"boost": 2.0}), (["oar-p"], {"noise_std": 0.5}),
+                               (["oar-g", "entropy"], {"batch_size": 4})):
+        with pytest.raises(ValueError, match=r"taken by none of the methods"):
+            compare.compare(methods, out=tmp_path, profile="tiny", overrides=overrides, progress=False)
+    assert not any(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize("argv, says", [
@@ -71,6 +102,12 @@ def test_a_partial_credit_dict_updates_fields():
     (["--methods", "oar-q"], "unknown method 'oar-q'; expected one of ['adapter-residual', 'captum-ig', 'entropy', 'entropy-top', 'oar-g', 'oar-p'"),
     (["--digits", "1", "2", "3"], "--digits 1 2 3: expected one number or a low high pair"),
     (["--boost", "-1"], "--boost=-1.0 is out of range: expected a finite number >= 0"),
+    (["--methods", "oar-p", "--noise-std", "0.5"], "['noise_std'] are taken by none of the methods ['oar-p']; they "
+                                                   "take oar-p: ['batch_size', 'boost'"),
+    (["--methods", "oar-g", "--batch-size", "4"], "['batch_size'] are taken by none of the methods ['oar-g']"),
+    (["--methods", "uniform", "--boost", "9"], "['boost'] are taken by none of the methods ['uniform']; they take "
+                                               "uniform: no settings (plain GRPO)"),
+    (["--methods", "none", "oar-g"], "method 'none' is the old name of 'uniform' (plain GRPO); write 'uniform'"),
 ])
 def test_the_command_line_refuses_with_a_usage_error(argv, says, capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_info:
@@ -99,9 +136,55 @@ def test_every_credit_setting_reaches_trl():
     ``hasattr``: a field without a twin would silently keep its default under TRL)."""
     from oar_lite.trl import OARConfig
 
-    config = OARConfig(output_dir="/tmp/unused", report_to="none", bf16=False, use_cpu=True, oar_method="oar-p",
-                       oar_quantile=0.4, oar_boost=2.0, oar_floor=0.2, oar_preserve_mass=False, oar_noise_std=0.01,
-                       oar_batch_size=3, oar_token_budget=99)
-    assert dataclasses.asdict(config.oar_credit) == {"method": "oar-p:last", "quantile": 0.4, "boost": 2.0, "floor": 0.2,
-                                                      "preserve_mass": False, "noise_std": 0.01, "batch_size": 3,
-                                                      "token_budget": 99}
+    def takes_every_setting(model, input_ids, reasoning, answer, *, noise_std=1e-3, batch_size=None, token_budget=None):
+        return torch.ones(reasoning.stop - reasoning.start)
+
+    ol.register_scorer("z-every-setting", takes_every_setting)
+    try:
+        config = OARConfig(output_dir="/tmp/unused", report_to="none", bf16=False, use_cpu=True,
+                           oar_method="z-every-setting", oar_quantile=0.4, oar_boost=2.0, oar_floor=0.2,
+                           oar_preserve_mass=False, oar_noise_std=0.01, oar_batch_size=3, oar_token_budget=99)
+        assert dataclasses.asdict(config.oar_credit) == {
+            "method": "z-every-setting", "quantile": 0.4, "boost": 2.0, "floor": 0.2, "preserve_mass": False,
+            "noise_std": 0.01, "batch_size": 3, "token_budget": 99}
+    finally:
+        del ol.SCORERS["z-every-setting"]
+
+
+def _script(name):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"_script_{name}", ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("where, argv, abbreviated", [
+    ("scripts/pretrain_toy", ["--ste", "5"], "--ste"),  # --steps
+    ("scripts/mc_ground_truth", ["--thresh", "0.5"], "--thresh"),  # --threshold
+    ("scripts/course", ["check-student", "--onl", "00"], "--onl"),  # --only
+    ("scripts/sync_setup_cell", ["--che"], "--che"),  # --check
+    ("scripts/line_count", ["--hel"], "--hel"),  # --help
+    ("benchmarks/smollm2_learning", ["run", "--meth", "oar-g"], "--meth"),  # --method
+    ("benchmarks/credit_weights", ["--name", "x", "--boo", "2"], "--boo"),  # --boost
+])
+def test_every_script_refuses_abbreviated_flags(where, argv, abbreviated, capsys):
+    """An abbreviation is a usage error (exit 2) naming it. The last flag, unknown to every
+    parser, stops a parser that would take the abbreviation before it does any work."""
+    folder, name = where.split("/")
+    if folder == "scripts":
+        main = _script(name).main
+    else:
+        import importlib
+
+        main = importlib.import_module(f"benchmarks.{name}").main
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "--zz-never-a-flag"])
+    assert exit_info.value.code == 2
+    assert f"unrecognized arguments: {abbreviated}" in capsys.readouterr().err
+
+
+def test_train_trl_refuses_abbreviated_flags():
+    known, rest = _script("train_trl").parse_args(["--mod", "smollm2"])  # --model, else an OARConfig field
+    assert known.model == "toy" and rest == ["--mod", "smollm2"]  # rest goes to OARConfig's parser, which refuses it

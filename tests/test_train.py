@@ -383,11 +383,15 @@ def test_same_seed_same_lora_adapter_and_metrics(world):
 
 
 def test_train_config_nests_the_credit_config():
-    nested = TrainConfig(credit=CreditConfig("oar-g", boost=9.0, batch_size=8), steps=3)
-    assert nested.credit.boost == 9.0 and nested.credit.method == "oar-g"
-    assert TrainConfig().credit == CreditConfig("uniform", batch_size=64)  # plain GRPO by default
+    nested = TrainConfig(credit=CreditConfig("oar-p", boost=9.0, batch_size=8), steps=3)
+    assert nested.credit.boost == 9.0 and nested.credit.method == "oar-p"
+    assert TrainConfig().credit == CreditConfig("uniform")  # plain GRPO by default
     changed = dataclasses.replace(nested, credit=dataclasses.replace(nested.credit, quantile=0.5), seed=2)
-    assert changed.credit == CreditConfig("oar-g", quantile=0.5, boost=9.0, batch_size=8) and changed.seed == 2
+    assert changed.credit == CreditConfig("oar-p", quantile=0.5, boost=9.0, batch_size=8) and changed.seed == 2
+    # A stored credit (every field) of an older version gave plain GRPO OAR-P's batch size: read without it.
+    stored = {**dataclasses.asdict(CreditConfig()), "method": "uniform", "batch_size": 64}
+    assert TrainConfig(credit=stored).credit == CreditConfig("uniform")
+    assert TrainConfig(credit={"method": "oar-p"}).credit.batch_size == 64  # training's (TRAINING_CREDIT)
     assert dataclasses.replace(nested, credit=CreditConfig("oracle")).credit.method == "oracle"
     assert TrainConfig(**dataclasses.asdict(nested)) == nested  # a checkpoint's nested dict
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -256,8 +256,8 @@ def stock_grpo(tmp_path_factory):
     return run(GRPOTrainer, config(GRPOConfig, tmp_path=tmp_path_factory.mktemp("grpo")))
 
 
-def test_method_none_is_plain_grpo(stock_grpo, tmp_path):
-    oar = run(OARGRPOTrainer, config(tmp_path=tmp_path, oar_method="none"))
+def test_method_uniform_is_plain_grpo(stock_grpo, tmp_path):
+    oar = run(OARGRPOTrainer, config(tmp_path=tmp_path, oar_method="uniform"))
     assert len(oar.seen) == len(stock_grpo.seen) == 2
     for (ours, our_loss), (theirs, their_loss) in zip(oar.seen, stock_grpo.seen):
         assert ours["advantages"].dim() == 1
@@ -268,8 +268,15 @@ def test_method_none_is_plain_grpo(stock_grpo, tmp_path):
 
 
 def test_uniform_weights_match_grpo_and_oar_g_differs(stock_grpo, tmp_path):
-    uniform = run(OARGRPOTrainer, config(tmp_path=tmp_path / "u", oar_method="uniform"))
+    from oar_lite.attribution import SCORERS, register_scorer, uniform_scores
+
+    register_scorer("z-ones", uniform_scores)  # every weight 1, but through the scoring path ('uniform' skips it)
+    try:
+        uniform = run(OARGRPOTrainer, config(tmp_path=tmp_path / "u", oar_method="z-ones"))
+    finally:
+        SCORERS.pop("z-ones")
     oar_g = run(OARGRPOTrainer, config(tmp_path=tmp_path / "g", oar_method="oar-g"))
+    assert uniform.seen[0][0]["advantages"].dim() == 2
     theirs = _final_params(stock_grpo)
     for k, v in _final_params(uniform).items():  # [B, C] path with w = 1: the same update
         torch.testing.assert_close(v, theirs[k], rtol=1e-5, atol=1e-6)
@@ -323,9 +330,11 @@ def test_config_defaults_and_modes():
     # the controls of issue 13 wrap any scorer, in the trainer as in token_weights
     assert config(oar_method="inverted:oar-g").oar_method_spec == "inverted:oar-g:answer_mean"
     assert config(oar_method="shuffled:oracle").oar_method_spec == "shuffled:oracle"
-    for bad in ("inverted", "inverted:none", "inverted:oar-x"):
+    for bad in ("inverted", "inverted:none", "inverted:oar-x", "inverted:uniform"):
         with pytest.raises(ValueError, match="oar_method"):
             config(oar_method=bad)
+    with pytest.raises(ValueError, match="oar_method='none' is the old name of 'uniform'.*write oar_method='uniform'"):
+        config(oar_method="none")
     with pytest.raises(ValueError, match="no P_final mode"):
         config(oar_method="entropy", oar_mode="last")
     args = config()
@@ -415,7 +424,8 @@ numbers = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(
 def oar_config(**kw):
     from oar_lite.trl import OARConfig
 
-    return OARConfig(output_dir="/tmp/oar-validation", report_to="none", use_cpu=True, **kw)
+    method = "oar-p" if "oar_batch_size" in kw else "oar-g"  # a method that takes the field
+    return OARConfig(output_dir="/tmp/oar-validation", report_to="none", use_cpu=True, oar_method=method, **kw)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -448,8 +458,28 @@ def test_oar_config_builds_the_credit_config():
     args = OARConfig(output_dir="/tmp/oar-config", report_to="none", use_cpu=True, oar_method="oar-p",
                      oar_quantile=0.4, oar_boost=2.0, oar_batch_size=16)
     assert args.oar_credit == CreditConfig(method="oar-p:last", quantile=0.4, boost=2.0, batch_size=16)
-    none = OARConfig(output_dir="/tmp/oar-config", report_to="none", use_cpu=True, oar_method="none")
-    assert none.oar_credit is None
+    plain = OARConfig(output_dir="/tmp/oar-config", report_to="none", use_cpu=True, oar_method="uniform")
+    assert plain.oar_credit is None
+    oar_g = OARConfig(output_dir="/tmp/oar-config", report_to="none", use_cpu=True, oar_method="oar-g", oar_noise_std=0.0)
+    assert oar_g.oar_credit == CreditConfig(method="oar-g:answer_mean", noise_std=0.0)  # OAR-P's batch size not passed
+    args = OARConfig(output_dir="/tmp/oar-config", report_to="none", use_cpu=True, oar_method="oar-p", oar_batch_size=None)
+    assert args.oar_credit.batch_size is None  # None: the token budget decides, as in CreditConfig
+
+
+@pytest.mark.parametrize("kw, says", [
+    (dict(oar_method="oar-p", oar_noise_std=0.5), r"oar_noise_std=0\.5, which oar_method='oar-p' does not take; "
+                                                  r"it takes \['oar_batch_size'"),
+    (dict(oar_method="oar-g", oar_batch_size=4), r"oar_batch_size=4, which oar_method='oar-g' does not take"),
+    (dict(oar_method="oar-g", oar_token_budget=4096), r"oar_token_budget=4096, which oar_method='oar-g' does not take"),
+    (dict(oar_method="uniform", oar_boost=9.0), r"oar_boost=9\.0, which oar_method='uniform' does not take; it takes "
+                                                r"none of the oar_ settings"),
+    (dict(oar_method="oar-g", oar_boost=None), r"OARConfig\.oar_boost=None is out of range: expected a finite number"),
+])
+def test_oar_config_refuses_a_setting_its_method_does_not_take(kw, says):
+    from oar_lite.trl import OARConfig
+
+    with pytest.raises(ValueError, match=says):
+        OARConfig(output_dir="/tmp/oar-config", report_to="none", use_cpu=True, **kw)
 
 
 def test_format_reward_counts_stated_answers_right_or_wrong():
@@ -510,7 +540,7 @@ def test_heldout_callback_measures_at_its_steps_and_resumes(tmp_path):
     def train(steps):
         callback = HeldOutAccuracyCallback(tokenizer, prompts, answers, at_steps=[0, 2], path=path,
                                            decodings={"greedy": (0.0, 1), "t1": (1.0, 2)}, **options)
-        args = config(tmp_path=tmp_path, oar_method="none", num_generations=4, per_device_train_batch_size=8,
+        args = config(tmp_path=tmp_path, oar_method="uniform", num_generations=4, per_device_train_batch_size=8,
                       max_completion_length=toy.max_new_tokens(3), learning_rate=1e-3, max_steps=steps)
         trainer = OARGRPOTrainer(model=copy.deepcopy(model), reward_funcs=lambda completions, answer, **kw:
                                  toy.rewards(completions, answer), args=args, train_dataset=data,

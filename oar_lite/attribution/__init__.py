@@ -24,12 +24,14 @@ control prefixes (``"inverted:"``, ``"shuffled:"``).
 """
 from .baselines import (adapter_residual_scores, entropy_scores, integrated_gradients_scores, random_scores,
                         top_quantile_weights, uniform_scores)
-from .config import CONTEXT_FIELDS, CREDIT_FIELDS, CREDIT_RANGES, CreditConfig, ScorerContext
+from .config import (CONTEXT_FIELDS, CREDIT_FIELDS, CREDIT_RANGES, PLAIN_GRPO, CreditConfig, ScorerContext,
+                     credit_settings, for_method, for_methods)
 from .controls import CONTROLS, apply_controls, inverted, shuffled, split_controls
 from .oar_g import NOISE_STD, gradient_scores, gradient_scores_batch
 from .oar_p import perturbation_scores, perturbation_scores_batch, perturbation_scores_naive
 from .outcome import MODES, eval_mode, final_outcome, mask_to_span
 from .planning import (BATCH_SIZE, DEFAULT_MAX_WASTE, DEFAULT_TOKEN_BUDGET, TOKEN_BUDGET, default_token_budget,
                        plan_passes)
-from .registry import SCORERS, WEIGHTINGS, Scorer, declared_options, default_mode, mode_of, parse_method, register_scorer
+from .registry import (OLD_NAMES, SCORERS, WEIGHTINGS, Scorer, declared_options, default_mode, mode_of, parse_method,
+                       register_scorer)
 from .scoring import route_options, takes, token_scores, token_weights, uses_sampled_cache

@@ -16,6 +16,11 @@ from .oar_p import perturbation_scores, perturbation_scores_batch
 from .outcome import check_mode
 
 Scorer = Callable[..., torch.Tensor]
+PLAIN_GRPO = "uniform"
+"""The method name of plain GRPO (every token weight 1): it takes no reshaping and no scorer setting."""
+OLD_NAMES = {"none": PLAIN_GRPO}
+"""Method names no longer taken, and their names now (files written before keep them: the lab
+reads them under the new name)."""
 SCORERS: dict[str, Scorer] = {}
 """Scorers by method name, each ``scorer(model, input_ids [T], reasoning, answer, **options) -> [R]``.
 The toy world's oracles (`oar_lite.course.oracle`) register themselves here."""
@@ -65,6 +70,12 @@ def declared_options(name: str, *, batched: bool = False) -> tuple[str, ...]:
                  if p.kind is p.KEYWORD_ONLY and p.name != "mode")
 
 
+def takes(method: str) -> set[str]:
+    """The keywords ``method``'s scorer declares, in its row and batched forms."""
+    name, _ = parse_method(method)
+    return set(declared_options(name)) | (set(declared_options(name, batched=True)) if name in BATCHED else set())
+
+
 def default_mode(name: str) -> str | None:
     """The P_final mode scorer ``name`` uses when the method names none (None: it takes no mode)."""
     mode = inspect.signature(SCORERS[name]).parameters.get("mode")
@@ -84,6 +95,8 @@ def parse_method(method: str) -> tuple[str, str | None]:
     "last")`` (`split_controls` returns them)."""
     _, method = split_controls(method)
     name, _, mode = method.partition(":")
+    if name in OLD_NAMES:
+        raise ValueError(f"method {name!r} is the old name of {OLD_NAMES[name]!r} (plain GRPO); write {OLD_NAMES[name]!r}")
     if name not in SCORERS:
         raise ValueError(f"unknown method {name!r}; expected one of {sorted(SCORERS)} (optionally ':<mode>', "
                          f"optionally behind a control prefix {' or '.join(c + ':' for c in CONTROLS)})")

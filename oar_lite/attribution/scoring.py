@@ -8,17 +8,11 @@ from typing import Sequence
 
 import torch
 
-from .config import CONTEXT_FIELDS, CREDIT_FIELDS, CreditConfig, ScorerContext
+from .config import CONTEXT_FIELDS, CREDIT_FIELDS, SCORER_FIELDS, CreditConfig, ScorerContext
 from .controls import apply_controls, split_controls
 from .kv import cache_rows
 from .outcome import check_sequence, mask_to_span
-from .registry import BATCHED, SCORERS, declared_options, mode_of, parse_method
-
-
-def takes(method: str) -> set[str]:
-    """The keywords ``method``'s scorer declares, in its row and batched forms."""
-    name, _ = parse_method(method)
-    return set(declared_options(name)) | (set(declared_options(name, batched=True)) if name in BATCHED else set())
+from .registry import BATCHED, SCORERS, declared_options, mode_of, parse_method, takes
 
 
 def route_options(methods: Sequence[str], options: dict) -> dict[str, dict]:
@@ -124,8 +118,8 @@ def token_weights(
         credit: the method and its settings (`CreditConfig`; default ``CreditConfig()``, OAR-G).
         return_scores: also return the list of raw ``[R_i]`` scores (``None`` for rows
             without an answer).
-        **options: `CreditConfig` fields by name (``method="oar-p", quantile=0.5``; None
-            keeps the field) replace those of ``credit``; `ScorerContext` fields
+        **options: `CreditConfig` fields by name (``method="oar-p", quantile=0.5``) replace
+            those of ``credit`` (None is refused where a value is required); `ScorerContext` fields
             (``pad_token_id``, ``generator``, ``sampled_cache``, ...); options the method's
             scorer declares (``max_waste`` for OAR-P, ...).
 
@@ -135,14 +129,19 @@ def token_weights(
     Raises:
         TypeError: a keyword that is none of those, or a scorer setting the method does not take.
         ValueError: masks not of ``input_ids``' shape or not contiguous, spans outside the
-            attended tokens, or settings out of range.
+            attended tokens, settings out of range (None where a value is required), or a
+            ``credit`` whose settings the new ``method`` does not take (`CreditConfig`).
     """
     changes = {name: options.pop(name) for name in CREDIT_FIELDS if name in options}
-    credit = dataclasses.replace(credit or CreditConfig(), **{k: v for k, v in changes.items() if v is not None})
+    base = credit or CreditConfig()
+    method = changes.get("method", base.method)
+    if not isinstance(method, str):
+        raise ValueError(f"token_weights(method={method!r}): expected a method name such as 'oar-g'")
     context = ScorerContext(**{k: options.pop(k) for k in CONTEXT_FIELDS if k in options})
-    declared = takes(credit.method)
-    explicit = [k for k, v in changes.items() if v is not None and k in credit.scorer_options()]
-    _refuse("token_weights()", credit.method, [*options, *explicit], declared | set(CONTEXT_FIELDS))
+    explicit = [k for k in changes if k in SCORER_FIELDS]
+    _refuse("token_weights()", method, [*options, *explicit], takes(method) | set(CONTEXT_FIELDS))
+    # None is a value like any other: refused where one is required (boost=None), not read as the default.
+    credit = dataclasses.replace(base, **changes)
     if input_ids.dim() != 2:
         raise ValueError(f"input_ids must be [B, T], got {tuple(input_ids.shape)}")
     for name, m in (("attention_mask", attention_mask), ("reasoning_mask", reasoning_mask), ("answer_mask", answer_mask)):

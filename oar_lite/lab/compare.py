@@ -19,21 +19,22 @@ import multiprocessing as mp
 import os
 import platform
 import time
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Sequence
 
 import torch
 
 from ..course import toy
-from ..attribution import CREDIT_FIELDS, CreditConfig
+from ..course.oracle import ORACLE_BOOST
+from ..attribution import CREDIT_FIELDS, CreditConfig, for_method, for_methods
 from ..checkpoint import CHECKPOINT, METRICS, config_changes, read_jsonl, resumable, write_json, write_jsonl
 from ..checks import Setting, check_number
 from .plots import save_figure
 from .progress import MethodBars
 # Re-exported from `oar_lite.lab.report`, which holds them: notebook 05 and scripts call compare.X.
 from .report import render_markdown, summarize, verdict  # noqa: F401
-from ..train import Task, TrainConfig, train
+from ..train import TRAINING_CREDIT, Task, TrainConfig, train
 
 COMPARED_TRAINING_METHODS = ("uniform", "oar-g", "oar-p")  # the training methods `compare` runs by default
 
@@ -45,11 +46,13 @@ TRAINING = TrainConfig(max_new_tokens=66, checkpoint_every=5)
 @dataclass(frozen=True)
 class Profile:
     """A budget of the comparison: the runs' `TrainConfig` preset (each run sets its method
-    and seed), the seeds and the target accuracy."""
+    and seed), the seeds, the target accuracy and the credit settings of the methods that
+    take them (`run_config`)."""
 
     config: TrainConfig
     seeds: tuple[int, ...]
     target: float
+    credit: dict = field(default_factory=dict)
 
 
 # "default": the comparison the README reports; "quick": for trying it (its target is lower, as it
@@ -63,8 +66,8 @@ PROFILES: dict[str, Profile] = {
                             checkpoint_every=1), seeds=(0,), target=0.85),
     # "credit": the regime of benchmarks/credit_regime.py (notebook 06): small batches, sharp credit
     # (boost 9: "0.1 elsewhere" for the oracle's binary scores), 5 seeds, frequent evaluations.
-    "credit": Profile(replace(TRAINING, steps=16, prompts_per_step=2, group_size=4, eval_every=2, eval_size=100,
-                              credit=replace(TRAINING.credit, boost=9.0)), seeds=(0, 1, 2, 3, 4), target=0.75),
+    "credit": Profile(replace(TRAINING, steps=16, prompts_per_step=2, group_size=4, eval_every=2, eval_size=100),
+                      seeds=(0, 1, 2, 3, 4), target=0.75, credit={"boost": ORACLE_BOOST}),
 }
 DEFAULT_TARGET = PROFILES["default"].target
 TRAIN_POOL = dict(n=4000, seed=12345, digits=(2, 4))
@@ -79,6 +82,9 @@ RUN_OPTIONS = {
     "threads": Setting(1, "Torch threads per run (None: torch's setting).", dict(integer=True, low=1, optional=True)),
 }
 """`compare`'s own settings, beside the runs' `TrainConfig` (the command line's flags read them)."""
+CLI_JOBS = min(2, os.cpu_count() or 1)
+"""``python -m oar_lite compare``'s default ``--jobs``: one run per core, at most 2. Called from
+Python, `compare` trains in its own process (``RUN_OPTIONS["jobs"]``, 1)."""
 RUN_SET = ("method", "seed", "progress")
 """Run settings `compare` sets itself (``methods``, ``seeds``, ``progress``): ``overrides`` may not."""
 
@@ -97,9 +103,13 @@ def toy_task(*, eval_size: int | None = None, digits: int | tuple[int, int] | No
     return Task(train_problems=train_problems, eval_problems=evals, formats=toy.FORMATS)
 
 
-def run_config(method: str, seed: int, settings: TrainConfig = TRAINING) -> TrainConfig:
-    """``settings`` (`TRAINING`, a profile's, or one made from them) with a run's method and seed."""
-    return replace(settings, seed=seed, credit=replace(settings.credit, method=method))
+def run_config(method: str, seed: int, settings: TrainConfig = TRAINING, credit: dict | None = None) -> TrainConfig:
+    """``settings`` (`TRAINING`, a profile's, or one made from them) with a run's method and
+    seed. Its credit: `TRAINING_CREDIT`, the settings ``settings.credit`` changes and
+    ``credit`` (a profile's, a command line's: shared by several methods), each where
+    ``method`` takes it (`oar_lite.attribution.for_method`)."""
+    shared = {**TRAINING_CREDIT, **settings.credit.changed(), **(credit or {})}
+    return replace(settings, seed=seed, credit=for_method(method, shared))
 
 
 def with_overrides(config: TrainConfig, overrides: dict) -> TrainConfig:
@@ -141,8 +151,8 @@ def compare(
     out: str | os.PathLike = "results",
     profile: str = "default",
     target: float | None = None,
-    jobs: int = 1,
-    threads: int | None = 1,
+    jobs: int = RUN_OPTIONS["jobs"].default,
+    threads: int | None = RUN_OPTIONS["threads"].default,
     model_dir: str | os.PathLike | None = None,
     overrides: dict | None = None,
     digits: int | Sequence[int] | None = None,
@@ -161,8 +171,9 @@ def compare(
         jobs: runs trained at the same time (separate processes); 1 trains in this process.
         threads: torch threads per run (None: torch's setting).
         model_dir: a toy model folder other than the shipped one.
-        overrides: settings to change by name (`with_overrides`), e.g. ``{"boost": 2.0}``;
-            not those `compare` sets itself (`RUN_SET`, and ``steps`` when ``steps`` is given).
+        overrides: settings to change by name (`with_overrides`), e.g. ``{"boost": 2.0}``; a
+            credit setting goes to the methods that take it, and one that none of ``methods``
+            takes is a ValueError (`oar_lite.attribution.for_methods`); not those `compare` sets itself (`RUN_SET`, and ``steps`` when ``steps`` is given).
         digits: train and evaluate on problems with this many digits (see `toy_task`).
         progress: progress bars.
         command: the command line, recorded in ``compare.md``.
@@ -175,15 +186,19 @@ def compare(
     if not methods:
         raise ValueError("methods is empty; expected e.g. ('uniform', 'oar-g', 'oar-p')")
     overrides = dict(overrides or {})
-    credit = overrides.get("credit") if isinstance(overrides.get("credit"), dict) else {}
-    refused = [k for k in (*overrides, *credit) if k in RUN_SET]
+    if isinstance(overrides.get("credit"), dict):
+        overrides = {**{k: v for k, v in overrides.items() if k != "credit"}, **overrides["credit"]}
+    refused = [k for k in overrides if k in RUN_SET]
     refused += ["steps"] if steps is not None and "steps" in overrides else []
     if refused:
         raise ValueError(f"overrides {refused} are set by compare's own arguments (methods, seeds, steps, progress); "
                          "give them there")
     preset = PROFILES[profile]
-    settings = with_overrides(preset.config, {**overrides, "progress": progress, **({} if steps is None else
-                                                                                    {"steps": steps})})
+    credit = {k: v for k, v in overrides.items() if k in CREDIT_FIELDS}
+    for_methods(methods, credit)  # ValueError: a credit setting none of the methods takes
+    credit = {**preset.credit, **credit}
+    settings = with_overrides(preset.config, {**{k: v for k, v in overrides.items() if k not in CREDIT_FIELDS},
+                                              "progress": progress, **({} if steps is None else {"steps": steps})})
     target = preset.target if target is None else target
     for name, value in (("jobs", jobs), ("threads", threads), ("target", target)):
         check_number("compare", name, value, **RUN_OPTIONS[name].range)
@@ -200,7 +215,7 @@ def compare(
     runs = []
     for method in methods:
         for seed in seeds:
-            config = run_config(method, seed, settings)  # validates method and settings up front
+            config = run_config(method, seed, settings, credit)  # validates method and settings up front
             runs.append({"config": config, "out": str(out / "runs" / f"{_slug(method)}-seed{seed}"),
                          "threads": threads, "model_dir": str(model_dir) if model_dir else None, "digits": digits})
     # Every run folder is checked before any training, so a mismatch costs nothing.
@@ -250,7 +265,7 @@ def compare(
     records = [r for rs in results for r in rs]
     write_jsonl(out / "compare.jsonl", records)
     summary = summarize(records, target=target, methods=methods)
-    shared = {k: v for k, v in {**asdict(settings), **asdict(settings.credit)}.items()
+    shared = {k: v for k, v in {**asdict(settings), **asdict(CreditConfig()), **TRAINING_CREDIT, **credit}.items()
               if k not in ("credit", "method", "seed")}  # the credit settings beside the others, for the report
     summary["settings"] = {**shared, "seeds": list(seeds), "methods": list(methods), "target": target,
                            "jobs": jobs, "threads": threads, "profile": profile, "elapsed_s": elapsed,

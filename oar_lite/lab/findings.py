@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..attribution import PLAIN_GRPO
 from . import ground_truth, lora_learning, regime
 from .report import markdown_table
 from .stats import bootstrap_interval, intervals_overlap, rank_agreement
@@ -554,13 +555,13 @@ def learning_findings(log: dict | None = None) -> dict:
     its paired difference from GRPO, the step cost and how uniform its weights were."""
     log = lora_learning.load_log() if log is None else log
     methods = sorted({r["method"] for r in log["runs"]}, key=list(lora_learning.METHOD_NAMES).index)
-    grpo_seeds = [r["seed"] for r in lora_learning.runs_of(log, "none")]
+    grpo_seeds = [r["seed"] for r in lora_learning.runs_of(log, PLAIN_GRPO)]
     screened = [s for s in grpo_seeds if s in log.get("screened_seeds", [])]
-    out = {"name": log["name"], "grpo": {d: lora_learning.heldout_change(log, "none", decoding=d) for d in ("greedy", "t1")},
-           "steps": lora_learning.runs_of(log, "none")[0]["settings"]["steps"], "screened_seeds": screened}
+    out = {"name": log["name"], "grpo": {d: lora_learning.heldout_change(log, PLAIN_GRPO, decoding=d) for d in ("greedy", "t1")},
+           "steps": lora_learning.runs_of(log, PLAIN_GRPO)[0]["settings"]["steps"], "screened_seeds": screened}
     fresh = [s for s in grpo_seeds if s not in screened]
     if screened and fresh:
-        out["grpo_unscreened"] = {d: lora_learning.heldout_change(log, "none", decoding=d, seeds=fresh)
+        out["grpo_unscreened"] = {d: lora_learning.heldout_change(log, PLAIN_GRPO, decoding=d, seeds=fresh)
                                   for d in ("greedy", "t1")}
     out["methods"] = {}
     for m in methods[1:]:
@@ -570,7 +571,7 @@ def learning_findings(log: dict | None = None) -> dict:
         cost = lora_learning.cost_ratio(log, m)
         out["methods"][m] = {"gain": lora_learning.heldout_change(log, m),
                              "gains": {d: lora_learning.heldout_change(log, m, decoding=d) for d in DECODINGS},
-                             "paired": {d: lora_learning.heldout_change(log, m, decoding=d, against="none")
+                             "paired": {d: lora_learning.heldout_change(log, m, decoding=d, against=PLAIN_GRPO)
                                         for d in ("greedy", "t1")},
                              "cost": cost and cost["mean"], "cost_clock": cost and cost["clock"],
                              "cost_seeds": sorted(cost["per_seed"]) if cost else [],
@@ -594,10 +595,10 @@ def clean_findings(log: dict, methods) -> dict:
     GRPO's gain on the rest, twins of trained prompts (``"twins"``), and the stricter reading,
     problems without a twin anywhere in the pool (``"strict"``)."""
     def gains(problems):
-        return {"grpo": {d: lora_learning.heldout_change(log, "none", decoding=d, problems=problems) for d in DECODINGS},
+        return {"grpo": {d: lora_learning.heldout_change(log, PLAIN_GRPO, decoding=d, problems=problems) for d in DECODINGS},
                 "methods": {m: {"gain": {d: lora_learning.heldout_change(log, m, decoding=d, problems=problems)
                                          for d in DECODINGS},
-                                "paired": {d: lora_learning.heldout_change(log, m, decoding=d, against="none",
+                                "paired": {d: lora_learning.heldout_change(log, m, decoding=d, against=PLAIN_GRPO,
                                                                            problems=problems) for d in DECODINGS}}
                             for m in methods[1:]}}
 
@@ -605,7 +606,7 @@ def clean_findings(log: dict, methods) -> dict:
     twins = [i for i in range(trained["heldout"]) if i not in set(trained["problems"])]
     out = {**trained, **gains(trained["problems"]), "strict": {"problems": strict["problems"], **gains(strict["problems"])}}
     if len(twins) >= 2:
-        out["twins"] = {d: lora_learning.heldout_change(log, "none", decoding=d, problems=twins) for d in DECODINGS}
+        out["twins"] = {d: lora_learning.heldout_change(log, PLAIN_GRPO, decoding=d, problems=twins) for d in DECODINGS}
     return out
 
 
@@ -711,7 +712,7 @@ def _split_sentence(x: dict) -> str:
 def _decomposition_sentences(f: dict) -> str:
     """The T = 1 gain of GRPO split into format and accuracy given format, on every held-out
     problem and on those whose numbers no run trained on; what it says. Empty without ``answered``."""
-    x = f.get("decomposition", {}).get("none")
+    x = f.get("decomposition", {}).get(PLAIN_GRPO)
     if x is None:
         return ""
     fr, gf = x["format"], x["given_format"]
@@ -721,7 +722,7 @@ def _decomposition_sentences(f: dict) -> str:
             f"went from {fr['start']:.3f} to {fr['end']:.3f} ({_change(fr)}) and the accuracy given format from "
             f"{gf['start']:.3f} to {gf['end']:.3f} ({_change(gf)}): of the {x['accuracy']['change']:+.3f}, "
             f"{_split_sentence(x)}. ")
-    c = f.get("decomposition_clean", {}).get("none")
+    c = f.get("decomposition_clean", {}).get(PLAIN_GRPO)
     if c is not None:
         text += (f"On the {c['problems']} held-out problems whose numbers no run trained on (below) the gain is "
                  f"{c['accuracy']['change']:+.3f}: {_split_sentence(c)}. ")
@@ -891,12 +892,12 @@ def readme_summary(credit: dict | None = None, learning: dict | None = None) -> 
         line = (f"- **{title}** (SmolLM2-135M-Instruct + LoRA through TRL, 2 CPU cores, notebook 07): in {lf['steps']} "
                 f"GRPO steps held-out greedy accuracy, the pre-registered primary outcome, changed by "
                 f"{lora_learning.describe(g)}; at the training temperature by {lora_learning.describe(g1)}")
-        x = lf.get("decomposition", {}).get("none")
+        x = lf.get("decomposition", {}).get(PLAIN_GRPO)
         line += "." if x is None else (f", {x['from_format']['mean']:+.3f} of it from stating an answer at all and "
                                        f"{x['from_accuracy']['mean']:+.3f} from the sum when one was stated.")
         c = lf.get("clean")
         if c is not None:
-            cx = lf.get("decomposition_clean", {}).get("none")
+            cx = lf.get("decomposition_clean", {}).get(PLAIN_GRPO)
             line += (f" On the {len(c['problems'])} of {c['heldout']} held-out problems whose numbers no run trained on: "
                      f"greedy {lora_learning.describe(c['grpo']['greedy'])}, T = 1 {lora_learning.describe(c['grpo']['t1'])}"
                      + ("." if cx is None else

@@ -32,7 +32,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import torch
 
-from ..attribution import eval_mode, token_weights
+from ..attribution import CREDIT_FIELDS, credit_settings, eval_mode, for_methods, token_weights
 from ..grpo import group_advantages, sequence_logprobs
 from ..reshape import effective_share
 from ..reward import math_reward
@@ -97,7 +97,8 @@ def batch_gradients(
         draws: consecutive batches that share their problems (``draws`` completion batches of
             each prompt set, for `variance_components`; 1: every batch draws its own).
         seed, max_new_tokens, temperature, formats: sampling.
-        reshape: `CreditConfig` fields and scorer options for every weighting (`token_weights`).
+        reshape: `CreditConfig` fields and scorer options for every weighting (`token_weights`);
+            a `CreditConfig` field goes to the weightings whose method takes it.
         on_batch: called as ``on_batch(b, info)`` after each batch (progress).
 
     Returns:
@@ -116,7 +117,14 @@ def batch_gradients(
     if not weightings:
         raise ValueError("weightings is empty; expected e.g. {'uniform': 'uniform', 'oracle': 'oracle'}")
     specs = {label: _weighting(spec) for label, spec in weightings.items()}
-    base = {"pad_token_id": tokenizer.pad_token_id, **(reshape or {})}
+    # A shared credit setting goes to the weightings whose method takes it (plain GRPO takes no boost).
+    named = [m for m, _ in specs.values() if isinstance(m, str)]
+    shared = {k: v for k, v in (reshape or {}).items() if k in CREDIT_FIELDS}
+    for_methods(named, shared)  # ValueError: one that none of them takes
+    base = {"pad_token_id": tokenizer.pad_token_id, **{k: v for k, v in (reshape or {}).items() if k not in shared}}
+    for label, (method, options) in specs.items():
+        if isinstance(method, str):
+            specs[label] = (method, {**{k: v for k, v in shared.items() if k in credit_settings(method)}, **options})
     params = [p for p in model.parameters() if p.requires_grad]
     grads = {label: [] for label in specs}
     info = {"rewards": [], "mixed": [], "weights": {label: [] for label in specs}, "rows": []}

@@ -24,24 +24,30 @@ from typing import Sequence
 
 import numpy as np
 
+from ..attribution import OLD_NAMES, PLAIN_GRPO
 from ..course.problems import heldout_split, numbers_key
 from .stats import crossed_bootstrap, crossed_bootstrap_of
 
 LOG_DIR = resources.files(__package__) / "data" / "smollm2_learning"
-METHOD_NAMES = {"none": "GRPO", "oar-g": "OAR-G", "oar-p": "OAR-P"}
+METHOD_NAMES = {PLAIN_GRPO: "GRPO", "oar-g": "OAR-G", "oar-p": "OAR-P"}
+
 
 
 def load_log(name: str = "main", path: str | Path | None = None) -> dict:
-    """The shipped log ``name`` (or the JSON at ``path``); FileNotFoundError lists the shipped ones."""
+    """The shipped log ``name`` (or the JSON at ``path``); FileNotFoundError lists the shipped ones.
+    Each run's ``"method"`` is read under today's name (`oar_lite.attribution.OLD_NAMES`: the shipped logs' ``"none"`` -> ``"uniform"``; the files stay as written)."""
     source = Path(path) if path is not None else LOG_DIR / f"{name}.json"
     if not source.is_file():
         shipped = sorted(p.name[:-5] for p in LOG_DIR.iterdir() if p.name.endswith(".json")) if LOG_DIR.is_dir() else []
         raise FileNotFoundError(f"no SmolLM2 learning log {source}; shipped logs: {shipped}")
-    return json.loads(source.read_text())
+    log = json.loads(source.read_text())
+    for run in log.get("runs", []):
+        run["method"] = OLD_NAMES.get(run["method"], run["method"])
+    return log
 
 
 def runs_of(log: dict, method: str) -> list[dict]:
-    """The runs of ``method`` (``"none"`` is GRPO), by seed; ValueError when there is none."""
+    """The runs of ``method`` (``"uniform"`` is GRPO), by seed; ValueError when there is none."""
     runs = sorted((r for r in log["runs"] if r["method"] == method), key=lambda r: r["seed"])
     if not runs:
         raise ValueError(f"no run of method {method!r} in log {log.get('name')!r}; it has "
@@ -301,7 +307,7 @@ def step_seconds(run: dict) -> tuple[list[float], str]:
     return wall, "wall"
 
 
-def cost_ratio(log: dict, method: str, against: str = "none", seeds: Sequence[int] | None = None) -> dict | None:
+def cost_ratio(log: dict, method: str, against: str = PLAIN_GRPO, seeds: Sequence[int] | None = None) -> dict | None:
     """A step's seconds for ``method`` over ``against``'s, median step of each run
     (`step_seconds`), paired by seed (only ``seeds`` if given, else the log's ``cost_seeds``
     when it names the pairs that ran side by side, else every seed): ``{"mean", "per_seed",
@@ -336,7 +342,7 @@ def describe(change: dict, digits: int = 3) -> str:
             f"{len(change['seeds'])} seeds x {change['problems']} problems)")
 
 
-def plot_curves(axes: Sequence, log: dict, methods: Sequence[str] = ("none", "oar-g"),
+def plot_curves(axes: Sequence, log: dict, methods: Sequence[str] = (PLAIN_GRPO, "oar-g"),
                 panels: Sequence[tuple[str, str]] = (("heldout:greedy", "held-out accuracy, greedy"),
                                                      ("heldout:t1", "held-out accuracy, T = 1"),
                                                      ("reward", "train reward (T = 1)"),

@@ -11,6 +11,7 @@ import torch
 from transformers import TrainerCallback
 
 from ..checkpoint import append_jsonl, read_jsonl
+from ..attribution import CREDIT_FIELDS, credit_settings
 from ..checks import check_number
 from ..evaluate import heldout_accuracy
 from ..segment import FORMATS
@@ -67,11 +68,19 @@ def recipe_config(recipe: str, output_dir: str, *, steps: int, oar_method: str =
                   seed: int = 0, device: str | torch.device | None = None, **overrides) -> OARConfig:
     """The `OARConfig` of a `RECIPES` entry for ``steps`` optimizer steps on ``device`` (default:
     CUDA if available, else the CPU), with its precision (`mixed_precision`); ``overrides``
-    (recipe keys or any `OARConfig` field) win. Logs every step; checkpoints every
+    (recipe keys or any `OARConfig` field) win; the recipe's ``oar_`` credit settings go to the
+    methods that take them (``oar_batch_size`` to OAR-P), an override the method does not take
+    is refused (`OARConfig`). Logs every step; checkpoints every
     ``save_steps`` (resume with ``trainer.train(resume_from_checkpoint=True)``)."""
     if recipe not in RECIPES:
         raise ValueError(f"unknown recipe {recipe!r}; expected one of {sorted(RECIPES)}")
-    settings = {**RECIPES[recipe], **overrides}
+    try:
+        taken = {f"oar_{k}" for k in credit_settings(oar_method)}
+    except (ValueError, AttributeError):  # an unknown method: OARConfig says what it expects
+        taken = set()
+    recipe_settings = {k: v for k, v in RECIPES[recipe].items()
+                       if not (k.startswith("oar_") and k[4:] in CREDIT_FIELDS and k not in taken)}
+    settings = {**recipe_settings, **overrides}
     prompts, group, micro = (settings.pop(k) for k in ("prompts_per_step", "num_generations", "micro_batch"))
     if prompts * group % micro:
         raise ValueError(f"prompts_per_step x num_generations = {prompts * group} must be a multiple of "

@@ -27,10 +27,40 @@ def test_credit_config_refuses_unknown_methods_listing_the_valid_ones():
 
 
 def test_credit_config_routes_each_setting_by_name():
-    credit = CreditConfig(method="oar-p", quantile=0.5, boost=9, noise_std=0.0, batch_size=4)
-    assert credit.scorer_options() == {"noise_std": 0.0, "batch_size": 4, "token_budget": None}
+    credit = CreditConfig(method="oar-p", quantile=0.5, boost=9, batch_size=4)
+    assert credit.scorer_options() == {"batch_size": 4, "token_budget": None}  # OAR-P's, not OAR-G's noise_std
+    assert CreditConfig(method="oar-g", noise_std=0.0).scorer_options() == {"noise_std": 0.0}
     scores = torch.tensor([0.0, 1.0, 2.0, 4.0])
     assert torch.equal(credit.reshape(scores), ol.bilevel_weights(scores, quantile=0.5, boost=9))
+
+
+@pytest.mark.parametrize("kwargs, says", [
+    (dict(method="oar-p", noise_std=0.5), r"got noise_std=0\.5, which 'oar-p' does not take; it takes \['batch_size'"),
+    (dict(method="oar-g", batch_size=4), r"got batch_size=4, which 'oar-g' does not take; it takes \['boost'.*'noise_std'"),
+    (dict(method="oar-g:answer_mean", token_budget=4096), r"token_budget=4096, which 'oar-g:answer_mean' does not take"),
+    (dict(method="entropy", noise_std=0.5), r"noise_std=0\.5, which 'entropy' does not take"),
+    (dict(method="uniform", boost=9.0), r"boost=9\.0, which 'uniform' does not take; it takes no settings"),
+    (dict(method="shuffled:uniform", quantile=0.5, preserve_mass=False), r"quantile=0\.5, preserve_mass=False"),
+    (dict(method=None), r"CreditConfig\.method=None: expected a method name"),
+    (dict(boost=None), r"CreditConfig\.boost=None is out of range: expected a finite number >= 0$"),
+])
+def test_credit_config_refuses_a_setting_its_method_does_not_take(kwargs, says):
+    with pytest.raises(ValueError, match=says):
+        CreditConfig(**kwargs)
+
+
+def test_each_method_takes_its_own_settings_and_for_methods_passes_them_to_those():
+    assert ol.attribution.credit_settings("uniform") == set()
+    assert ol.attribution.credit_settings("inverted:oar-p:last") == {"quantile", "boost", "floor", "preserve_mass",
+                                                                     "batch_size", "token_budget"}
+    assert CreditConfig(method="uniform", batch_size=None, noise_std=1e-3).method == "uniform"  # the defaults: fine
+    credit = ol.attribution.for_methods(["uniform", "oar-g", "oar-p"], {"boost": 2.0, "batch_size": 8})
+    assert credit["uniform"] == CreditConfig(method="uniform")
+    assert (credit["oar-g"].boost, credit["oar-g"].batch_size) == (2.0, None)
+    assert (credit["oar-p"].boost, credit["oar-p"].batch_size) == (2.0, 8)
+    with pytest.raises(ValueError, match=r"\['noise_std'\] are taken by none of the methods \['uniform', 'oar-p'\]; "
+                                         r"they take uniform: no settings \(plain GRPO\); oar-p: \['batch_size'"):
+        ol.attribution.for_methods(["uniform", "oar-p"], {"noise_std": 0.5})
 
 
 def test_scorer_context_is_what_every_scorer_may_read():

@@ -110,4 +110,5 @@ def test_compare_cli_trains_a_control(tmp_path):
     assert {r["method"] for r in records} == {"uniform", "inverted:oracle"}
     assert (tmp_path / "runs" / "inverted-oracle-seed0" / "checkpoint.pt").exists()
     from oar_lite.lab import compare
-    assert compare.PROFILES["credit"].config.credit.boost == 9.0 and len(compare.PROFILES["credit"].seeds) >= 5
+    from oar_lite.course.oracle import ORACLE_BOOST
+    assert compare.PROFILES["credit"].credit == {"boost": ORACLE_BOOST} and len(compare.PROFILES["credit"].seeds) >= 5

@@ -5,6 +5,7 @@ import json
 import pytest
 from conftest import old_flat_form
 
+from oar_lite.attribution import CreditConfig
 from oar_lite.lab import compare
 from oar_lite.__main__ import main
 from oar_lite.checkpoint import read_jsonl
@@ -193,17 +194,22 @@ def test_a_run_folder_without_its_settings_is_refused(tmp_path):
 def test_profiles_are_train_config_presets():
     for name, profile in compare.PROFILES.items():
         assert isinstance(profile.config, TrainConfig) and profile.seeds and 0 < profile.target <= 1, name
-    credit = compare.PROFILES["credit"].config.credit
-    assert credit.boost == 9.0 and credit.method == "uniform"
+    credit = compare.PROFILES["credit"]
     run = compare.run_config("oar-p:answer_mean", 3, compare.PROFILES["tiny"].config)
     assert (run.credit.method, run.seed, run.steps) == ("oar-p:answer_mean", 3, compare.PROFILES["tiny"].config.steps)
+    # The credit regime's boost goes to the methods that reshape, not to plain GRPO, which takes none.
+    assert compare.run_config("oracle", 0, credit.config, credit.credit).credit.boost == 9.0
+    assert compare.run_config("uniform", 0, credit.config, credit.credit).credit == CreditConfig("uniform")
+    assert run.credit.batch_size == 64  # training's OAR-P batch size (TRAINING_CREDIT)
 
 
 def test_compare_refuses_an_unknown_override_before_writing(tmp_path):
     with pytest.raises(ValueError, match=r"unknown TrainConfig setting\(s\) \['prompts'\]"):
         compare.compare(["uniform"], profile="tiny", out=tmp_path / "out", overrides={"prompts": 4}, progress=False)
     with pytest.raises(ValueError, match=r"CreditConfig\.boost=-1"):
-        compare.compare(["uniform"], profile="tiny", out=tmp_path / "out", overrides={"boost": -1}, progress=False)
+        compare.compare(["oar-g"], profile="tiny", out=tmp_path / "out", overrides={"boost": -1}, progress=False)
+    with pytest.raises(ValueError, match=r"\['boost'\] are taken by none of the methods \['uniform'\]"):
+        compare.compare(["uniform"], profile="tiny", out=tmp_path / "out", overrides={"boost": 2}, progress=False)
     assert not (tmp_path / "out").exists()
 
 
@@ -220,12 +226,14 @@ def test_a_run_recorded_in_either_form_is_reused(tmp_path, form):
     if form == "old flat":
         saved["config"] = old_flat_form(config)
         del saved["config"]["attribution_token_budget"]
+        saved["config"]["attribution_batch_size"] = 64  # older files give every method OAR-P's batch size
     else:
         saved["config"] = dataclasses.asdict(config)
+        saved["config"]["credit"]["batch_size"] = 64
     (run / "run.json").write_text(json.dumps(saved))
     checkpoint = (run / "checkpoint.pt").read_bytes()
     assert main(tiny) == 0
     assert (run / "checkpoint.pt").read_bytes() == checkpoint  # read back, not trained again
     (run / "run.json").write_text(json.dumps(saved))
-    with pytest.raises(ValueError, match=r"boost=1.0 \(now 2.0\)"):
-        main(tiny + ["--boost", "2"])
+    with pytest.raises(ValueError, match=r"learning_rate=0.0001 \(now 0.001\)"):
+        main(tiny + ["--learning-rate", "0.001"])

@@ -47,8 +47,8 @@ def _run(method, seed, before, after, cpu):
 def test_learning_conclusion_on_a_log_with_known_answers():
     base = [0] * 8
     log = {"name": "t", "screened_seeds": [0], "runs": [
-        _run("none", 0, base, [1, 1, 1, 1, 0, 0, 0, 0], 100.0), _run("none", 1, base, [1, 1, 1, 0, 0, 0, 0, 0], 100.0),
-        _run("none", 2, base, [1, 1, 1, 1, 0, 0, 0, 0], 100.0),
+        _run("uniform", 0, base, [1, 1, 1, 1, 0, 0, 0, 0], 100.0), _run("uniform", 1, base, [1, 1, 1, 0, 0, 0, 0, 0], 100.0),
+        _run("uniform", 2, base, [1, 1, 1, 1, 0, 0, 0, 0], 100.0),
         _run("oar-g", 0, base, [1, 1, 1, 1, 0, 0, 0, 0], 120.0), _run("oar-g", 1, base, [1, 1, 1, 0, 0, 0, 0, 0], 120.0),
         _run("oar-g", 2, base, [1, 1, 1, 1, 0, 0, 0, 0], 120.0)]}
     f = findings.learning_findings(log)

@@ -80,6 +80,13 @@ def test_batch_gradients_at_the_shipped_model():
         assert shares["oracle"]["share"] > shares["uniform"]["share"]
     with pytest.raises(ValueError, match="weighting"):
         gq.batch_gradients(model, tok, problems, {"uniform": 3}, batches=2)
+    # A shared reshaping goes to the weightings that take it: plain GRPO's gradient is the same with boost 9.
+    boosted, _ = gq.batch_gradients(model, tok, problems, {"uniform": "uniform", "oracle": "oracle"}, batches=2,
+                                    prompts=4, group_size=4, seed=3, reshape={"boost": 9})
+    assert torch.equal(boosted["uniform"], grads["uniform"][:2]) and torch.equal(boosted["oracle"], grads["oracle"][:2])
+    with pytest.raises(ValueError, match=r"\['noise_std'\] are taken by none of the methods \['uniform', 'oracle'\]"):
+        gq.batch_gradients(model, tok, problems, {"uniform": "uniform", "oracle": "oracle"}, batches=2,
+                           reshape={"noise_std": 0.5})
 
 
 def test_gradient_quality_benchmark_writes_its_report(tmp_path):

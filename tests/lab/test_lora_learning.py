@@ -19,26 +19,26 @@ def _run(method, seed, correct_by_step, cpu=None):
 def _log():
     base = [0, 0, 1, 0]
     return {"name": "t", "runs": [
-        _run("none", 1, {0: base, 4: [1, 0, 1, 0]}),
-        _run("none", 2, {0: base, 4: [0, 1, 1, 0]}),
+        _run("uniform", 1, {0: base, 4: [1, 0, 1, 0]}),
+        _run("uniform", 2, {0: base, 4: [0, 1, 1, 0]}),
         _run("oar-g", 1, {0: base, 4: [1, 1, 1, 0]}),
         _run("oar-g", 2, {0: base, 4: [1, 0, 1, 0]})]}
 
 
 def test_heldout_change_and_its_paired_difference():
     log = _log()
-    grpo = ll.heldout_change(log, "none")
+    grpo = ll.heldout_change(log, "uniform")
     assert grpo["mean"] == pytest.approx(0.25) and grpo["end"] == 4 and grpo["seeds"] == [1, 2]
     assert grpo["start_accuracy"] == 0.25 and grpo["end_accuracy"] == 0.5
     assert grpo["low"] <= 0.25 <= grpo["high"] and grpo["low"] >= 0
-    paired = ll.heldout_change(log, "oar-g", against="none")
+    paired = ll.heldout_change(log, "oar-g", against="uniform")
     assert paired["mean"] == pytest.approx(0.125)  # (2 + 1) / 8 gained against (1 + 1) / 8
     assert "+0.125" in ll.describe(paired)
 
 
 def test_curves_and_missing_things_say_what_is_there():
     log = _log()
-    curve = ll.heldout_curve(log, "none")
+    curve = ll.heldout_curve(log, "uniform")
     assert curve["steps"] == [0, 4] and curve["mean"] == pytest.approx([0.25, 0.5])
     reward = ll.metric_curve(log, "oar-g", "reward")
     assert reward["steps"] == [1, 2, 3, 4] and reward["mean"] == pytest.approx([0.1, 0.2, 0.3, 0.4])
@@ -49,7 +49,7 @@ def test_curves_and_missing_things_say_what_is_there():
 
 
 def test_step_cost_leaves_out_measured_steps_and_resumes():
-    run = _run("none", 1, {0: [0, 1], 4: [1, 1]}, cpu=[110.0, 210.0, 20.0, 140.0])  # resumed before step 3
+    run = _run("uniform", 1, {0: [0, 1], 4: [1, 1]}, cpu=[110.0, 210.0, 20.0, 140.0])  # resumed before step 3
     assert ll.step_cpu_seconds(run) == [100.0]  # step 2 only: step 3 restarted, step 4 held a measurement
     slow = _run("oar-g", 1, {0: [0, 1], 4: [1, 1]}, cpu=[130.0, 280.0, 430.0, 590.0])
     log = {"runs": [run, slow]}
@@ -58,7 +58,7 @@ def test_step_cost_leaves_out_measured_steps_and_resumes():
 
 
 def test_step_cost_falls_back_to_trls_wall_clock_and_refuses_mixed_clocks():
-    wall = {"name": "w", "method": "none", "seed": 1, "heldout": [{"step": 2}],
+    wall = {"name": "w", "method": "uniform", "seed": 1, "heldout": [{"step": 2}],
             "log": [{"step": 1, "step_time": 10.0}, {"step": 2, "step_time": 99.0}, {"step": 3, "step_time": 12.0}]}
     assert ll.step_seconds(wall) == ([10.0, 12.0], "wall")  # step 2 held a measurement
     slow = {**wall, "method": "oar-g", "log": [{"step": 1, "step_time": 13.0}, {"step": 3, "step_time": 15.0}]}
@@ -75,13 +75,13 @@ def test_step_cost_reads_only_the_pairs_that_ran_side_by_side():
         return {"name": f"{method}{seed}", "method": method, "seed": seed, "heldout": [],
                 "log": [{"step": 1, "step_time": seconds}]}
 
-    runs = [wall("none", 0, 10.0), wall("oar-g", 0, 30.0), wall("none", 1, 10.0), wall("oar-g", 1, 11.0)]
+    runs = [wall("uniform", 0, 10.0), wall("oar-g", 0, 30.0), wall("uniform", 1, 10.0), wall("oar-g", 1, 11.0)]
     assert ll.cost_ratio({"runs": runs}, "oar-g")["per_seed"] == {0: 3.0, 1: pytest.approx(1.1)}
     assert ll.cost_ratio({"runs": runs, "cost_seeds": [1]}, "oar-g")["per_seed"] == {1: pytest.approx(1.1)}
     assert ll.cost_ratio({"runs": runs, "cost_seeds": [1]}, "oar-g", seeds=[0])["per_seed"] == {0: 3.0}
-    with pytest.raises(ValueError, match=r"no seed has both a oar-g and a none run to time among \[5\]"):
+    with pytest.raises(ValueError, match=r"no seed has both a oar-g and a uniform run to time among \[5\]"):
         ll.cost_ratio({"runs": runs}, "oar-g", seeds=[5])
-    with pytest.raises(ValueError, match=r"seeds \[5\] were asked for but have no oar-g and none pair"):
+    with pytest.raises(ValueError, match=r"seeds \[5\] were asked for but have no oar-g and uniform pair"):
         ll.cost_ratio({"runs": runs, "cost_seeds": [1, 5]}, "oar-g")
 
 
@@ -179,7 +179,7 @@ def test_trained_indices_are_the_prompts_trl_draws(tmp_path):
     from oar_lite.lab.recipes import recipe_config
     from oar_lite.trl import OARGRPOTrainer
 
-    run = next(r for r in ll.load_log()["runs"] if r["method"] == "none" and r["seed"] == 2)
+    run = next(r for r in ll.load_log()["runs"] if r["method"] == "uniform" and r["seed"] == 2)
     s = run["settings"]
     pool, _ = ll.run_split(run)
     rows = [{"prompt": f"{10 + i % 90}+{10 + i // 90 % 90}:", "answer": "0", "idx": i} for i in range(len(pool))]
@@ -190,7 +190,7 @@ def test_trained_indices_are_the_prompts_trl_draws(tmp_path):
         return [0.0] * len(completions)
 
     def train(steps, resume=False):
-        args = recipe_config("laptop", str(tmp_path), steps=steps, oar_method="none", answer_formats=list(toy.FORMATS),
+        args = recipe_config("laptop", str(tmp_path), steps=steps, oar_method="uniform", answer_formats=list(toy.FORMATS),
                              seed=run["seed"], device="cpu", learning_rate=s["learning_rate"], prompts_per_step=s["prompts"],
                              num_generations=s["group_size"], micro_batch=s["micro_batch"], max_completion_length=4,
                              gradient_checkpointing=False, bf16=False, save_steps=2, disable_tqdm=True,
@@ -207,3 +207,13 @@ def test_trained_indices_are_the_prompts_trl_draws(tmp_path):
     drawn.clear()
     train(4, resume=True)  # steps 3 and 4, from the step-2 checkpoint
     assert [i for step in drawn for i in step] == ll.trained_indices(run, steps=4)[2 * s["prompts"]:]
+
+
+def test_the_shipped_logs_old_name_of_plain_grpo_is_read_as_uniform():
+    import json
+
+    raw = json.loads((ll.LOG_DIR / "main.json").read_text())
+    assert "none" in {r["method"] for r in raw["runs"]}  # the file stays as it was written
+    log = ll.load_log("main")
+    assert {r["method"] for r in log["runs"]} == ({r["method"] for r in raw["runs"]} - {"none"}) | {"uniform"}
+    assert [r["seed"] for r in ll.runs_of(log, "uniform")] == sorted(r["seed"] for r in raw["runs"] if r["method"] == "none")
