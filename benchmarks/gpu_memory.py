@@ -1,7 +1,7 @@
 """Memory and time per step of notebook 07's GPU recipes: estimated here, measured on a GPU.
 
     python -m benchmarks.gpu_memory table [--measured OUT/gpu_memory.json] [--write docs/gpu.md]
-    python -m benchmarks.gpu_memory measure --model smollm2 --methods none oar-g oar-p --steps 4 --out OUT/gpu_memory.json
+    python -m benchmarks.gpu_memory measure --model smollm2 --methods uniform oar-g oar-p --steps 4 --out OUT/gpu_memory.json
 
 ``table`` prints (or writes) the table of `SETTINGS`: the ESTIMATES of `estimate`, and the
 measured peak memory and seconds per step where a ``measure`` JSON has them. ``measure``

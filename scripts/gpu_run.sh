@@ -51,7 +51,7 @@ if [ "$which" != toy ]; then
     # the hub models of the table on a machine that reaches the hub (GSM8K).
     for model in smollm2 ${GPU_MEMORY_MODELS:-}; do
         part "memory and time table, $model" 240 "$py" -m benchmarks.gpu_memory measure --model "$model" \
-            --methods none oar-g oar-p --steps 4 --out "$out/gpu_memory.json"
+            --methods uniform oar-g oar-p --steps 4 --out "$out/gpu_memory.json"
     done
     part "memory and time table, page" 30 "$py" -m benchmarks.gpu_memory table --measured "$out/gpu_memory.json" \
         --write "$out/gpu.md"

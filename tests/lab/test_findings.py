@@ -78,7 +78,7 @@ def test_the_shipped_learning_log_reads_through():
     # Issue 36: the pre-registered primary outcome (greedy) first, then T = 1 and its decomposition.
     assert text.index("primary outcome, held-out greedy accuracy") < text.index("secondary outcome") < text.index(
         "from stating an answer more often")
-    x = f["decomposition"]["none"]
+    x = f["decomposition"]["uniform"]
     assert x["from_format"]["mean"] + x["from_accuracy"]["mean"] == pytest.approx(f["grpo"]["t1"]["mean"])
     # Issue 38: the shipped runs' held-out problems, read apart by their numbers.
     c = f["clean"]
@@ -115,9 +115,9 @@ def test_learning_conclusion_decomposes_the_sampled_gain():
     accuracy given format stays 1/2: the whole gain is the format's."""
     start = ([1, 1, 0, 0, 0, 0, 0, 0], [1, 1, 1, 1, 0, 0, 0, 0])
     end = ([1, 1, 0, 0, 1, 1, 0, 0], [1] * 8)
-    log = {"name": "t", "runs": [_stated_run("none", s, start, end) for s in (1, 2)]}
+    log = {"name": "t", "runs": [_stated_run("uniform", s, start, end) for s in (1, 2)]}
     f = findings.learning_findings(log)
-    x = f["decomposition"]["none"]
+    x = f["decomposition"]["uniform"]
     assert (x["format"]["start"], x["format"]["end"], x["given_format"]["change"]) == (0.5, 1.0, 0.0)
     assert x["from_format"]["mean"] == pytest.approx(0.25) and x["from_accuracy"]["mean"] == pytest.approx(0.0)
     assert "clean" not in f  # a log without the split settings: no problems to rebuild
@@ -335,7 +335,7 @@ def test_positive_sentence_leads_with_the_pooled_reading():
 
 def test_learning_conclusion_recalls_the_pooled_positive_control():
     base = [0] * 8
-    log = {"name": "t", "screened_seeds": [0], "runs": [_run("none", s, base, [1, 1, 1, 1, 0, 0, 0, 0], 100.0)
+    log = {"name": "t", "screened_seeds": [0], "runs": [_run("uniform", s, base, [1, 1, 1, 1, 0, 0, 0, 0], 100.0)
                                                         for s in range(3)]}
     f = findings.learning_findings(log)
     positive = {"pooled": findings.positive_pooled(_pooled_control(), 64, n_boot=2000)}
