@@ -816,12 +816,12 @@ def learning_tables(f: dict | None = None) -> str:
         n, st = len(c["problems"]), c["strict"]
         header = ["", "decoding", f"all {c['heldout']} held-out problems", f"the {n} whose numbers no run trained on",
                   f"the {len(st['problems'])} without a twin in the pool"]
-        rows = [[f"{names['none']} gain", dec, _cell(f["grpo"][dec]), _cell(c["grpo"][dec]), _cell(st["grpo"][dec])]
+        rows = [[f"{names[PLAIN_GRPO]} gain", dec, _cell(f["grpo"][dec]), _cell(c["grpo"][dec]), _cell(st["grpo"][dec])]
                 for dec in DECODINGS]
         for m, e in f["methods"].items():
             rows += [[f"{names.get(m, m)} gain", dec, _cell(e["gains"][dec]), _cell(c["methods"][m]["gain"][dec]),
                       _cell(st["methods"][m]["gain"][dec])] for dec in DECODINGS]
-            rows += [[f"{names.get(m, m)} - {names['none']}, paired", dec, _cell(e["paired"][dec]),
+            rows += [[f"{names.get(m, m)} - {names[PLAIN_GRPO]}, paired", dec, _cell(e["paired"][dec]),
                       _cell(c["methods"][m]["paired"][dec]), _cell(st["methods"][m]["paired"][dec])] for dec in DECODINGS]
         out += ["Held-out accuracy gain from step 0 to the last step (mean over seeds; 95% crossed-bootstrap interval "
                 "over seeds and problems):", "", *markdown_table(header, rows), ""]

@@ -89,13 +89,13 @@ def test_step_cost_reads_only_the_pairs_that_ran_side_by_side():
 
 def test_heldout_change_on_some_problems_only():
     log = _log()
-    assert ll.heldout_change(log, "none", problems=[0, 1])["mean"] == pytest.approx(0.5)
-    kept = ll.heldout_change(log, "none", problems=[2, 3])
+    assert ll.heldout_change(log, "uniform", problems=[0, 1])["mean"] == pytest.approx(0.5)
+    kept = ll.heldout_change(log, "uniform", problems=[2, 3])
     assert kept["mean"] == 0 and kept["problems"] == 2 and kept["start_accuracy"] == 0.5
-    assert ll.heldout_change(log, "oar-g", against="none", problems=[0, 1])["mean"] == pytest.approx(0.25)
+    assert ll.heldout_change(log, "oar-g", against="uniform", problems=[0, 1])["mean"] == pytest.approx(0.25)
     for bad in ([0], [0, 4], [1, 1]):
         with pytest.raises(ValueError, match=r"problems must be >= 2 distinct indices in \[0, 4\)"):
-            ll.heldout_change(log, "none", problems=bad)
+            ll.heldout_change(log, "uniform", problems=bad)
 
 
 def test_crossed_bootstrap_of_a_mean_is_crossed_bootstrap():
@@ -121,9 +121,9 @@ def _answered_run(method, seed, by_step):
 def test_format_decomposition_splits_the_gain_into_format_and_accuracy_given_format():
     start = ([1, 0, 0, 0], [1, 1, 0, 0])  # format 1/2, right on 1 of the 2 answers stated
     log = {"name": "t", "runs": [
-        _answered_run("none", 1, {0: start, 4: ([1, 1, 0, 0], [1, 1, 1, 1])}),
-        _answered_run("none", 2, {0: start, 4: ([1, 0, 1, 0], [1, 1, 1, 0])})]}
-    d = ll.format_decomposition(log, "none")
+        _answered_run("uniform", 1, {0: start, 4: ([1, 1, 0, 0], [1, 1, 1, 1])}),
+        _answered_run("uniform", 2, {0: start, 4: ([1, 0, 1, 0], [1, 1, 1, 0])})]}
+    d = ll.format_decomposition(log, "uniform")
     f0, f1, a0, a1 = 1 / 2, 7 / 8, 1 / 2, 4 / 7  # end: 7 answers stated of 8, 4 of them right
     assert d["accuracy"]["start"] == 0.25 and d["accuracy"]["change"] == pytest.approx(0.25)
     assert (d["format"]["start"], d["format"]["end"]) == (f0, f1) and d["format"]["change"] == pytest.approx(f1 - f0)
@@ -134,17 +134,17 @@ def test_format_decomposition_splits_the_gain_into_format_and_accuracy_given_for
     assert d["seeds"] == [1, 2] and d["problems"] == 4 and d["end"] == 4
     for k in ("accuracy", "format", "given_format", "from_format", "from_accuracy"):
         assert d[k]["low"] <= d[k]["high"]
-    some = ll.format_decomposition(log, "none", problems=[1, 2])  # format 1/2 -> 1, accuracy given format 0 -> 1/2
+    some = ll.format_decomposition(log, "uniform", problems=[1, 2])  # format 1/2 -> 1, accuracy given format 0 -> 1/2
     assert (some["from_format"]["mean"], some["from_accuracy"]["mean"]) == pytest.approx((0.5 * 0.25, 0.5 * 0.75))
-    none_stated = ll.format_decomposition(log, "none", problems=[2, 3])  # no answer stated at step 0
+    none_stated = ll.format_decomposition(log, "uniform", problems=[2, 3])  # no answer stated at step 0
     assert math.isnan(none_stated["given_format"]["start"]) and math.isnan(none_stated["from_format"]["low"])
     assert none_stated["format"]["change"] == pytest.approx(0.75)
 
-    wrong = {"name": "w", "runs": [_answered_run("none", 1, {0: start, 4: ([1, 1, 0, 0], [1, 0, 0, 0])})]}
+    wrong = {"name": "w", "runs": [_answered_run("uniform", 1, {0: start, 4: ([1, 1, 0, 0], [1, 0, 0, 0])})]}
     with pytest.raises(ValueError, match="counted correct but not stated"):
-        ll.format_decomposition(wrong, "none")
+        ll.format_decomposition(wrong, "uniform")
     with pytest.raises(ValueError, match="has no 'answered'"):
-        ll.format_decomposition({"runs": [_run("none", 1, {0: [0, 1], 4: [1, 1]})]}, "none", decoding="greedy")
+        ll.format_decomposition({"runs": [_run("uniform", 1, {0: [0, 1], 4: [1, 1]})]}, "uniform", decoding="greedy")
 
 
 def test_clean_heldout_of_the_shipped_runs():
