@@ -91,7 +91,8 @@ def installed(source, tmp_path_factory):
 def test_wheel_carries_the_data(installed):
     _, _, wheel = installed
     names = zipfile.ZipFile(wheel).namelist()
-    shipped = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "oar_lite" / "data").rglob("*") if p.is_file())
+    shipped = sorted(str(p.relative_to(ROOT)) for layer in ("course", "lab")
+                     for p in (ROOT / "oar_lite" / layer / "data").rglob("*") if p.is_file())
     assert shipped and all(name in names for name in shipped), sorted(set(shipped) - set(names))
 
 
