@@ -35,7 +35,7 @@ from benchmarks import common
 from oar_lite.attribution import OLD_NAMES, PLAIN_GRPO
 
 OUT = Path("results/smollm2-learning")
-SHIPPED = Path(__file__).resolve().parent.parent / "oar_lite" / "data" / "smollm2_learning"
+SHIPPED = Path(__file__).resolve().parent.parent / "oar_lite" / "lab" / "data" / "smollm2_learning"
 
 SPLIT = dict(steps=1, per_template=24, heldout_seed=2026, train_size=4096, train_seed=0, by="numbers")
 """`oar_lite.course.problems.heldout_split`'s settings: the one-step templates, 96 held-out problems, none

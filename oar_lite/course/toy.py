@@ -48,7 +48,7 @@ from ..reward import math_reward, math_rewards
 from ..segment import completion_offsets, segment_completion_ids
 
 DATA_DIR = Path(str(resources.files(__package__) / "data"))
-"""``oar_lite/data`` (toy model, held-out set): package data, a real folder in every install."""
+"""``oar_lite/course/data`` (toy model, held-out set): package data, a real folder in every install."""
 MODEL_DIR = DATA_DIR / "toy-model"
 EVAL_PATH = DATA_DIR / "toy_eval.jsonl"
 EVAL_SEED = 20260107

@@ -4,7 +4,7 @@ credit notebook (06) and of the SmolLM2 runs (07), gathered in one place (`credi
 (`credit_conclusion`, `learning_conclusion`) and as the README's "What we measured" block
 (`readme_summary`; ``python -m oar_lite.lab.findings --write-readme`` rewrites it, and a test fails
 when the README and the shipped data disagree). Nothing here trains or samples: it reads
-``oar_lite/data``, so a number in the prose changes only when the data does.
+``oar_lite/lab/data``, so a number in the prose changes only when the data does.
 """
 from __future__ import annotations
 
