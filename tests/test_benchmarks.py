@@ -534,3 +534,12 @@ def test_smollm2_collect_refuses_a_run_trained_past_its_steps_and_records_the_ti
     for wrong in ("none", "oar-q"):
         with pytest.raises(SystemExit, match="expected methods of the collected runs other than GRPO's"):
             smollm2_learning.main(["collect", "--name", "t", "--untimed", wrong, "--json", str(out), *alone])
+
+
+def test_the_shipped_data_the_benchmarks_name_exists():
+    """A benchmark's default data path (``SHIPPED``) is where the lab keeps its shipped results:
+    a path left behind by a move must fail here, not at the end of a run."""
+    from benchmarks import smollm2_learning, weight_uniformity
+
+    assert smollm2_learning.SHIPPED.is_dir() and any(smollm2_learning.SHIPPED.glob("*.json"))
+    assert weight_uniformity.SHIPPED.is_file()
