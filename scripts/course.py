@@ -919,10 +919,11 @@ SITE_CSS = """.md-typeset .jp-RenderedHTMLCommon table:not([class]) { overflow: 
 IFRAME_WORKER = ROOT / "node_modules" / "iframe-worker" / "shim" / "index.js"
 # the pages the notebooks link, in the navigation too (so that each has its table of contents)
 EXTRA_PAGES = {"Benchmark results": "benchmarks/RESULTS.md", "OAR in TRL": "docs/trl.md", "The OAR specification": "docs/oar-spec.md"}
-EXTRAS = ["docs/trl.md", "docs/oar-spec.md", "docs/gpu.md", "benchmarks/RESULTS.md", "docs/compare.png",
+EXTRAS = ["docs/trl.md", "docs/oar-spec.md", "docs/gpu.md", "docs/scale.md", "benchmarks/RESULTS.md", "docs/compare.png",
           "docs/scaling.png", "docs/ground_truth.png"]
 # the pacing pages (scripts/pacing.py): the syllabus on both sites, the instructor notes for teachers only
-PACING = {"teacher": {"Syllabus": "docs/syllabus.md", "Instructor notes": "docs/teacher/instructor-notes.md"},
+PACING = {"teacher": {"Syllabus": "docs/syllabus.md", "Instructor notes": "docs/teacher/instructor-notes.md",
+                      "Rubrics": "docs/teacher/rubrics.md"},
           "student": {"Syllabus": "docs/syllabus.md"}}
 # mkdocs-jupyter's page template loads mermaid from a CDN whether or not a page has a diagram
 # (the notebooks have none): the site drops that script.
