@@ -142,7 +142,7 @@ def collect(args) -> Path:
                      "machine": meta["machine"], "settings": meta["settings"], "trl_config": meta["trl_config"],
                      "log": meta["log"], "heldout": sorted(evals, key=lambda r: (r["step"], r["decoding"]))})
     unknown = sorted(set(args.untimed) - {r["method"] for r in runs})
-    grpo = {"none", PLAIN_GRPO}  # runs record plain GRPO as 'none' (before it was named 'uniform') or 'uniform'
+    grpo = {PLAIN_GRPO, *(old for old, new in OLD_NAMES.items() if new == PLAIN_GRPO)}  # older runs record an old name
     if unknown or grpo & set(args.untimed):
         raise SystemExit(f"--untimed {unknown or sorted(grpo & set(args.untimed))}: expected methods of the collected "
                          f"runs other than GRPO's ({sorted({r['method'] for r in runs} - grpo)})")
