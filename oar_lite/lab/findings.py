@@ -853,6 +853,123 @@ def _positive_recap(p: dict) -> str:
                if rep is not None and rep["diff_ci"][0] <= 0 else "."))
 
 
+BATCH = "batch_size.json"
+"""Issue 39's mechanism test: GRPO at 2, 4 and 8 prompts per step, one entry per world and optimizer."""
+BATCH_STUDY = "batch-size study: oracle, OAR-P, OAR-G, seeds 300-309"
+"""The credit methods at the smallest batch on the batch sweep's seeds (``regimes.json``; issue 39, item 4)."""
+
+
+def batch_findings(batches: dict | None = None, regimes: dict | None = None,
+                   control: dict | None = None) -> list[dict] | None:
+    """The batch-size study, read by its pre-registered rule (benchmarks/RESULTS.md, "Issue 39").
+
+    Each ``batch_size.json`` entry is GRPO at several prompts per step in one world; per batch
+    size: mean held-out accuracy over the run minus the smallest batch's (paired by seed, 95%
+    interval), steps to the target and the speed-up, and the same difference per completion
+    sampled. The learner is *noise-limited* when a bigger batch's accuracy difference has an
+    interval above 0. Credit methods measured at the smallest batch are placed on the same
+    curve (`regime.batch_equivalent`: the batch size each is worth): in the plain toy the runs of
+    `BATCH_STUDY` (same seeds, same prompts as the sweep), in the k = 64 world the oracle's gain
+    pooled over every seed set (`positive_pooled`). None before any sweep is shipped.
+
+    Returns:
+        one dict per entry: ``{"name", "world", "optimizer", "learning_rate", "seeds", "target",
+        "rows": {prompts: {"mean", "diff", "diff_ci", "steps", "reached", "speedup", "speedup_ci",
+        "per_completion", "per_completion_ci"}}, "budget", "noise_limited", "marks": {method:
+        {"diff", "diff_ci", "seeds", "worth"}}}``.
+    """
+    try:
+        batches = _read(BATCH) if batches is None else batches
+    except FileNotFoundError:
+        return None
+    regimes = _read("regimes.json") if regimes is None else regimes
+    control = _read(POSITIVE) if control is None else control
+    out = []
+    for name, e in batches.items():
+        t, s = e["table"], e["settings"]
+        sizes = sorted(t["prompts"])
+        rows = {}
+        for p in sizes:
+            label = f"{p} prompts"
+            a, st, pc = t["area"]["methods"][label], t["steps"]["methods"][label], t["per_completion"]["rows"][label]
+            rows[p] = {"mean": a["mean"], "diff": a["diff"], "diff_ci": list(a["diff_ci"]), "steps": st["mean"],
+                       "reached": st["reached"], "speedup": st["speedup"], "speedup_ci": list(st["speedup_ci"]),
+                       "per_completion": pc["diff"], "per_completion_ci": list(pc["diff_ci"])}
+        model = Path(s["model"]).name
+        k = int(model.removeprefix("scratch")) if model.startswith("scratch") else 0
+        marks = {}
+        if k:
+            pooled = positive_pooled(control, k)
+            if pooled is not None:
+                o = pooled["pooled"]["methods"][RELEVANT]
+                marks["oracle"] = {"diff": o["diff"], "diff_ci": o["diff_ci"], "seeds": pooled["pooled"]["seeds"]}
+        elif BATCH_STUDY in regimes and s.get("optimizer") == regimes[BATCH_STUDY]["settings"].get("optimizer", "adamw"):
+            area = regimes[BATCH_STUDY]["area"]
+            marks = {m: {"diff": a["diff"], "diff_ci": list(a["diff_ci"]), "seeds": list(area["seeds"])}
+                     for m, a in area["methods"].items() if m != PLAIN_GRPO}
+        diffs = {p: rows[p]["diff"] for p in sizes}
+        for mark in marks.values():
+            mark["worth"] = regime.batch_equivalent(diffs, mark["diff"])
+        out.append({"name": name, "world": f"k = {k}" if k else "plain toy", "optimizer": s.get("optimizer", "adamw"),
+                    "learning_rate": s.get("learning_rate"), "seeds": list(t["seeds"]), "target": t["steps"]["target"],
+                    "rows": rows, "budget": t["per_completion"]["budget"],
+                    "noise_limited": any(rows[p]["diff_ci"][0] > 0 for p in sizes[1:]), "marks": marks})
+    return out or None
+
+
+BATCH_LABELS = {"oracle": "the oracle", "oracle-relevant": "the oracle", "oar-p:answer_mean": "OAR-P",
+                "oar-g:answer_mean": "OAR-G"}
+
+
+def _worth(x: float) -> str:
+    return "more than the largest batch measured" if x == float("inf") else f"{x:.1f} prompts per step"
+
+
+def batch_table(f: list[dict]) -> str:
+    """`batch_findings` as one markdown table: a row per world and batch size."""
+    rows = []
+    for b in f:
+        ref = min(b["rows"])
+        for p, r in b["rows"].items():
+            rows.append([b["world"], b["optimizer"], len(b["seeds"]), p, f"{r['steps']:.1f}", f"{r['reached']}/{len(b['seeds'])}",
+                         f"{r['speedup']:.2f}x ({_ci(r['speedup_ci'], '.2f')})", f"{r['mean']:.3f}",
+                         "-" if p == ref else f"{r['diff']:+.3f} ({_ci(r['diff_ci'], '+.3f')})",
+                         "-" if p == ref else f"{r['per_completion']:+.3f} ({_ci(r['per_completion_ci'], '+.3f')})"])
+    return "\n".join(markdown_table(
+        ["world", "optimizer", "seeds", "prompts per step", "steps to target", "reached", "speed-up per step (95% CI)",
+         "mean acc.", "- smallest batch, per step (95% CI)", "- smallest batch, per completion (95% CI)"], rows))
+
+
+def batch_conclusion(f: list[dict] | None = None) -> str:
+    """The batch-size study in words, for a teacher to read aloud: is the learner noise-limited,
+    and what batch size is perfect (and OAR's) credit worth?"""
+    f = batch_findings() if f is None else f
+    if not f:
+        return "The batch-size study (issue 39) is pre-registered in benchmarks/RESULTS.md and not yet run."
+    out = []
+    for b in f:
+        ref, big = min(b["rows"]), max(b["rows"])
+        two = sorted(b["rows"])[1]
+        r2, rb = b["rows"][two], b["rows"][big]
+        text = (f"**{b['world'].capitalize()}, {b['optimizer']}** ({len(b['seeds'])} seeds): going from {ref} to {two} prompts "
+                f"per step changed mean held-out accuracy over the run by {r2['diff']:+.3f} ({_ci(r2['diff_ci'], '+.3f')}) "
+                f"and reached {b['target']:g} {r2['speedup']:.2f}x as fast ({_ci(r2['speedup_ci'], '.2f')}); {big} prompts "
+                f"changed it by {rb['diff']:+.3f} ({_ci(rb['diff_ci'], '+.3f')}). ")
+        if b["noise_limited"]:
+            text += ("So this learner **is noise-limited**: less gradient noise per step, which is all credit can give, "
+                     "makes it learn faster. ")
+        else:
+            text += ("Neither interval is above 0, so this learner **is not noise-limited** at this scale: a bigger batch "
+                     "removes more noise than any credit method can, and it did not measurably help. ")
+        for m, mark in b["marks"].items():
+            name = BATCH_LABELS.get(m, m)
+            text += (f"At {ref} prompts {name} changed mean accuracy by {mark['diff']:+.3f} ({_ci(mark['diff_ci'], '+.3f')}, "
+                     f"{len(mark['seeds'])} seeds): worth GRPO at {_worth(mark['worth'])}"
+                     + (" (no better than GRPO itself)" if mark["worth"] <= ref else "") + ". ")
+        out.append(text.rstrip())
+    return "\n\n".join(out)
+
+
 def readme_summary(credit: dict | None = None, learning: dict | None = None) -> str:
     """The README's "What we measured" bullets, from `credit_findings` and `learning_findings`."""
     f = credit_findings() if credit is None else credit

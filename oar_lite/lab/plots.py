@@ -261,3 +261,30 @@ def plot_positive_control(axes, sweep: Sequence[dict], *, confirm: dict | None =
     right.set_xlabel("irrelevant tokens' share of the gradient variance")
     right.set_ylabel("mean held-out accuracy - GRPO's")
     right.legend(fontsize=8)
+
+
+def plot_batch_size(ax, batch: dict):
+    """One world of the batch-size study (`oar_lite.lab.findings.batch_findings`): GRPO's mean held-out
+    accuracy over the run minus its smallest batch's, against prompts per step (95% intervals,
+    log scale), with each credit method measured at the smallest batch drawn as a horizontal band
+    at its own difference (its interval) and a star where it meets GRPO's curve: the batch size it
+    is worth."""
+    sizes = sorted(batch["rows"])
+    ys = np.array([batch["rows"][p]["diff"] for p in sizes])
+    cis = np.array([batch["rows"][p]["diff_ci"] for p in sizes])  # [P, 2]
+    ax.errorbar(sizes, ys, yerr=[ys - cis[:, 0], cis[:, 1] - ys], fmt="o-", capsize=3,
+                color=method_color("uniform"), label="GRPO at P prompts per step")
+    for i, (method, mark) in enumerate(batch["marks"].items()):
+        color = method_color(method, i + 1)
+        ax.axhspan(*mark["diff_ci"], color=color, alpha=0.12)
+        ax.axhline(mark["diff"], color=color, ls="--", lw=1.2,
+                   label=f"{method} at {sizes[0]} prompts ({len(mark['seeds'])} seeds)")
+        if sizes[0] < mark["worth"] < float("inf"):
+            ax.plot([mark["worth"]], [mark["diff"]], "*", ms=12, color=color, mec="black")
+    ax.axhline(0.0, color="gray", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sizes, [str(p) for p in sizes])
+    ax.set_xlabel("prompts per step (group size 4)")
+    ax.set_ylabel(f"mean held-out accuracy - {sizes[0]} prompts'")
+    ax.set_title(f"{batch['world']}, {batch['optimizer']}")
+    ax.legend(fontsize=7)

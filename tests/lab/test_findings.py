@@ -357,3 +357,44 @@ def test_positive_control_benchmark_prints_the_pooled_reading(capsys):
     assert p["pooled"]["seeds"][:15] == list(range(15)) and [st["label"] for st in p["sets"]][:2] == ["screen", "confirmatory"]
     assert out.splitlines()[2].startswith("| pooled |") and f"{p['pooled']['methods'][findings.RELEVANT]['diff']:+.3f}" in out
     assert f"Pooled over all {len(p['pooled']['seeds'])} seeds run in the k = 64 world" in out
+
+
+def _batch_entry(diffs: dict, model="oar_lite/course/data/toy-model", optimizer="adamw") -> dict:
+    """A `benchmarks/batch_size.py` entry whose per-step differences are ``{prompts: (diff, low, high)}``."""
+    names = {p: f"{p} prompts" for p in diffs}
+    area = {names[p]: {"mean": 0.7 + d, "diff": d, "diff_ci": [lo, hi]} for p, (d, lo, hi) in diffs.items()}
+    steps = {names[p]: {"mean": 20 / (1 + 10 * d), "reached": 5, "speedup": 1 + 10 * d,
+                        "speedup_ci": [1 + 10 * lo, 1 + 10 * hi]} for p, (d, lo, hi) in diffs.items()}
+    per = {names[p]: {"diff": d / 2, "diff_ci": [lo / 2, hi / 2]} for p, (d, lo, hi) in diffs.items()}
+    return {"settings": {"model": model, "optimizer": optimizer},
+            "table": {"prompts": sorted(diffs), "seeds": [0, 1, 2, 3, 4], "steps": {"target": 0.75, "methods": steps},
+                      "area": {"methods": area}, "per_completion": {"budget": 240, "rows": per}}}
+
+
+def test_batch_findings_reads_the_pre_registered_rule_and_places_credit_on_the_curve():
+    helps = _batch_entry({2: (0, 0, 0), 4: (0.04, 0.02, 0.06), 8: (0.06, 0.03, 0.09)})
+    flat = _batch_entry({2: (0, 0, 0), 4: (0.01, -0.01, 0.03), 8: (0.02, -0.005, 0.04)}, optimizer="sgd")
+    regimes = {findings.BATCH_STUDY: {"settings": {"optimizer": "adamw"}, "area": {"seeds": [0, 1], "methods": {
+        "uniform": {"diff": 0.0, "diff_ci": [0, 0]}, "oracle": {"diff": 0.02, "diff_ci": [-0.01, 0.05]},
+        "oar-p:answer_mean": {"diff": -0.01, "diff_ci": [-0.03, 0.01]}}}}}
+    f = findings.batch_findings({"a": helps, "b": flat}, regimes=regimes, control={})
+    a, b = f
+    assert a["noise_limited"] and not b["noise_limited"]  # an interval above 0 decides, not the mean
+    assert a["marks"]["oracle"]["worth"] == pytest.approx(2 ** 1.5)  # half way to 4 prompts' +0.04, in log2
+    assert a["marks"]["oar-p:answer_mean"]["worth"] == 2.0 and "uniform" not in a["marks"]
+    assert b["marks"] == {}  # the credit runs used AdamW: they are not placed on SGD's curve
+    text = findings.batch_conclusion(f)
+    assert "this learner **is noise-limited**" in text and "this learner **is not noise-limited**" in text
+    assert "worth GRPO at 2.8 prompts per step" in text and "(no better than GRPO itself)" in text
+    assert "| plain toy | sgd | 5 | 4 |" in findings.batch_table(f)
+
+
+def test_batch_findings_in_a_scratch_world_use_the_oracle_pooled_over_every_seed_set(monkeypatch):
+    k64 = _batch_entry({2: (0, 0, 0), 4: (0.04, 0.02, 0.06)}, model="/runs/worlds/scratch64")
+    pooled = {"pooled": {"seeds": list(range(20)), "methods": {findings.RELEVANT: {"diff": 0.1, "diff_ci": [0.05, 0.15]}}}}
+    seen = []
+    monkeypatch.setattr(findings, "positive_pooled", lambda control, k: seen.append(k) or pooled)
+    (b,) = findings.batch_findings({"k": k64}, regimes={}, control={})
+    assert seen == [64] and b["world"] == "k = 64"
+    assert b["marks"]["oracle"]["worth"] == float("inf")  # beyond every measured batch
+    assert "more than the largest batch measured" in findings.batch_conclusion([b])

@@ -6,6 +6,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
+from oar_lite.lab import plots
 from oar_lite.lab.plots import log_history_series, plot_log_history
 
 HISTORY = [
@@ -109,4 +110,19 @@ def test_plot_phase_times_stacks_each_methods_phases_in_its_order():
             assert bar.get_x() == pytest.approx(left) and bar.get_width() == pytest.approx(times[method].get(phase, 0.0))
             left += bar.get_width()
         assert left == pytest.approx(sum(times[method].values()))  # the bar's end is the step's time
+    plt.close(fig)
+
+
+def test_plot_batch_size_draws_grpo_s_curve_and_a_star_where_credit_meets_it():
+    batch = {"world": "plain toy", "optimizer": "adamw",
+             "rows": {p: {"diff": d, "diff_ci": [d - 0.01, d + 0.01]} for p, d in ((2, 0.0), (4, 0.04), (8, 0.05))},
+             "marks": {"oracle": {"diff": 0.02, "diff_ci": [0.0, 0.04], "seeds": [0, 1], "worth": 2.8},
+                       "oar-g:answer_mean": {"diff": -0.01, "diff_ci": [-0.02, 0.0], "seeds": [0, 1], "worth": 2.0}}}
+    fig, ax = plt.subplots()
+    plots.plot_batch_size(ax, batch)
+    stars = [l for l in ax.lines if l.get_marker() == "*"]
+    assert len(stars) == 1 and stars[0].get_xdata()[0] == 2.8  # a method worth no more than 2 prompts gets no star
+    labels = ax.get_legend_handles_labels()[1]
+    assert "GRPO at P prompts per step" in labels and "oracle at 2 prompts (2 seeds)" in labels
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["2", "4", "8"]
     plt.close(fig)
