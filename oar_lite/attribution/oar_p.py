@@ -207,7 +207,9 @@ def perturbation_scores_batch(
                                        reuse_prefix=reuse_prefix):
                 cols = torch.tensor([c for c, _, _ in copies[lo:hi]], device=device)
                 who = torch.tensor([j for _, j, _ in copies[lo:hi]], device=device)
-                b, s = hi - lo, copies[lo][0] if reuse_prefix else 0
+                # Continue from the clean cache at the pass's first column, but never past E - K: P_final
+                # reads the last K logits, and a row with a shorter answer has reasoning tokens in there.
+                b, s = hi - lo, min(copies[lo][0], E - K) if reuse_prefix else 0
                 variants = frame[who, s:].clone()
                 variants[torch.arange(b, device=device), cols - s] = pad_token_id
                 cache = select_cache(clean_cache, who, s) if s > 0 else None

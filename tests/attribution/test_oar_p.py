@@ -202,3 +202,26 @@ def test_perturbation_scores_batch_bad_input(llama):
         ol.perturbation_scores_batch(llama, ids, attn, reasoning, answer, pad_token_id=PAD, token_budget=0)
     with pytest.raises(ValueError, match="no attended tokens"):
         ol.perturbation_scores_batch(llama, ids, torch.zeros_like(attn), reasoning, answer, pad_token_id=PAD)
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, None])
+def test_perturbation_scores_batch_with_reasoning_inside_another_rows_answer_window(batch_size):
+    """A row whose answer is shorter than another's has reasoning tokens within the group's last K
+    columns (K the longest answer): a pass starting there must still run K columns. A training
+    run crashed there (issue 39's item-4 runs, OAR-P answer_mean, 2 prompts x 4)."""
+    model = tiny_llama(dtype=torch.float64)
+    g = torch.Generator().manual_seed(5)
+    n, lengths, answers = 24, (20, 24), (6, 1)  # reasoning runs up to the answer, no gap
+    ids = torch.full((2, n), PAD)
+    attn = torch.zeros((2, n), dtype=torch.long)
+    reasoning, answer = [], []
+    for i, (length, a) in enumerate(zip(lengths, answers)):
+        ids[i, :length] = torch.randint(3, 40, (length,), generator=g)
+        attn[i, :length] = 1
+        reasoning.append(slice(3, length - a))
+        answer.append(slice(length - a, length))
+    alone = rows_alone(ol.perturbation_scores, model, ids, attn, reasoning, answer, pad_token_id=PAD, mode="answer_mean")
+    batched = ol.perturbation_scores_batch(model, ids, attn, reasoning, answer, mode="answer_mean", pad_token_id=PAD,
+                                           batch_size=batch_size)
+    for a, b in zip(alone, batched):
+        torch.testing.assert_close(b, a, rtol=1e-6, atol=1e-9 * max(float(a.max()), 1e-6))
