@@ -942,14 +942,15 @@ def batch_table(f: list[dict]) -> str:
 
 def batch_conclusion(f: list[dict] | None = None) -> str:
     """The batch-size study in words, for a teacher to read aloud: is the learner noise-limited,
-    and what batch size is perfect (and OAR's) credit worth?"""
+    and what batch size is perfect (and OAR's) credit worth? Each method's worth is read at its
+    mean gain and at the ends of its interval (`regime.batch_equivalent`)."""
     f = batch_findings() if f is None else f
     if not f:
         return "The batch-size study (issue 39) is pre-registered in benchmarks/RESULTS.md and not yet run."
-    out = []
+    out, priced = [], []
     for b in f:
-        ref, big = min(b["rows"]), max(b["rows"])
-        two = sorted(b["rows"])[1]
+        sizes = sorted(b["rows"])
+        ref, two, big = sizes[0], sizes[1], sizes[-1]
         r2, rb = b["rows"][two], b["rows"][big]
         text = (f"**{b['world'].capitalize()}, {b['optimizer']}** ({len(b['seeds'])} seeds): going from {ref} to {two} prompts "
                 f"per step changed mean held-out accuracy over the run by {r2['diff']:+.3f} ({_ci(r2['diff_ci'], '+.3f')}) "
@@ -961,12 +962,31 @@ def batch_conclusion(f: list[dict] | None = None) -> str:
         else:
             text += ("Neither interval is above 0, so this learner **is not noise-limited** at this scale: a bigger batch "
                      "removes more noise than any credit method can, and it did not measurably help. ")
+        diffs = {p: b["rows"][p]["diff"] for p in sizes}
+        marks = []
         for m, mark in b["marks"].items():
-            name = BATCH_LABELS.get(m, m)
-            text += (f"At {ref} prompts {name} changed mean accuracy by {mark['diff']:+.3f} ({_ci(mark['diff_ci'], '+.3f')}, "
-                     f"{len(mark['seeds'])} seeds): worth GRPO at {_worth(mark['worth'])}"
-                     + (" (no better than GRPO itself)" if mark["worth"] <= ref else "") + ". ")
+            low, high = (regime.batch_equivalent(diffs, x) for x in mark["diff_ci"])
+            span = "" if low == high else f" (interval {_worth(low).removesuffix(' prompts per step')} to {_worth(high)})"
+            marks.append(f"{BATCH_LABELS.get(m, m)} {mark['diff']:+.3f} ({_ci(mark['diff_ci'], '+.3f')}, {len(mark['seeds'])} "
+                         f"seeds), " + ("worse than GRPO at the same batch" if mark["diff_ci"][1] < 0 else
+                                       f"worth GRPO at {_worth(mark['worth'])}{span}"))
+            if b["noise_limited"]:
+                priced.append((b, high))
+        if marks:
+            text += f"At {ref} prompts per step credit changed mean accuracy by: " + "; ".join(marks) + "."
         out.append(text.rstrip())
+    if priced:
+        most = max(high for _, high in priced)
+        worlds = sorted({b["world"] for b, _ in priced})
+        out.append(
+            f"**What it means.** Where the learner is noise-limited ({', '.join(worlds)}), a bigger batch buys learning, "
+            f"yet the credit methods measured there are worth at most {_worth(most)} by the ends of their intervals. "
+            + ("So the nulls of this notebook are not because the learner cannot use a cleaner gradient. They are because "
+               "the noise credit can remove, that of the tokens the reward does not depend on, is too small a part of the "
+               "noise that slows it (section 8 measured that share); the rest, which problems and completions were drawn "
+               "and how the reward fell on the tokens that decide it, only more samples remove."
+               if most < min(sorted(b["rows"])[1] for b, _ in priced) else
+               "Credit buys part of what a bigger batch buys here; the interval says how much."))
     return "\n\n".join(out)
 
 

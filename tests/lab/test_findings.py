@@ -385,7 +385,14 @@ def test_batch_findings_reads_the_pre_registered_rule_and_places_credit_on_the_c
     assert b["marks"] == {}  # the credit runs used AdamW: they are not placed on SGD's curve
     text = findings.batch_conclusion(f)
     assert "this learner **is noise-limited**" in text and "this learner **is not noise-limited**" in text
-    assert "worth GRPO at 2.8 prompts per step" in text and "(no better than GRPO itself)" in text
+    assert "worth GRPO at 2.8 prompts per step (interval 2.0 to 5.7 prompts per step)" in text
+    assert "OAR-P -0.010 (-0.030 to +0.010, 2 seeds), worth GRPO at 2.0 prompts per step (interval 2.0 to 2.4" in text
+    assert "Credit buys part of what a bigger batch buys here" in text  # the oracle's interval reaches past 4 prompts
+    regimes[findings.BATCH_STUDY]["area"]["methods"]["oracle"]["diff_ci"] = [-0.01, 0.03]
+    regimes[findings.BATCH_STUDY]["area"]["methods"]["oar-g:answer_mean"] = {"diff": -0.03, "diff_ci": [-0.05, -0.01]}
+    text = findings.batch_conclusion(findings.batch_findings({"a": helps}, regimes=regimes, control={}))
+    assert "OAR-G -0.030 (-0.050 to -0.010, 2 seeds), worse than GRPO at the same batch" in text
+    assert "So the nulls of this notebook are not because the learner cannot use a cleaner gradient" in text
     assert "| plain toy | sgd | 5 | 4 |" in findings.batch_table(f)
 
 
