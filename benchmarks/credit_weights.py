@@ -46,7 +46,6 @@ def main(argv=None) -> dict:
     from oar_lite.lab import compare
     from oar_lite.course import oracle, toy
     from oar_lite.attribution import for_methods, token_weights
-    from oar_lite.train import TRAINING_CREDIT
     from oar_lite.lab.credit import roc_auc
     from oar_lite.grpo import group_advantages
     from oar_lite.reshape import weight_uniformity
@@ -72,7 +71,7 @@ def main(argv=None) -> dict:
     model, tok = toy.load_model(args.model)
     task = compare.toy_task()
     cap = toy.max_new_tokens(4, scratch=args.scratch)
-    credit = for_methods(args.methods, {"boost": args.boost}, defaults=TRAINING_CREDIT)
+    credit = for_methods(args.methods, {"boost": args.boost})
     found = {m: {"scores": [], "weights": [], "irrelevant": []} for m in args.methods}
     t0 = time.process_time()
     for b in range(args.batches):

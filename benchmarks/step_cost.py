@@ -121,7 +121,7 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
     """
     from oar_lite.seeding import rng_state, set_rng_state
     from oar_lite.attribution import CreditConfig
-    from oar_lite.train import TRAINING_CREDIT, TrainConfig, add_lora, run_credit, train_step
+    from oar_lite.train import TrainConfig, add_lora, train_step
 
     if scored_rounds and "uniform" not in methods:
         raise ValueError("scored_rounds finds its steps with plain GRPO: methods must include 'uniform'")
@@ -136,8 +136,8 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
             register_scorer(name, functools.partial(scorer))
     model, tok = common.load(model_name, device)
     task = make_task(model_name, tok, word_steps=word_steps, reward=reward)
-    # The trainer's credit settings of each method (OAR-P's limits per pass: TRAINING_CREDIT).
-    configs = {m: TrainConfig(credit=run_credit(m), seed=0, progress=False,
+    # The trainer's credit settings of each method (OAR-P's limits per pass: CreditConfig's defaults).
+    configs = {m: TrainConfig(credit=CreditConfig(method=m), seed=0, progress=False,
                               eval_size=0, **settings) for m in methods}
     if settings.get("lora"):
         model = add_lora(model, configs[methods[0]])
@@ -198,8 +198,7 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
     records = {m: [rec for _, rec in runs[m]] for m in methods}
     totals = {m: [sum(r[f"{clock}_{p}"] for p in PHASES) for r in records[m]] for m in methods}
     result = {"model": model_name, "settings": settings, "reward": reward, "steps": steps[warmup:], "scored_rounds": search,
-              "credit": {**{k: v for k, v in dataclasses.asdict(CreditConfig()).items() if k != "method"},
-                         **TRAINING_CREDIT},
+              "credit": {k: v for k, v in dataclasses.asdict(CreditConfig()).items() if k != "method"},
               "rounds": rounds_log,
               "parameters": sum(p.numel() for p in model.parameters()),
               "trainable_parameters": sum(p.numel() for p in params.values()), "methods": {}}

@@ -23,7 +23,7 @@ from .course import toy
 from .checks import settings_of
 from .lab.report import terminal_summary, verdict
 from .attribution import CreditConfig, for_methods
-from .train import TRAINING_CREDIT, TrainConfig
+from .train import TrainConfig
 
 
 def profile_defaults() -> dict[str, str]:
@@ -35,7 +35,7 @@ def profile_defaults() -> dict[str, str]:
     def value(profile, name):
         if name in settings_of(TrainConfig):
             return getattr(profile.config, name)
-        return {**asdict(CreditConfig()), **TRAINING_CREDIT, **profile.credit}[name]
+        return {**asdict(CreditConfig()), **profile.credit}[name]
 
     out = {name: said(lambda p, name=name: value(p, name)) for name in cli.run_settings()}
     return {**out, "target": said(lambda p: p.target), "jobs": f"{compare.CLI_JOBS} (one per core, at most 2)"}

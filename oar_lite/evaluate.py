@@ -1,8 +1,8 @@
 """Held-out accuracy: how often a policy answers problems it was never trained on, greedy or
-sampled. `evaluate` summarises it (the trainers' evaluations, the toy world); `heldout_accuracy`
-keeps per-problem results (notebook 07, `benchmarks/smollm2_learning.py`), so that an
-interval can be taken over problems as well as over seeds, and two checkpoints can be compared
-on the same problems.
+sampled. `evaluate` is the one evaluator (the trainers' evaluations, the toy world's
+`oar_lite.course.toy.evaluate`, the TRL runs' held-out callback): it summarises the results and
+keeps them per problem, so that an interval can be taken over problems as well as over seeds,
+and two checkpoints can be compared on the same problems and the same draws.
 """
 from __future__ import annotations
 
@@ -12,116 +12,76 @@ import torch
 from tqdm.auto import tqdm
 
 from .checks import check_number
-from .reward import math_reward, math_rewards
-from .rollout import sample_completions
+from .reward import math_rewards
+from .rollout import GREEDY, SAMPLING, sample_completions
 from .segment import FORMATS
 
 
-def evaluate(model, tokenizer, problems: Sequence[dict], *, group_size: int = 1, temperature: float = 0.0,
-             seed: int | None = None, max_new_tokens: int = 64, batch_size: int = 64,
+def evaluate(model, tokenizer, problems: Sequence[dict], *, group_size: int = 1, temperature: float = GREEDY,
+             seed: int = 0, max_new_tokens: int = SAMPLING.max_new_tokens, batch_size: int = 64,
              formats: Sequence[str] = FORMATS, add_special_tokens: bool = True,
              shares: dict[str, Callable[[str], bool]] | None = None, progress: bool = False) -> dict:
-    """Accuracy on held-out problems: greedy by default, or ``group_size`` samples each.
-
-    ``seed``: batch k is sampled after ``torch.manual_seed(seed + k)`` (None: the global RNG is
-    left alone). ``shares``: ``{name: test(completion)}``, each reported as the share that passes.
-
-    Returns ``{"accuracy", "answer_rate", "mixed", "solved", "failed", "mean_tokens", "n"}`` and
-    the ``shares``: the shares of completions right and with a parseable answer; of problems
-    whose group is mixed (0 when ``group_size == 1``), all right, all wrong; the mean completion
-    length in tokens; the number of problems.
-    """
-    if len(problems) == 0:
-        raise ValueError("no problems to evaluate; expected dicts with 'prompt' and 'answer'")
-    if batch_size < 1 or group_size < 1:
-        raise ValueError(f"batch_size and group_size must be >= 1, got {batch_size} and {group_size}")
-    groups, answered, lengths, counts = [], 0, [], dict.fromkeys(shares or {}, 0)
-    batches = range(0, len(problems), batch_size)
-    for k, i in enumerate(tqdm(batches, desc="eval", disable=not progress, leave=False)):
-        batch = problems[i:i + batch_size]
-        rollouts = sample_completions(model, tokenizer, [p["prompt"] for p in batch], group_size=group_size,
-                                      max_new_tokens=max_new_tokens, temperature=temperature, formats=formats,
-                                      add_special_tokens=add_special_tokens, seed=None if seed is None else seed + k)
-        right = math_rewards(rollouts.completions, [p["answer"] for p in batch for _ in range(group_size)],
-                             formats=formats)
-        groups += [right[j:j + group_size] for j in range(0, len(right), group_size)]
-        answered += sum(s is not None for s in rollouts.segments)
-        lengths += [len(ids) for ids in rollouts.completion_ids]
-        for name, test in (shares or {}).items():
-            counts[name] += sum(bool(test(c)) for c in rollouts.completions)
-    n, completions = len(groups), len(groups) * group_size
-    return {
-        "accuracy": sum(map(sum, groups)) / completions,
-        "answer_rate": answered / completions,
-        "mixed": sum(0 < sum(g) < group_size for g in groups) / n if group_size > 1 else 0.0,
-        "solved": sum(sum(g) == group_size for g in groups) / n,
-        "failed": sum(sum(g) == 0 for g in groups) / n,
-        "mean_tokens": sum(lengths) / len(lengths),
-        "n": n,
-        **{name: count / completions for name, count in counts.items()},
-    }
-
-
-def heldout_accuracy(
-    model,
-    tokenizer,
-    prompts: Sequence[str],
-    answers: Sequence[str | int],
-    *,
-    temperature: float = 0.0,
-    samples: int = 1,
-    max_new_tokens: int = 64,
-    rows_per_batch: int = 32,
-    seed: int = 0,
-    formats: Sequence[str] = FORMATS,
-    add_special_tokens: bool = False,
-) -> dict:
-    """Answer every prompt ``samples`` times and check each answer with `math_reward`.
+    """Answer every problem ``group_size`` times (greedy by default) and check each answer.
 
     Sampling does not disturb the caller's random state (a training run's sampling stream
-    continues as if nothing happened), and the same ``seed`` gives the same draws for any
-    policy, so two checkpoints are compared on the same noise.
+    continues as if nothing happened): the batch that starts at problem i is sampled after
+    ``torch.manual_seed(seed + i)`` inside `torch.random.fork_rng`, so the same ``seed`` and
+    ``batch_size`` give the same draws for any policy and two checkpoints are compared on the
+    same noise.
 
     Args:
         model, tokenizer: the policy (a peft model too) and its tokenizer.
-        prompts: ``[N]`` prompt texts (chat-formatted, hence ``add_special_tokens=False``).
-        answers: ``[N]`` reference answers.
-        temperature: 0 is greedy (then ``samples`` must be 1).
-        samples: completions per prompt.
-        rows_per_batch: rows per `generate` call (memory and speed).
+        problems: ``[N]`` dicts with ``"prompt"`` and ``"answer"``.
+        group_size: completions per problem; greedy decoding (``temperature=0``) gives one.
+        batch_size: problems per `generate` call (``batch_size * group_size`` rows).
+        add_special_tokens: passed to the tokenizer (False for chat-templated prompts).
+        shares: ``{name: test(completion)}``, each reported as the share of completions that pass.
 
     Returns:
-        ``{"correct": [N][samples] 0/1, "answered": [N][samples] 0/1 (an answer in
-        ``formats`` was found), "tokens": [N][samples] completion lengths, "accuracy",
-        "answered_rate", "mean_tokens"}``.
+        ``{"accuracy", "answer_rate", "mixed", "solved", "failed", "mean_tokens", "n",
+        "correct", "answered", "tokens"}`` and the ``shares``: the shares of completions right
+        and with an answer in ``formats``; of problems whose group is mixed (0 when
+        ``group_size == 1``), all right, all wrong; the mean completion length in tokens; the
+        number of problems; and per problem ``[N][group_size]``: 0/1 right, 0/1 answered, lengths.
 
     Raises:
-        ValueError: prompts and answers differ in length or are empty; greedy with samples > 1;
-            a setting out of range.
+        ValueError: no problems, greedy with ``group_size > 1``, or a setting out of range.
     """
-    if isinstance(prompts, str) or len(prompts) != len(answers) or not prompts:
-        raise ValueError(f"expected equally long, non-empty lists of prompts and answers, got "
-                         f"{len(prompts)} prompts and {len(answers)} answers")
-    check_number("heldout_accuracy", "samples", samples, integer=True, low=1)
-    check_number("heldout_accuracy", "rows_per_batch", rows_per_batch, integer=True, low=1)
-    check_number("heldout_accuracy", "temperature", temperature, low=0)
-    if temperature == 0 and samples != 1:
-        raise ValueError(f"greedy decoding (temperature=0) gives one answer per prompt; got samples={samples}")
-    per_call = max(1, rows_per_batch // samples)
-    correct, answered, tokens = [], [], []
-    with torch.random.fork_rng(devices=[]):
-        for start in range(0, len(prompts), per_call):
-            chunk = list(prompts[start : start + per_call])
-            rollouts = sample_completions(model, tokenizer, chunk, group_size=samples, max_new_tokens=max_new_tokens,
-                                          temperature=temperature, formats=formats,
+    if isinstance(problems, (str, dict)) or len(problems) == 0:
+        raise ValueError("no problems to evaluate; expected a non-empty list of dicts with 'prompt' and 'answer'")
+    check_number("evaluate", "group_size", group_size, integer=True, low=1)
+    check_number("evaluate", "batch_size", batch_size, integer=True, low=1)
+    check_number("evaluate", "temperature", temperature, low=0)
+    check_number("evaluate", "seed", seed, integer=True)
+    if temperature == GREEDY and group_size != 1:
+        raise ValueError(f"greedy decoding (temperature=0) gives one answer per prompt; got group_size={group_size}")
+    correct, answered, tokens, counts = [], [], [], dict.fromkeys(shares or {}, 0)
+    starts = range(0, len(problems), batch_size)
+    device = next(model.parameters()).device
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        for start in tqdm(starts, desc="eval", disable=not progress, leave=False):
+            batch = list(problems[start:start + batch_size])
+            rollouts = sample_completions(model, tokenizer, [p["prompt"] for p in batch], group_size=group_size,
+                                          max_new_tokens=max_new_tokens, temperature=temperature, formats=formats,
                                           add_special_tokens=add_special_tokens, seed=seed + start)
-            for i in range(len(chunk)):
-                rows = range(i * samples, (i + 1) * samples)
-                answer = answers[start + i]
-                correct.append([int(math_reward(rollouts.completions[r], answer, formats=formats)) for r in rows])
+            right = math_rewards(rollouts.completions, [p["answer"] for p in batch for _ in range(group_size)],
+                                 formats=formats)
+            for i in range(len(batch)):
+                rows = range(i * group_size, (i + 1) * group_size)
+                correct.append([int(right[r]) for r in rows])
                 answered.append([int(rollouts.segments[r] is not None) for r in rows])
                 tokens.append([len(rollouts.completion_ids[r]) for r in rows])
-    n = len(prompts) * samples
-    return {"correct": correct, "answered": answered, "tokens": tokens,
-            "accuracy": sum(map(sum, correct)) / n, "answered_rate": sum(map(sum, answered)) / n,
-            "mean_tokens": sum(map(sum, tokens)) / n}
+            for name, test in (shares or {}).items():
+                counts[name] += sum(bool(test(c)) for c in rollouts.completions)
+    n, completions = len(correct), len(correct) * group_size
+    return {
+        "accuracy": sum(map(sum, correct)) / completions,
+        "answer_rate": sum(map(sum, answered)) / completions,
+        "mixed": sum(0 < sum(g) < group_size for g in correct) / n if group_size > 1 else 0.0,
+        "solved": sum(sum(g) == group_size for g in correct) / n,
+        "failed": sum(sum(g) == 0 for g in correct) / n,
+        "mean_tokens": sum(map(sum, tokens)) / completions,
+        "n": n,
+        **{name: count / completions for name, count in counts.items()},
+        "correct": correct, "answered": answered, "tokens": tokens,
+    }

@@ -13,6 +13,27 @@ from .seeding import derive_seed, pick_problems
 from .segment import FORMATS, Segments, segment_completion_ids, segments_to_masks
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """How completions are sampled where a caller does not say, declared once: `sample_completions`,
+    `oar_lite.evaluate.evaluate`, `oar_lite.train.TrainConfig` and the lab read `SAMPLING`."""
+
+    temperature: float = 1.0
+    """The policy as it is: GRPO samples at temperature 1 (0 is greedy, `GREEDY`)."""
+    top_p: float = 1.0
+    """Nucleus sampling's p: 1 keeps every token."""
+    top_k: int = 0
+    """Top-k sampling's k: 0 keeps every token."""
+    max_new_tokens: int = 64
+    """Most new tokens per completion."""
+
+
+SAMPLING = Sampling()
+"""The sampling defaults (`Sampling`)."""
+GREEDY = 0.0
+"""The temperature of greedy decoding, held-out evaluation's default (`oar_lite.evaluate.evaluate`)."""
+
+
 def output_cache(out):
     """The KV cache a forward pass or ``generate`` returned (``out.cache``, or the older
     ``past_key_values``); OAR-P and OAR-G continue from it (`oar_lite.attribution.kv`)."""
@@ -81,9 +102,9 @@ def sample_completions(
     prompts: Sequence[str],
     *,
     group_size: int = 1,
-    max_new_tokens: int = 64,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
+    max_new_tokens: int = SAMPLING.max_new_tokens,
+    temperature: float = SAMPLING.temperature,
+    top_p: float = SAMPLING.top_p,
     formats: Sequence[str] = FORMATS,
     add_special_tokens: bool = True,
     seed: int | None = None,
@@ -122,7 +143,7 @@ def sample_completions(
     enc = tokenizer(list(prompts), return_tensors="pt", padding=True, padding_side="left",
                     add_special_tokens=add_special_tokens).to(device)
     greedy = temperature == 0
-    sampling = {} if greedy else {"temperature": temperature, "top_p": top_p, "top_k": 0}
+    sampling = {} if greedy else {"temperature": temperature, "top_p": top_p, "top_k": SAMPLING.top_k}
     prompt_mask = enc["attention_mask"].repeat_interleave(group_size, dim=0)
     was_training = model.training
     model.eval()

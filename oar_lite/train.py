@@ -35,26 +35,12 @@ from .evaluate import evaluate
 from .grpo import LOSS_TYPES, SCALES, group_advantages, policy_loss, sequence_logprobs, token_advantages
 from .reshape import summarize_uniformity, weight_uniformity
 from .reward import math_reward
-from .rollout import sample_batch
+from .rollout import SAMPLING, sample_batch
 from .seeding import seed_everything
 from .segment import FORMATS
 
 
 # ----------------------------------------------------------------------------- configuration
-
-TRAINING_CREDIT = {"batch_size": 64}
-"""The credit settings a training run uses where `CreditConfig` declares another default, for the
-methods that take them: OAR-P at most 64 perturbed copies per forward pass (bounds its memory
-in training; `CreditConfig`'s None lets the token budget decide). `run_credit`, `TrainConfig`'s
-``credit`` dicts, `oar_lite.lab.compare` and `oar_lite.trl.OARConfig` read it."""
-
-
-def run_credit(method: str = PLAIN_GRPO, **settings) -> CreditConfig:
-    """The `CreditConfig` a training run of ``method`` uses: `TRAINING_CREDIT` where ``method``
-    takes it, and ``settings`` (a setting ``method`` does not take is a ValueError)."""
-    defaults = {k: v for k, v in TRAINING_CREDIT.items() if k in credit_settings(method)}
-    return CreditConfig(method=method, **{**defaults, **settings})
-
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -64,8 +50,7 @@ class TrainConfig:
     ``credit`` is the credit assignment (`CreditConfig`; the default, ``"uniform"``, is
     plain GRPO), so the reshaping's boost (the paper's "beta") is ``credit.boost`` and
     ``beta`` is the KL coefficient (TRL's name). Out-of-range values raise ValueError; a
-    ``credit`` dict names the method (default ``"uniform"``) and the settings it changes
-    (`run_credit`: with `TRAINING_CREDIT`).
+    ``credit`` dict names the method (default ``"uniform"``) and the settings it changes.
     """
 
     credit: CreditConfig = setting(CreditConfig(method=PLAIN_GRPO),
@@ -76,10 +61,10 @@ class TrainConfig:
                               label="completions", integer=True, low=2)
     seed: int = setting(0, "Seed: it gives every method the same prompts.", integer=True, low=0, high=2**63, high_open=True)
     # sampling
-    max_new_tokens: int = setting(64, "Most new tokens per completion.", integer=True, low=1)
-    temperature: float = setting(1.0, "Sampling temperature (> 0: greedy gives every row of a group the same text).",
+    max_new_tokens: int = setting(SAMPLING.max_new_tokens, "Most new tokens per completion.", integer=True, low=1)
+    temperature: float = setting(SAMPLING.temperature, "Sampling temperature (> 0: greedy gives every row of a group the same text).",
                                  low=0, low_open=True)
-    top_p: float = setting(1.0, "Nucleus sampling's p, in (0, 1].", low=0, high=1, low_open=True)
+    top_p: float = setting(SAMPLING.top_p, "Nucleus sampling's p, in (0, 1].", low=0, high=1, low_open=True)
     # the GRPO update
     learning_rate: float = setting(1e-4, "Learning rate (AdamW).", label="learning rate", low=0, high=1, low_open=True)
     weight_decay: float = setting(0.0, "Weight decay (AdamW).", low=0)
@@ -123,7 +108,7 @@ class TrainConfig:
                 # A stored form holds every field; those its method does not take never acted.
                 taken = credit_settings(method)
                 given = {k: v for k, v in given.items() if k in taken}
-            object.__setattr__(self, "credit", run_credit(method, **given))
+            object.__setattr__(self, "credit", CreditConfig(method=method, **given))
         if not isinstance(self.credit, CreditConfig):
             raise ValueError(f"TrainConfig.credit must be a CreditConfig, got {type(self.credit).__name__}")
         check_settings(self, "TrainConfig")

@@ -70,7 +70,7 @@ from .grpo import token_advantages  # noqa: E402
 from .reshape import summarize_uniformity, weight_uniformity  # noqa: E402
 from .seeding import derive_seed  # noqa: E402
 from .segment import FORMATS, check_formats, segment_completion_ids, segments_to_masks  # noqa: E402
-from .train import NUMERIC_RANGES, TRAINING_CREDIT  # noqa: E402
+from .train import NUMERIC_RANGES  # noqa: E402
 
 _LIGER_MESSAGE = (
     "use_liger_kernel=True is not supported by OARGRPOTrainer: OAR hands TRL per-token advantages [B, T] through "
@@ -100,10 +100,9 @@ TRL_NUMERIC_RANGES: dict[str, dict] = {
 
 
 def _oar(name: str, **changed):
-    """The field ``oar_<name>``: `CreditConfig`'s setting ``<name>`` (its meaning; its default, or
-    training's where `oar_lite.train.TRAINING_CREDIT` declares one)."""
+    """The field ``oar_<name>``: `CreditConfig`'s setting ``<name>`` (its meaning and its default)."""
     declared = settings_of(CreditConfig)[name]
-    return field(default=TRAINING_CREDIT.get(name, declared.default), metadata={"help": declared.help})
+    return field(default=declared.default, metadata={"help": declared.help})
 
 
 @dataclass
@@ -111,8 +110,7 @@ class OARConfig(GRPOConfig):
     """`trl.GRPOConfig` plus the OAR settings, named ``oar_*`` (meanings: their ``help``, docs/trl.md).
 
     Each `CreditConfig` field but the method has its ``oar_`` twin, with the default and the
-    meaning `CreditConfig` declares (OAR-P's batch size is training's,
-    `oar_lite.train.TRAINING_CREDIT`). A field that differs from its default while the method
+    meaning `CreditConfig` declares. A field that differs from its default while the method
     does not take it is a ValueError (``oar_noise_std`` with ``oar_method="oar-p"``; any
     reshaping with ``"uniform"``). TRL's own fields keep their meaning (``beta`` is the KL
     coefficient; OAR's boost is ``oar_boost``). `oar_credit` turns the ``oar_*`` fields into a

@@ -238,9 +238,11 @@ def main(argv=None):
 
     if args.skip_measure:
         return
-    greedy = toy.evaluate(model, tokenizer, held_out, progress=True, **cap)
-    sampled = toy.evaluate(model, tokenizer, held_out, group_size=8, temperature=1.0, batch_size=32, seed=1, **cap,
-                           progress=True)
+    per_problem = ("correct", "answered", "tokens")  # the metrics file keeps the summary
+    greedy = {k: v for k, v in toy.evaluate(model, tokenizer, held_out, progress=True, **cap).items()
+              if k not in per_problem}
+    sampled = {k: v for k, v in toy.evaluate(model, tokenizer, held_out, group_size=8, temperature=1.0, batch_size=32,
+                                             seed=1, **cap, progress=True).items() if k not in per_problem}
     by_digits = {}
     for d in range(args.digits[0], args.digits[1] + 1):
         subset = [p for p in held_out if p["digits"] == d]

@@ -4,7 +4,9 @@
 The common choices are short flags; every other `OARConfig` / `trl.GRPOConfig` /
 `transformers.TrainingArguments` field can be given too, with its own name
 (``--beta 0.04``, ``--use_vllm true``, ``--oar_quantile 0.2``, ``--save_steps 50``...).
-Such a field wins over a short flag that sets the same thing.
+Such a field wins over a short flag that sets the same thing. The defaults are a recipe of
+`oar_lite.lab.recipes.RECIPES` (``--recipe``, the laptop one unless told), read, not restated;
+the completion length is the dataset's (its answers need it).
 
     # CPU, offline: the shipped toy model on its addition problems (full fine-tuning)
     python scripts/train_trl.py --model toy --dataset toy --method oar-g --steps 50
@@ -34,10 +36,13 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(ROOT))
 
 DATASETS = ("toy", "words", "gsm8k")
+DEFAULT_RECIPE = "laptop"
 OFFLINE_MODELS = ("toy", "smollm2")
 
 
 def parse_args(argv=None):
+    from oar_lite.lab.recipes import LORA_RANK, RECIPES
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="Any other OARConfig / GRPOConfig field is accepted as --<field_name> VALUE.",
                                  allow_abbrev=False)
@@ -52,7 +57,10 @@ def parse_args(argv=None):
     ap.add_argument("--mode", default=None, help="P_final mode: last | answer_mean | answer_joint (default per method)")
     ap.add_argument("--lora", action=argparse.BooleanOptionalAction, default=None,
                     help="train a LoRA adapter instead of all weights (default: on, except for the toy model)")
-    ap.add_argument("--lora-rank", type=int, default=16, help="LoRA rank r (alpha = 2r, all linear layers)")
+    ap.add_argument("--recipe", default=DEFAULT_RECIPE, choices=sorted(RECIPES),
+                    help="the settings to start from (oar_lite.lab.recipes.RECIPES): batch shape, learning rate and "
+                         "schedule, checkpoints; any --<field> overrides one")
+    ap.add_argument("--lora-rank", type=int, default=LORA_RANK, help="LoRA rank r (alpha = 2r, all linear layers)")
     ap.add_argument("--steps", type=int, default=100, help="optimizer steps (TRL's max_steps)")
     ap.add_argument("--output-dir", default=None, help="where checkpoints and logs go (default runs/trl-<model>-<method>)")
     ap.add_argument("--num-problems", type=int, default=2048, help="training problems to draw (toy, words)")
@@ -129,35 +137,30 @@ def make_reward(formats):
 
 # ----------------------------------------------------------------------------- config
 
-def build_config(known, rest, formats, max_completion_length):
-    """`OARConfig` from the short flags, overridden by any ``--<field>`` in ``rest``."""
+def default_device() -> str:
+    """Where the run trains: CUDA, else Apple's MPS, else the CPU."""
     import torch
+
+    return "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+
+
+def build_config(known, rest, formats, max_completion_length):
+    """`OARConfig` from the recipe (`oar_lite.lab.recipes.recipe_fields`) and the short flags,
+    overridden by any ``--<field>`` in ``rest``."""
     from transformers import HfArgumentParser
 
+    from oar_lite.lab.recipes import recipe_fields
     from oar_lite.trl import OARConfig
 
-    on_gpu = torch.cuda.is_available()
-    toy = known.model == "toy"
+    # On a CPU the recipe says use_cpu: `accelerate launch --multi_gpu --num_processes N` on CPUs then
+    # trains as N gloo processes (otherwise each process would train alone, unaware of the others).
     defaults = dict(
+        recipe_fields(known.recipe, oar_method=known.method, device=default_device()),
         output_dir=known.output_dir or f"runs/trl-{Path(known.model).name}-{known.method}",
         max_steps=known.steps,
-        oar_method=known.method,
         oar_mode=known.mode,
         oar_answer_formats=formats,
         max_completion_length=max_completion_length,
-        num_generations=8,
-        per_device_train_batch_size=32 if toy else 16,
-        learning_rate=1e-4 if toy else 1e-5,
-        temperature=1.0,
-        logging_steps=1,
-        save_strategy="steps",
-        save_steps=max(1, min(50, known.steps)),
-        report_to="none",
-        # Without a GPU, say so: `accelerate launch --multi_gpu --num_processes N` on CPUs then
-        # trains as N gloo processes (otherwise each process would train alone, unaware of the others).
-        use_cpu=not on_gpu and not torch.backends.mps.is_available(),
-        bf16=on_gpu and torch.cuda.is_bf16_supported(),
-        gradient_checkpointing=on_gpu and not toy,
         seed=0,
     )
     if known.eval_problems:
@@ -184,10 +187,9 @@ def main(argv=None):
     use_lora = known.lora if known.lora is not None else known.model != "toy"
     peft_config = None
     if use_lora:
-        from peft import LoraConfig
+        from oar_lite.lab.recipes import lora_adapter
 
-        peft_config = LoraConfig(r=known.lora_rank, lora_alpha=2 * known.lora_rank, lora_dropout=0.05,
-                                 target_modules="all-linear", task_type="CAUSAL_LM")
+        peft_config = lora_adapter(known.lora_rank)
     trainer = OARGRPOTrainer(model=model, reward_funcs=make_reward(formats), args=config, train_dataset=train,
                              eval_dataset=evals, processing_class=tokenizer, peft_config=peft_config)
     if trainer.accelerator.is_main_process:

@@ -99,9 +99,9 @@ def test_step_cost_runs(tmp_path):
     assert res["methods"]["uniform"]["ratio_vs_grpo"]["median"] == 1.0
     assert "| oar-p |" in report["markdown"]
     assert "targets (issue 17): oar-g <= 1.30x, oar-p <= 2.00x" in report["markdown"]  # step_cost.TARGETS["toy"]
-    from oar_lite.train import TRAINING_CREDIT
+    from oar_lite.attribution import CreditConfig
 
-    assert res["credit"]["batch_size"] == TRAINING_CREDIT["batch_size"] == 64  # the trainer's OAR-P limits
+    assert res["credit"]["batch_size"] == CreditConfig("oar-p").batch_size == 64  # the trainer's OAR-P limits
     assert json.loads((tmp_path / "s.json").read_text())["models"][0]["model"] == "toy"
 
 

@@ -20,7 +20,7 @@ from oar_lite.attribution import CREDIT_RANGES, CreditConfig
 from oar_lite.checks import check_number, settings_of
 from oar_lite.lab.report import render_markdown
 from oar_lite.reshape import RESHAPING, bilevel_weights, weight_uniformity
-from oar_lite.train import NUMERIC_RANGES, TRAINING_CREDIT, TrainConfig
+from oar_lite.train import NUMERIC_RANGES, TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -125,7 +125,7 @@ def test_oar_config_fields_are_the_credit_settings():
     for name, declared in twins.items():
         field = fields[f"oar_{name}"]
         assert field.metadata["help"] == declared.help
-        assert field.default == TRAINING_CREDIT.get(name, declared.default)  # training's OAR-P batch size, as TrainConfig's
+        assert field.default == declared.default  # one default per setting, OAR-P's batch size included
         if declared.range:
             assert OAR_NUMERIC_RANGES[f"oar_{name}"] == declared.range
 

@@ -31,7 +31,9 @@ def test_two_processes_train_the_same_weights_with_oar(tmp_path):
     cmd = [sys.executable, *LAUNCH, "--main_process_port", str(_free_port()), str(HELPER), str(tmp_path),
            "--model", "toy", "--dataset", "toy", "--method", "oar-g", "--steps", "2", "--num-problems", "64",
            "--output-dir", str(tmp_path / "run"), "--per_device_train_batch_size", "8", "--num_generations", "4",
-           "--save_strategy", "no"]
+           "--save_strategy", "no",
+           # one micro-batch per step, no recomputation: the sizes these checks count (the script's laptop recipe accumulates 4)
+           "--gradient_accumulation_steps", "1", "--gradient_checkpointing", "false"]
     proc = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "processes=2" in proc.stdout, proc.stdout[-2000:]

@@ -54,7 +54,10 @@ def launch(tmp_path: Path, engine: str, method: str, steps: int = 2, patched: bo
            "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(_free_port()), *flags,
            str(HELPER), str(tmp_path), "--model", "toy", "--dataset", "toy", "--lora", "--lora-rank", str(LORA_RANK),
            "--method", method, "--steps", str(steps), "--num-problems", "16", "--output-dir", str(tmp_path / "run"),
-           "--per_device_train_batch_size", "4", "--num_generations", "4", "--save_strategy", "no"]
+           "--per_device_train_batch_size", "4", "--num_generations", "4", "--save_strategy", "no",
+           # one micro-batch per step, no recomputation, float32 (the DeepSpeed configs' precision): what these checks
+           # count and compare (the script's laptop recipe accumulates 4, and takes bfloat16 on a CPU that has it)
+           "--gradient_accumulation_steps", "1", "--gradient_checkpointing", "false", "--bf16", "false"]
     proc = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return [torch.load(tmp_path / f"rank{i}.pt", weights_only=False) for i in range(2)]

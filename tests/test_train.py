@@ -391,7 +391,7 @@ def test_train_config_nests_the_credit_config():
     # A stored credit (every field) of an older version gave plain GRPO OAR-P's batch size: read without it.
     stored = {**dataclasses.asdict(CreditConfig()), "method": "uniform", "batch_size": 64}
     assert TrainConfig(credit=stored).credit == CreditConfig("uniform")
-    assert TrainConfig(credit={"method": "oar-p"}).credit.batch_size == 64  # training's (TRAINING_CREDIT)
+    assert TrainConfig(credit={"method": "oar-p"}).credit.batch_size == CreditConfig("oar-p").batch_size == 64
     assert dataclasses.replace(nested, credit=CreditConfig("oracle")).credit.method == "oracle"
     assert TrainConfig(**dataclasses.asdict(nested)) == nested  # a checkpoint's nested dict
     with pytest.raises(dataclasses.FrozenInstanceError):

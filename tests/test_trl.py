@@ -463,7 +463,7 @@ def test_oar_config_builds_the_credit_config():
     oar_g = OARConfig(output_dir="/tmp/oar-config", report_to="none", use_cpu=True, oar_method="oar-g", oar_noise_std=0.0)
     assert oar_g.oar_credit == CreditConfig(method="oar-g:answer_mean", noise_std=0.0)  # OAR-P's batch size not passed
     args = OARConfig(output_dir="/tmp/oar-config", report_to="none", use_cpu=True, oar_method="oar-p", oar_batch_size=None)
-    assert args.oar_credit.batch_size is None  # None: the token budget decides, as in CreditConfig
+    assert args.oar_credit.batch_size is None  # None: the token budget alone decides, as in CreditConfig
 
 
 @pytest.mark.parametrize("kw, says", [
@@ -524,7 +524,7 @@ def test_uniformity_metrics_match_the_weights_of_the_batch(tmp_path):
 def test_heldout_callback_measures_at_its_steps_and_resumes(tmp_path):
     from peft import LoraConfig
 
-    from oar_lite.evaluate import heldout_accuracy
+    from oar_lite.evaluate import evaluate
     from oar_lite.checkpoint import read_jsonl
     from oar_lite.lab.recipes import HeldOutAccuracyCallback
 
@@ -534,7 +534,7 @@ def test_heldout_callback_measures_at_its_steps_and_resumes(tmp_path):
     prompts, answers = [p["prompt"] for p in held], [p["answer"] for p in held]
     data = Dataset.from_list([{"prompt": p["prompt"], "answer": p["answer"]} for p in problems])
     options = dict(max_new_tokens=toy.max_new_tokens(2), formats=toy.FORMATS, add_special_tokens=True, seed=5)
-    base = heldout_accuracy(model, tokenizer, prompts, answers, **options)
+    base = evaluate(model, tokenizer, [{"prompt": p, "answer": a} for p, a in zip(prompts, answers)], **options)
     path = tmp_path / "heldout.jsonl"
 
     def train(steps):

@@ -32,6 +32,6 @@ from .oar_p import perturbation_scores, perturbation_scores_batch, perturbation_
 from .outcome import MODES, eval_mode, final_outcome, mask_to_span
 from .planning import (BATCH_SIZE, DEFAULT_MAX_WASTE, DEFAULT_TOKEN_BUDGET, TOKEN_BUDGET, default_token_budget,
                        plan_passes)
-from .registry import (OLD_NAMES, SCORERS, WEIGHTINGS, Scorer, declared_options, default_mode, mode_of, parse_method,
-                       register_scorer)
+from .registry import (OLD_NAMES, SCORERS, WEIGHTINGS, Method, Scorer, declared_options, default_mode, method_of,
+                       mode_of, parse_method, register_scorer)
 from .scoring import route_options, takes, token_scores, token_weights, uses_sampled_cache

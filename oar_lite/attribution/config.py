@@ -3,6 +3,7 @@ where it acts), and `ScorerContext`, what the caller has at hand."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 from dataclasses import dataclass
 from typing import Any
@@ -13,7 +14,7 @@ from ..checks import Setting, check_settings, settings_of
 from ..reshape import RESHAPING, bilevel_weights
 from .oar_g import NOISE_STD
 from .planning import BATCH_SIZE, TOKEN_BUDGET
-from .registry import PLAIN_GRPO, WEIGHTINGS, parse_method, takes
+from .registry import PLAIN_GRPO, WEIGHTINGS, Method, method_of, takes
 
 METHOD = Setting("oar-g", "Token credit method: a scorer name (oar_lite.attribution.SCORERS; 'uniform' is plain "
                           "GRPO), optionally with a P_final mode after a colon ('oar-p:answer_joint') and behind "
@@ -39,11 +40,11 @@ class CreditConfig:
     def __post_init__(self):
         if not isinstance(self.method, str):
             raise ValueError(f"CreditConfig.method={self.method!r}: expected a method name such as 'oar-g'")
-        parse_method(self.method)  # ValueError naming the valid scorers, modes and controls
+        self.parsed  # the method parsed once; ValueError naming the valid scorers, modes and controls
         check_settings(self, "CreditConfig")
         if not isinstance(self.preserve_mass, bool):
             raise ValueError(f"CreditConfig.preserve_mass={self.preserve_mass!r}: expected True or False")
-        taken = credit_settings(self.method)
+        taken = credit_settings(self.parsed)
         refused = {name: getattr(self, name) for name, default in _DEFAULTS.items()
                    if name not in taken and getattr(self, name) != default}
         if refused:
@@ -51,11 +52,16 @@ class CreditConfig:
             raise ValueError(f"CreditConfig(method={self.method!r}) got {given}, which {self.method!r} does not take; "
                              f"it takes {sorted(taken) or 'no settings (plain GRPO: every weight is 1)'}")
 
+    @functools.cached_property
+    def parsed(self) -> Method:
+        """`method` as the typed value the scorers get (`oar_lite.attribution.registry.Method`)."""
+        return method_of(self.method)
+
     def reshape(self, scores: torch.Tensor) -> torch.Tensor:
         """``[R]`` scores -> ``[R]`` weights with this config's `bilevel_weights` settings, or,
         for a method with its own weighting (`oar_lite.attribution.registry.WEIGHTINGS`:
         ``"entropy-top"``), with that, given the reshaping settings it declares (``quantile``)."""
-        weighting = WEIGHTINGS.get(parse_method(self.method)[0])
+        weighting = WEIGHTINGS.get(self.parsed.name)
         if weighting is not None:
             declared = inspect.signature(weighting).parameters
             return weighting(scores, **{name: getattr(self, name) for name in RESHAPING if name in declared})
@@ -67,15 +73,15 @@ class CreditConfig:
 
     def scorer_options(self) -> dict:
         """The scorer settings (neither the method nor the reshaping) this method takes."""
-        return {name: getattr(self, name) for name in SCORER_FIELDS if name in credit_settings(self.method)}
+        return {name: getattr(self, name) for name in SCORER_FIELDS if name in credit_settings(self.parsed)}
 
 
-def credit_settings(method: str) -> set[str]:
+def credit_settings(method: str | Method) -> set[str]:
     """The `CreditConfig` settings ``method`` takes: the reshaping (but plain GRPO's, whose
     weights are all 1) and the scorer settings its scorer declares (`takes`)."""
-    name, _ = parse_method(method)
+    method = method_of(method)
     scorer = {k for k in SCORER_FIELDS if k in takes(method)}
-    return scorer | (set() if name == PLAIN_GRPO else set(RESHAPING))
+    return scorer | (set() if method.name == PLAIN_GRPO else set(RESHAPING))
 
 
 def for_method(method: str, settings: dict | None = None) -> CreditConfig:
@@ -92,8 +98,7 @@ def for_method(method: str, settings: dict | None = None) -> CreditConfig:
 
 def for_methods(methods, settings: dict | None = None, *, defaults: dict | None = None) -> dict[str, CreditConfig]:
     """``{method: CreditConfig}`` for several methods sharing ``settings`` (a command line's):
-    each method gets those it takes (`for_method`), and ``defaults`` (e.g. training's
-    `oar_lite.train.TRAINING_CREDIT`) beneath them. A setting that none of ``methods`` takes is
+    each method gets those it takes (`for_method`), and ``defaults`` beneath them. A setting that none of ``methods`` takes is
     a ValueError naming each method and what it takes."""
     settings, methods = dict(settings or {}), list(methods)
     taken = {m: credit_settings(m) for m in methods}

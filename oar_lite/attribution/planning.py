@@ -18,8 +18,9 @@ where a pass costs its tokens, and in training's batched passes, bound by the to
 two take the same time (benchmarks/RESULTS.md, "OAR-P implementations" and "Step cost")."""
 
 
-BATCH_SIZE = Setting(None, "OAR-P: at most this many perturbed copies per forward pass (>= 1; None: the token "
-                           "budget decides).", dict(integer=True, low=1, optional=True), label="OAR-P batch size")
+BATCH_SIZE = Setting(64, "OAR-P: at most this many perturbed copies per forward pass (>= 1; None: the token "
+                         "budget alone decides); bounds its memory in training.", dict(integer=True, low=1, optional=True),
+                     label="OAR-P batch size")
 TOKEN_BUDGET = Setting(None, "OAR-P: at most this many tokens per forward pass (>= 1), which bounds its memory; None: "
                              "the device's (default_token_budget).", dict(integer=True, low=1, optional=True),
                        label="OAR-P token budget")

@@ -9,10 +9,10 @@ from typing import Sequence
 import torch
 
 from .config import CONTEXT_FIELDS, CREDIT_FIELDS, SCORER_FIELDS, CreditConfig, ScorerContext
-from .controls import apply_controls, split_controls
+from .controls import apply_controls
 from .kv import cache_rows
 from .outcome import check_sequence, mask_to_span
-from .registry import BATCHED, SCORERS, declared_options, mode_of, parse_method, takes
+from .registry import BATCHED, SCORERS, Method, declared_options, method_of, parse_method, takes
 
 
 def route_options(methods: Sequence[str], options: dict) -> dict[str, dict]:
@@ -49,7 +49,7 @@ def token_scores(method: str, model, input_ids: torch.Tensor, reasoning: slice, 
                       batched=False)[0]
 
 
-def score_rows(method: str, model, input_ids: torch.Tensor, spans: dict[int, tuple[slice, slice, slice]],
+def score_rows(method: str | Method, model, input_ids: torch.Tensor, spans: dict[int, tuple[slice, slice, slice]],
                settings: dict, context: ScorerContext, *, batched: bool = True) -> dict[int, torch.Tensor]:
     """``{row: [R_row]}``, the scores of the rows of ``input_ids [B, T]`` in ``spans``
     (``{row: (attended, reasoning, answer)}``, padded columns): the one place a method name
@@ -57,8 +57,8 @@ def score_rows(method: str, model, input_ids: torch.Tensor, spans: dict[int, tup
     ``context`` fields it declares (None: its default). With ``batched``, a scorer with a
     batched form scores all rows in shared padded passes (equal up to rounding); otherwise
     each row is scored alone, padding stripped."""
-    controls, _ = split_controls(method)
-    name, mode = parse_method(method)
+    parsed = method_of(method)  # a CreditConfig's, parsed once (`CreditConfig.parsed`)
+    controls, name, mode = parsed.controls, parsed.name, parsed.mode
     given = {**settings, **{f: getattr(context, f) for f in CONTEXT_FIELDS}}
     if batched and name in BATCHED and spans:
         rows = list(spans)
@@ -69,7 +69,7 @@ def score_rows(method: str, model, input_ids: torch.Tensor, spans: dict[int, tup
         if kwargs.get("sampled_cache") is not None and rows != list(range(input_ids.shape[0])):
             kwargs["sampled_cache"] = cache_rows(kwargs["sampled_cache"], rows)
         scores = BATCHED[name](model, input_ids[rows], attention, [spans[r][1] for r in rows],
-                               [spans[r][2] for r in rows], mode=mode_of(method), **kwargs)
+                               [spans[r][2] for r in rows], mode=parsed.run_mode, **kwargs)
         raw = dict(zip(rows, scores))
     else:
         kwargs = {k: v for k, v in given.items() if k in declared_options(name) and v is not None}
@@ -158,7 +158,7 @@ def token_weights(
         if reasoning.start < valid.start or answer.stop > valid.stop:
             raise ValueError(f"row {row}: reasoning/answer reach outside the attended tokens")
         spans[row] = (valid, reasoning, answer)
-    row_scores = score_rows(credit.method, model, input_ids, spans, {**credit.scorer_options(), **options}, context)
+    row_scores = score_rows(credit.parsed, model, input_ids, spans, {**credit.scorer_options(), **options}, context)
     for row, scores in row_scores.items():
         weights[row, spans[row][1]] = credit.reshape(scores).to(weights.device, weights.dtype)
     all_scores = [row_scores.get(row) for row in range(input_ids.shape[0])]  # None: no answer

@@ -34,7 +34,7 @@ from .plots import save_figure
 from .progress import MethodBars
 # Re-exported from `oar_lite.lab.report`, which holds them: notebook 05 and scripts call compare.X.
 from .report import render_markdown, summarize, verdict  # noqa: F401
-from ..train import TRAINING_CREDIT, Task, TrainConfig, train
+from ..train import Task, TrainConfig, train
 
 COMPARED_TRAINING_METHODS = ("uniform", "oar-g", "oar-p")  # the training methods `compare` runs by default
 
@@ -105,10 +105,10 @@ def toy_task(*, eval_size: int | None = None, digits: int | tuple[int, int] | No
 
 def run_config(method: str, seed: int, settings: TrainConfig = TRAINING, credit: dict | None = None) -> TrainConfig:
     """``settings`` (`TRAINING`, a profile's, or one made from them) with a run's method and
-    seed. Its credit: `TRAINING_CREDIT`, the settings ``settings.credit`` changes and
+    seed. Its credit: the settings ``settings.credit`` changes and
     ``credit`` (a profile's, a command line's: shared by several methods), each where
     ``method`` takes it (`oar_lite.attribution.for_method`)."""
-    shared = {**TRAINING_CREDIT, **settings.credit.changed(), **(credit or {})}
+    shared = {**settings.credit.changed(), **(credit or {})}
     return replace(settings, seed=seed, credit=for_method(method, shared))
 
 
@@ -241,7 +241,7 @@ def compare(
             job["config"] = replace(job["config"], progress=False)
         # Costliest runs first (OAR-P, then OAR-G), so the workers finish at about the same time.
         cost = {"oar-p": 0, "oar-g": 1}
-        order = sorted(range(len(runs)), key=lambda i: cost.get(runs[i]["config"].credit.method.partition(":")[0], 2))
+        order = sorted(range(len(runs)), key=lambda i: cost.get(runs[i]["config"].credit.parsed.name, 2))
         results = [None] * len(runs)
         bars = MethodBars([(job["config"].credit.method, job["out"], job["config"].steps) for job in runs],
                           disable=not progress)
@@ -265,7 +265,7 @@ def compare(
     records = [r for rs in results for r in rs]
     write_jsonl(out / "compare.jsonl", records)
     summary = summarize(records, target=target, methods=methods)
-    shared = {k: v for k, v in {**asdict(settings), **asdict(CreditConfig()), **TRAINING_CREDIT, **credit}.items()
+    shared = {k: v for k, v in {**asdict(settings), **asdict(CreditConfig()), **credit}.items()
               if k not in ("credit", "method", "seed")}  # the credit settings beside the others, for the report
     summary["settings"] = {**shared, "seeds": list(seeds), "methods": list(methods), "target": target,
                            "jobs": jobs, "threads": threads, "profile": profile, "elapsed_s": elapsed,

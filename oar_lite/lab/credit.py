@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 from ..course import toy
 from ..attribution import parse_method, route_options, token_scores
 from .report import markdown_table
-from ..rollout import sample_completions
+from ..rollout import SAMPLING, sample_completions
 from ..seeding import derive_seed
 from .stats import mean, precision_at_k, rank_agreement, roc_auc, std
 
@@ -34,7 +34,7 @@ def credit_benchmark(
     model=None,
     tokenizer=None,
     problems: Sequence[dict] | None = None,
-    temperature: float = 1.0,
+    temperature: float = SAMPLING.temperature,
     batch_size: int = 50,
     return_records: bool = False,
     progress: bool = True,

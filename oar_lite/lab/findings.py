@@ -17,9 +17,9 @@ import numpy as np
 import torch
 
 from ..attribution import PLAIN_GRPO
-from . import ground_truth, lora_learning, regime
+from . import ground_truth, lora_learning, regime, stats
 from .report import markdown_table
-from .stats import bootstrap_interval, intervals_overlap, rank_agreement
+from .stats import ABOVE, BELOW, INCLUDES, bootstrap_interval, rank_agreement
 
 CONFIRM = "small batch, 30 steps: GRPO vs oracle, 10 seeds"
 """The confirmatory regime: settings and seeds fixed before its runs (benchmarks/RESULTS.md)."""
@@ -27,6 +27,9 @@ CONTROLS = "controls at 30 steps: inverted and shuffled oracle, 10 seeds"
 OAR_SCREEN = "small batch, 30 steps: OAR, 3 seeds"
 ORACLE = "oracle (0.1 elsewhere)"
 """The oracle weighting of the gradient-quality files (`oar_lite.course.oracle`, 0.1 off the wrong tokens)."""
+SPEEDUP_WORDS = {ABOVE: "an interval above 1: faster than GRPO", BELOW: "an interval below 1: slower than GRPO",
+                 INCLUDES: "an interval that includes 1: not distinguishable from GRPO's pace"}
+"""A speed-up's reading by the one verdict rule (`stats.versus` against 1), in words."""
 UNIFORMITY_PATH = Path(__file__).resolve().parent / "data" / "weight_uniformity.json"
 README_MARKERS = ("<!-- findings:start -->", "<!-- findings:end -->")
 
@@ -37,6 +40,15 @@ def _read(name: str) -> dict:
 
 def _ci(pair, fmt: str) -> str:
     return f"{pair[0]:{fmt}} to {pair[1]:{fmt}}"
+
+
+def _reads(interval, no_effect: float = 0.0) -> str:
+    """Where a 95% interval over seeds lies, by the one verdict rule (`stats.versus`): `ABOVE`,
+    `BELOW` or `INCLUDES` ``no_effect`` (0 for a difference, 1 for a speed-up). A change dict
+    (``{"low", "high", ...}``, `lora_learning`) is read by its ``low`` and ``high``."""
+    if isinstance(interval, dict):
+        interval = (interval["low"], interval["high"])
+    return stats.versus(interval, no_effect=no_effect)
 
 
 def credit_findings() -> dict:
@@ -52,7 +64,7 @@ def credit_findings() -> dict:
     confirm, controls = regimes[CONFIRM], regimes[CONTROLS]
     t, area = confirm["table"]["methods"], confirm["area"]["methods"]
     tried = regime.oracle_regimes(regimes)
-    met = [n for n in tried if len(regimes[n]["table"]["seeds"]) >= regime.PAYS_SEEDS
+    met = [n for n in tried if not stats.is_screen(len(regimes[n]["table"]["seeds"]))
            and regime.pays(regimes[n]["table"]) and not regime.superseded(n, regimes)]
     toy_shares = {k: e["components"]["shares"]["irrelevant"] for k, e in shares.items() if e["kind"] == "toy"
                   and e["settings"].get("model") == "shipped"}
@@ -71,7 +83,7 @@ def credit_findings() -> dict:
                     "target": confirm["table"]["target"], "grpo_steps": t["uniform"]["mean"],
                     "oracle_steps": t["oracle"]["mean"], "speedup": t["oracle"]["speedup"],
                     "speedup_ci": list(t["oracle"]["speedup_ci"]),
-                    "overlap": intervals_overlap(t["oracle"]["ci"], t["uniform"]["ci"]),
+                    "speedup_reads": _reads(t["oracle"]["speedup_ci"], 1.0),
                     "accuracy_diff": area["oracle"]["diff"], "accuracy_diff_ci": list(area["oracle"]["diff_ci"]),
                     "pays": regime.pays(confirm["table"])},
         "controls": {k: {"diff": e["diff"], "diff_ci": list(e["diff_ci"]),
@@ -111,16 +123,16 @@ def credit_conclusion(f: dict | None = None) -> str:
         "which prompts were drawn and which digits were sampled, and no credit reaches it.",
         f"**So even perfect credit did not learn faster.** In the confirmatory run ({c['seeds']} seeds, settings fixed "
         f"before it ran) the oracle reached held-out accuracy {c['target']:g} in {c['oracle_steps']:.1f} steps against "
-        f"GRPO's {c['grpo_steps']:.1f} ({c['speedup']:.2f}x, 95% interval {_ci(c['speedup_ci'], '.2f')}x; the intervals "
-        f"of the steps {'overlap' if c['overlap'] else 'do not overlap'}), and its mean held-out accuracy over the run "
+        f"GRPO's {c['grpo_steps']:.1f} ({c['speedup']:.2f}x, 95% interval {_ci(c['speedup_ci'], '.2f')}x, "
+        f"{SPEEDUP_WORDS[c['speedup_reads']]}), and its mean held-out accuracy over the run "
         f"differed from GRPO's by {c['accuracy_diff']:+.3f} ({_ci(c['accuracy_diff_ci'], '+.3f')}). Of "
         f"{f['regimes_tried']} regimes tried, "
         + (f"{len(f['regimes_paid'])} met the project's bar ({', '.join(f['regimes_paid'])})"
            if f["regimes_paid"] else "none met the project's bar")
-        + f" (>= {regime.PAYS_SPEEDUP:g}x fewer steps, disjoint intervals, >= {regime.PAYS_SEEDS} seeds). The setup "
+        + f" (>= {regime.PAYS_SPEEDUP:g}x fewer steps, the speed-up's interval above 1, >= {stats.SCREEN_SEEDS} seeds). The setup "
         f"can see harm: the inverted oracle lowered mean accuracy by {inv['diff']:+.3f} "
         f"({_ci(inv['diff_ci'], '+.3f')}), an interval "
-        + ("below 0" if inv["diff_ci"][1] < 0 else "that includes 0")
+        + ("below 0" if _reads(inv["diff_ci"]) == BELOW else "that includes 0")
         + f"; the shuffled oracle moved it by {shu['diff']:+.3f} ({_ci(shu['diff_ci'], '+.3f')}).",
         "**OAR measures influence, not blame.** OAR asks how much the answer *depends on* a token; the oracle asks "
         f"which token *caused* the mistake. On wrong answers OAR-P put {f['blame']['OAR-P answer_mean']:.1%} and OAR-G "
@@ -344,29 +356,30 @@ def pooled_sentence(p: dict) -> str:
     n = len(p["pooled"]["seeds"])
     text = (f"Pooled over all {n} seeds run in the k = {p['k']} world, the oracle's mean held-out accuracy differed from "
             f"GRPO's by {o['diff']:+.3f} ({_ci(o['diff_ci'], '+.3f')}), "
-            + ("a gain" if o["diff_ci"][0] > 0 else "an interval that includes 0" if o["diff_ci"][1] > 0 else "a loss")
+            + {ABOVE: "a gain", INCLUDES: "an interval that includes 0", BELOW: "a loss"}[_reads(o["diff_ci"])]
             + f", and it reached {p['target']:g} {o['speedup']:.2f}x as fast ({_ci(o['speedup_ci'], '.2f')})")
     if inv is not None:
         text += (f"; the inverted oracle by {inv['diff']:+.3f} ({_ci(inv['diff_ci'], '+.3f')}), "
-                 + ("below 0" if inv["diff_ci"][1] < 0 else "an interval that includes 0"))
+                 + ("below 0" if _reads(inv["diff_ci"]) == BELOW else "an interval that includes 0"))
     text += ". Per seed set (mean accuracy, oracle - GRPO): " + "; ".join(
         f"{st['label']} (seeds {_seed_span(st['seeds'])}) {st['methods'][RELEVANT]['diff']:+.3f} "
         f"({_ci(st['methods'][RELEVANT]['diff_ci'], '+.3f')})" for st in p["sets"] if RELEVANT in st["methods"]) + "."
     rep = next((st for st in p["sets"] if st["label"] == "external replication"), None)
     if rep is not None and RELEVANT in rep["methods"]:
         ro, rinv = rep["methods"][RELEVANT], rep["methods"].get(INVERTED)
-        text += (" The confirmatory run's gain " + ("replicated" if ro["diff_ci"][0] > 0 else "did not replicate")
+        text += (" The confirmatory run's gain " + ("replicated" if _reads(ro["diff_ci"]) == ABOVE else "did not replicate")
                  + f" on the external replication's seeds ({ro['diff']:+.3f}, {_ci(ro['diff_ci'], '+.3f')})")
         if rinv is not None:
-            text += (", nor did the inverted oracle's harm" if rinv["diff_ci"][1] >= 0 and ro["diff_ci"][0] <= 0 else
-                     ", and the inverted oracle's harm did not either" if rinv["diff_ci"][1] >= 0 else
+            harmed, gained = _reads(rinv["diff_ci"]) == BELOW, _reads(ro["diff_ci"]) == ABOVE
+            text += (", nor did the inverted oracle's harm" if not harmed and not gained else
+                     ", and the inverted oracle's harm did not either" if not harmed else
                      ", and the inverted oracle's harm did") + f" ({rinv['diff']:+.3f}, {_ci(rinv['diff_ci'], '+.3f')})"
         text += ("; so claims 1 and 2 of the confirmatory run (an oracle gain, an inverted-oracle harm) are "
-                 + ("not replicated" if ro["diff_ci"][0] <= 0 and (rinv is None or rinv["diff_ci"][1] >= 0)
-                    else "replicated in part" if ro["diff_ci"][0] <= 0 or (rinv is not None and rinv["diff_ci"][1] >= 0)
+                 + ("not replicated" if _reads(ro["diff_ci"]) != ABOVE and (rinv is None or _reads(rinv["diff_ci"]) != BELOW)
+                    else "replicated in part" if _reads(ro["diff_ci"]) != ABOVE or (rinv is not None and _reads(rinv["diff_ci"]) != BELOW)
                     else "replicated")
                  + (f", and the oracle's gain in this world is too small to measure with {n} seeds."
-                    if o["diff_ci"][0] <= 0 <= o["diff_ci"][1] else "."))
+                    if _reads(o["diff_ci"]) == INCLUDES else "."))
     return text
 
 
@@ -411,7 +424,7 @@ def positive_findings(control: dict | None = None, shares: dict | None = None) -
         }
         o = out["confirm"]["methods"][RELEVANT]
         # A gain to recover: the oracle's accuracy or speed-up interval clears no-change.
-        out["confirm"]["gain_measured"] = o["diff_ci"][0] > 0 or o["speedup_ci"][0] > 1
+        out["confirm"]["gain_measured"] = _reads(o["diff_ci"]) == ABOVE or _reads(o["speedup_ci"], 1.0) == ABOVE
         recovered = [v["diff_recovered"] for m, v in out["confirm"]["methods"].items()
                      if m.startswith("oar-") and v["diff_recovered"] is not None]
         out["confirm"]["oar_best_recovered"] = max(recovered) if recovered and out["confirm"]["gain_measured"] else None
@@ -437,14 +450,14 @@ def positive_sentence(f: dict | None) -> str:
              f"{c['target']:g} {o['speedup']:.2f}x as fast as GRPO ({_ci(o['speedup_ci'], '.2f')}), mean accuracy "
              f"{o['diff']:+.3f} ({_ci(o['diff_ci'], '+.3f')})")
     if inv is not None:
-        text += (f", while the inverted oracle {'hurt' if inv['diff_ci'][1] < 0 else 'moved it by'} "
+        text += (f", while the inverted oracle {'hurt' if _reads(inv['diff_ci']) == BELOW else 'moved it by'} "
                  f"{inv['diff']:+.3f} ({_ci(inv['diff_ci'], '+.3f')})")
     if c["pays"]:
         return text + ". There, credit paid."
     best = c["oar_best_recovered"]
     if c["gain_measured"]:
         return text + (f". A real gain, seen on {len(c['seeds'])} seeds the screen never saw (its 5 seeds could not see it), "
-                       f"but below the project's bar ({regime.PAYS_SPEEDUP:g}x with disjoint intervals) and far below the "
+                       f"but below the project's bar ({regime.PAYS_SPEEDUP:g}x with the speed-up's interval above 1) and far below the "
                        "ceiling section 8's bound allows."
                        + (f" OAR-P and OAR-G recovered at best {best:+.2f} of it (mean accuracy)." if best is not None else ""))
     return text + ". Section 8's bound makes a large share necessary for credit to pay; here it was not sufficient."
@@ -489,7 +502,7 @@ def positive_conclusion(f: dict | None = None) -> str:
         f"{len(sweep[0]['seeds'])} seeds per world: {worlds}. "
         + ("No world's screen met the bar" if not any(r["qualifies"] for r in sweep)
            else "The screen met the bar at k = " + ", ".join(str(r["k"]) for r in sweep if r["qualifies"]))
-        + f" (>= {regime.PAYS_SPEEDUP:g}x fewer steps with disjoint intervals and a positive accuracy difference). "
+        + f" (>= {regime.PAYS_SPEEDUP:g}x fewer steps with the speed-up's interval above 1 and a positive accuracy difference). "
         + ("The speed-up's rank correlation with the share cannot be computed: one of them did not vary across "
            "worlds." if rho != rho else
            f"The speed-up's rank correlation with the share across the worlds is {rho:+.2f} (the pre-registered "
@@ -506,11 +519,11 @@ def positive_conclusion(f: dict | None = None) -> str:
         text = (f"**The confirmatory run** (k = {c['k']}, seeds {c['seeds'][0]}-{c['seeds'][-1]}, never screened): the "
                 f"oracle reached {c['target']:g} in {o['steps']:.1f} steps ({_ci(o['ci'], '.1f')}) against GRPO's "
                 f"{g['steps']:.1f} ({_ci(g['ci'], '.1f')}), {o['speedup']:.2f}x ({_ci(o['speedup_ci'], '.2f')}x); mean "
-                f"accuracy {o['diff']:+.3f} ({_ci(o['diff_ci'], '+.3f')}). Claim 1 (>= {regime.PAYS_SPEEDUP:g}x, disjoint "
-                f"intervals): {'met' if c['pays'] else 'not met'}.")
+                f"accuracy {o['diff']:+.3f} ({_ci(o['diff_ci'], '+.3f')}). Claim 1 (>= {regime.PAYS_SPEEDUP:g}x, the "
+                f"speed-up's interval above 1): {'met' if c['pays'] else 'not met'}.")
         if inv is not None:
             text += (f" The inverted oracle: mean accuracy {inv['diff']:+.3f} ({_ci(inv['diff_ci'], '+.3f')}); claim 2 "
-                     f"(an interval below 0): {'met' if inv['diff_ci'][1] < 0 else 'not met'}.")
+                     f"(an interval below 0): {'met' if _reads(inv['diff_ci']) == BELOW else 'not met'}.")
         oar = {k: v for k, v in m.items() if k.startswith("oar-")}
         if oar and not c["gain_measured"]:
             text += (" OAR: " + "; ".join(f"{k} {v['diff']:+.3f} ({_ci(v['diff_ci'], '+.3f')})" for k, v in oar.items())
@@ -611,7 +624,7 @@ def clean_findings(log: dict, methods) -> dict:
 
 
 def _includes_zero(change: dict) -> bool:
-    return change["low"] <= 0 <= change["high"]
+    return _reads(change) == INCLUDES
 
 
 DECODINGS = ("greedy", "t1")
@@ -645,18 +658,18 @@ def learning_conclusion(f: dict | None = None, positive: dict | None = None) -> 
                                                    f"{u[dec]['seeds']}: {d(u[dec])}, {_side(u[dec])})")
     paras = [
         ("**The pre-registered primary outcome, held-out greedy accuracy, "
-         + ("rose.** " if g["low"] > 0 else "fell.** " if g["high"] < 0 else "did not measurably change.** ")
+         + {ABOVE: "rose.** ", BELOW: "fell.** ", INCLUDES: "did not measurably change.** "}[_reads(g)]
          + f"Over {f['steps']} GRPO steps it went from {g['start_accuracy']:.3f} to {g['end_accuracy']:.3f}: {d(g)}, "
          + _side(g) + unscreened("greedy") + ". "
          + (f"So in {f['steps']} steps the plan's primary outcome shows no measurable learning."
-            if g["low"] <= 0 else "The model measurably learned, greedily, on held-out questions.")),
+            if _reads(g) != ABOVE else "The model measurably learned, greedily, on held-out questions.")),
         ("**The secondary outcome, one answer at the training temperature, "
-         + ("rose" if g1["low"] > 0 else "fell" if g1["high"] < 0 else "did not measurably change") + ".** "
+         + {ABOVE: "rose", BELOW: "fell", INCLUDES: "did not measurably change"}[_reads(g1)] + ".** "
          + f"From {g1['start_accuracy']:.3f} to {g1['end_accuracy']:.3f}: {d(g1)}, {_side(g1)}{unscreened('t1')}. "
          + ("Both intervals lie above 0: the model measurably learned on questions it never trained on. "
-            if g["low"] > 0 and g1["low"] > 0 else
+            if _reads(g) == ABOVE and _reads(g1) == ABOVE else
             "The policy's own samples measurably improved; its greedy answers did not measurably. "
-            if g1["low"] > 0 else "")
+            if _reads(g1) == ABOVE else "")
          + _decomposition_sentences(f))]
     if "clean" in f:
         paras.append(_clean_paragraph(f))
@@ -670,9 +683,9 @@ def learning_conclusion(f: dict | None = None, positive: dict | None = None) -> 
                f"as large as {max(abs(p['low']), abs(p['high'])):.2f} in held-out accuracy could still hide in them. "
                if _includes_zero(p) and _includes_zero(p1) else
                "An interval excludes 0: " + "; ".join(
-                   f"{'greedy' if q is p else 'at T = 1'}, {name} gained {'more' if q['low'] > 0 else 'less'} than GRPO"
+                   f"{'greedy' if q is p else 'at T = 1'}, {name} gained {'more' if _reads(q) == ABOVE else 'less'} than GRPO"
                    for q in (p, p1) if not _includes_zero(q))
-               + (f" (on {len(p['seeds'])} seeds; a result to confirm on more). " if len(p["seeds"]) < 5 else ". "))
+               + (f" (on {len(p['seeds'])} seeds; a result to confirm on more). " if stats.is_screen(len(p["seeds"])) else ". "))
             + _method_clean_sentence(f, m)
             + _cost_sentence(e)
             + f"Its weights {'stayed close to' if e['effective_share'] >= 0.8 else 'were far from'} uniform: an effective "
@@ -689,7 +702,7 @@ def learning_conclusion(f: dict | None = None, positive: dict | None = None) -> 
 
 def _side(change: dict) -> str:
     """Where an interval lies: ``"above 0"``, ``"below 0"`` or ``"an interval that includes 0"``."""
-    return "above 0" if change["low"] > 0 else "below 0" if change["high"] < 0 else "an interval that includes 0"
+    return {ABOVE: "above 0", BELOW: "below 0", INCLUDES: "an interval that includes 0"}[_reads(change)]
 
 
 def _ci3(e: dict) -> str:
@@ -729,13 +742,13 @@ def _decomposition_sentences(f: dict) -> str:
     last = c if c is not None else x
     where = "on the problems no run trained on" if c is not None else "here"
     ff, fa = last["from_format"], last["from_accuracy"]
-    if fa["low"] > 0 and ff["low"] > 0:
+    if _reads(fa) == ABOVE and _reads(ff) == ABOVE:
         text += (f"Both parts lie above 0 {where}: the model learned to state an answer and, "
                  + ("more, " if fa["mean"] > ff["mean"] else "less, ") + "to get its sum right.")
-    elif ff["low"] > 0:
+    elif _reads(ff) == ABOVE:
         text += (f"Only the format part lies above 0 {where}: what measurably improved is stating an answer at all; "
                  "better sums are not shown.")
-    elif fa["low"] > 0:
+    elif _reads(fa) == ABOVE:
         text += f"Only the accuracy part lies above 0 {where}: the sums improved, the format not measurably."
     else:
         text += f"Neither part lies above 0 {where}."
@@ -848,9 +861,9 @@ def _positive_recap(p: dict) -> str:
     return (f" Even in the toy world built for credit to pay (notebook 06, section 9: k = {p['k']} scratch words, most of "
             f"the gradient's noise removable), perfect credit's gain over GRPO, pooled over all {len(p['pooled']['seeds'])} "
             f"seeds run, was {o['diff']:+.3f} in mean held-out accuracy ({_ci(o['diff_ci'], '+.3f')})"
-            + (": too small to measure with these seeds" if o["diff_ci"][0] <= 0 <= o["diff_ci"][1] else "")
+            + (": too small to measure with these seeds" if _reads(o["diff_ci"]) == INCLUDES else "")
             + ("; the gain its confirmatory run reported did not replicate on fresh seeds."
-               if rep is not None and rep["diff_ci"][0] <= 0 else "."))
+               if rep is not None and _reads(rep["diff_ci"]) != ABOVE else "."))
 
 
 BATCH = "batch_size.json"
@@ -1002,7 +1015,7 @@ def readme_summary(credit: dict | None = None, learning: dict | None = None) -> 
         f"{c['accuracy_diff']:+.3f} ({_ci(c['accuracy_diff_ci'], '+.3f')}); {f['regimes_tried']} regimes tried, "
         f"{len(f['regimes_paid'])} met the bar. "
         + (f"The inverted oracle hurt ({inv['diff']:+.3f}, {_ci(inv['diff_ci'], '+.3f')}), so the setup can see an effect."
-           if inv["diff_ci"][1] < 0 else f"The inverted oracle did not measurably hurt ({inv['diff']:+.3f}, "
+           if _reads(inv["diff_ci"]) == BELOW else f"The inverted oracle did not measurably hurt ({inv['diff']:+.3f}, "
            f"{_ci(inv['diff_ci'], '+.3f')}): this setup may not see an effect of that size."),
         f"- **Why:** credit only removes the noise of tokens the reward does not depend on, "
         f"{f['noise_share_toy'][0]:.0%}-{f['noise_share_toy'][1]:.0%} of a toy batch gradient's variance; in the "
@@ -1023,8 +1036,8 @@ def readme_summary(credit: dict | None = None, learning: dict | None = None) -> 
     if lf is not None:
         g = lf["grpo"]["greedy"]
         g1 = lf["grpo"]["t1"]
-        title = ("A real model learns" if g["low"] > 0 else
-                 "A real model: greedy answers did not measurably improve, sampled ones did" if g1["low"] > 0 else
+        title = ("A real model learns" if _reads(g) == ABOVE else
+                 "A real model: greedy answers did not measurably improve, sampled ones did" if _reads(g1) == ABOVE else
                  "A real model: no measurable learning in this budget")
         line = (f"- **{title}** (SmolLM2-135M-Instruct + LoRA through TRL, 2 CPU cores, notebook 07): in {lf['steps']} "
                 f"GRPO steps held-out greedy accuracy, the pre-registered primary outcome, changed by "

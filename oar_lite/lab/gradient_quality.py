@@ -36,7 +36,8 @@ from ..attribution import CREDIT_FIELDS, credit_settings, eval_mode, for_methods
 from ..grpo import group_advantages, sequence_logprobs
 from ..reshape import effective_share
 from ..reward import math_reward
-from ..rollout import sample_batch
+from ..rollout import SAMPLING, sample_batch
+from .compare import TRAINING
 from .stats import mean, percentile_interval
 
 
@@ -73,8 +74,8 @@ def batch_gradients(
     group_size: int = 8,
     draws: int = 1,
     seed: int = 0,
-    max_new_tokens: int = 66,
-    temperature: float = 1.0,
+    max_new_tokens: int = TRAINING.max_new_tokens,
+    temperature: float = SAMPLING.temperature,
     formats: Sequence[str] = ("a_equals",),
     reshape: Mapping | None = None,
     on_batch=None,

@@ -18,6 +18,7 @@ import torch
 from ..course import toy
 from ..attribution import eval_mode
 from .report import markdown_table
+from ..rollout import SAMPLING
 from ..seeding import derive_seed
 from .stats import ci95, mean, rank_agreement, roc_auc, std
 
@@ -64,14 +65,14 @@ def _continue(model, tokenizer, prefix: list[int], layers, k: int, max_new_token
             input_ids=torch.tensor([prefix], device=device).expand(k, -1),
             attention_mask=torch.ones(k, length, dtype=torch.long, device=device),
             past_key_values=_prefix_cache(layers, length - 1, k),
-            do_sample=True, temperature=temperature, top_p=1.0, top_k=0,
+            do_sample=True, temperature=temperature, top_p=SAMPLING.top_p, top_k=SAMPLING.top_k,
             max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id, eos_token_id=eos,
         )[:, length:].tolist()
     return [row[: row.index(eos)] if eos in row else row for row in generated]
 
 
 def sample_continuations(model, tokenizer, prefix_ids: Sequence[int], *, k: int, max_new_tokens: int,
-                         temperature: float = 1.0, seed: int | None = None) -> list[list[int]]:
+                         temperature: float = SAMPLING.temperature, seed: int | None = None) -> list[list[int]]:
     """``k`` continuations of one prefix (lists of new token ids, each cut before its EOS; one of
     ``max_new_tokens`` ids did not finish), sampled in one batch that reads the prefix once
     (its key/value cache copied to the ``k`` rows) instead of ``k`` times."""
@@ -94,7 +95,7 @@ def prefix_success_counts(
     positions: Sequence[int] | None = None,
     k: int = 16,
     max_new_tokens: int | Sequence[int] = 48,
-    temperature: float = 1.0,
+    temperature: float = SAMPLING.temperature,
     seed: int = 0,
 ) -> torch.Tensor:
     """Monte-Carlo numerators of P(correct | prompt + completion[:t]) at each position t.

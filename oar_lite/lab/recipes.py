@@ -13,7 +13,8 @@ from transformers import TrainerCallback
 from ..checkpoint import append_jsonl, read_jsonl
 from ..attribution import CREDIT_FIELDS, credit_settings
 from ..checks import check_number
-from ..evaluate import heldout_accuracy
+from ..evaluate import evaluate
+from ..rollout import SAMPLING
 from ..segment import FORMATS
 from ..trl import OARConfig
 
@@ -22,11 +23,11 @@ from ..trl import OARConfig
 RECIPES: dict[str, dict] = {
     "laptop": dict(
         prompts_per_step=4, num_generations=8, micro_batch=8, max_completion_length=64, learning_rate=3e-4,
-        lr_scheduler_type="constant", warmup_steps=0, beta=0.0, temperature=1.0, save_steps=5, save_total_limit=2,
+        lr_scheduler_type="constant", warmup_steps=0, beta=0.0, temperature=SAMPLING.temperature, save_steps=5, save_total_limit=2,
         gradient_checkpointing=True, mask_truncated_completions=False),
     "gpu": dict(
         prompts_per_step=4, num_generations=4, micro_batch=8, max_completion_length=256, learning_rate=2e-5,
-        lr_scheduler_type="linear", warmup_steps=0, beta=0.0, temperature=1.0, save_steps=50, save_total_limit=None,
+        lr_scheduler_type="linear", warmup_steps=0, beta=0.0, temperature=SAMPLING.temperature, save_steps=50, save_total_limit=None,
         gradient_checkpointing=True, mask_truncated_completions=True, oar_batch_size=16),
 }
 """Settings of the LoRA runs this project ships, each declared once.
@@ -41,7 +42,11 @@ RECIPES: dict[str, dict] = {
 through the backward pass ``micro_batch`` at a time (gradient accumulation)."""
 
 
-def lora_adapter(rank: int = 16):
+LORA_RANK = 16
+"""The recipes' LoRA rank (`lora_adapter`)."""
+
+
+def lora_adapter(rank: int = LORA_RANK):
     """The recipes' peft adapter: rank ``rank``, alpha ``2 * rank``, dropout 0.05, on every linear layer."""
     from peft import LoraConfig
 
@@ -64,14 +69,15 @@ def mixed_precision(device: str | torch.device) -> dict:
     return {"bf16": False, "fp16": False, "use_cpu": False}
 
 
-def recipe_config(recipe: str, output_dir: str, *, steps: int, oar_method: str = "oar-g", answer_formats=FORMATS,
-                  seed: int = 0, device: str | torch.device | None = None, **overrides) -> OARConfig:
-    """The `OARConfig` of a `RECIPES` entry for ``steps`` optimizer steps on ``device`` (default:
-    CUDA if available, else the CPU), with its precision (`mixed_precision`); ``overrides``
-    (recipe keys or any `OARConfig` field) win; the recipe's ``oar_`` credit settings go to the
-    methods that take them (``oar_batch_size`` to OAR-P), an override the method does not take
-    is refused (`OARConfig`). Logs every step; checkpoints every
-    ``save_steps`` (resume with ``trainer.train(resume_from_checkpoint=True)``)."""
+def recipe_fields(recipe: str, *, oar_method: str = "oar-g", device: str | torch.device | None = None,
+                  **overrides) -> dict:
+    """The `OARConfig` fields of a `RECIPES` entry on ``device`` (default: CUDA if available, else
+    the CPU), with its precision (`mixed_precision`); ``overrides`` (recipe keys or any `OARConfig`
+    field) win; the recipe's ``oar_`` credit settings go to the methods that take them
+    (``oar_batch_size`` to OAR-P). ``prompts_per_step``, ``num_generations`` and ``micro_batch``
+    become TRL's ``num_generations``, ``per_device_train_batch_size`` and
+    ``gradient_accumulation_steps``. `recipe_config` builds the `OARConfig`; ``scripts/train_trl.py``
+    takes them as its defaults."""
     if recipe not in RECIPES:
         raise ValueError(f"unknown recipe {recipe!r}; expected one of {sorted(RECIPES)}")
     try:
@@ -87,18 +93,26 @@ def recipe_config(recipe: str, output_dir: str, *, steps: int, oar_method: str =
                          f"micro_batch={micro}")
     device = device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu")
     base = dict(logging_steps=1, save_strategy="steps", report_to="none")  # overridable, as the recipe's keys
-    return OARConfig(output_dir=str(output_dir), max_steps=steps, seed=seed, oar_method=oar_method,
-                     oar_answer_formats=list(answer_formats), num_generations=group, per_device_train_batch_size=micro,
-                     gradient_accumulation_steps=prompts * group // micro, **{**base, **mixed_precision(device), **settings})
+    return dict(oar_method=oar_method, num_generations=group, per_device_train_batch_size=micro,
+                gradient_accumulation_steps=prompts * group // micro, **{**base, **mixed_precision(device), **settings})
+
+
+def recipe_config(recipe: str, output_dir: str, *, steps: int, oar_method: str = "oar-g", answer_formats=FORMATS,
+                  seed: int = 0, device: str | torch.device | None = None, **overrides) -> OARConfig:
+    """The `OARConfig` of a `RECIPES` entry (`recipe_fields`) for ``steps`` optimizer steps; an
+    override the method does not take is refused (`OARConfig`). Logs every step; checkpoints every
+    ``save_steps`` (resume with ``trainer.train(resume_from_checkpoint=True)``)."""
+    return OARConfig(output_dir=str(output_dir), max_steps=steps, seed=seed, oar_answer_formats=list(answer_formats),
+                     **recipe_fields(recipe, oar_method=oar_method, device=device, **overrides))
 
 
 # ----------------------------------------------------------------------------- held-out accuracy during training
 
 class HeldOutAccuracyCallback(TrainerCallback):
     """Measures the policy's accuracy on held-out problems at chosen optimizer steps
-    (`oar_lite.evaluate.heldout_accuracy`, greedy and/or sampled) and appends one JSON line
-    per measurement to ``path``: ``{"step", "decoding", "temperature", "samples", "seconds",
-    **results}``. Steps already in the file are skipped, so a resumed run measures each step
+    (`oar_lite.evaluate.evaluate`, greedy and/or sampled) and appends one JSON line per
+    measurement to ``path``: ``{"step", "decoding", "temperature", "samples", "cpu_seconds",
+    "correct", "answered", "tokens", "accuracy", "answered_rate", "mean_tokens"}`` (`LOGGED`). Steps already in the file are skipped, so a resumed run measures each step
     once; the training's random state is left untouched (the runs with and without this
     callback sample the same completions). Only the main process measures.
 
@@ -108,16 +122,29 @@ class HeldOutAccuracyCallback(TrainerCallback):
         at_steps: optimizer steps to measure at; 0 is before the first update.
         path: the JSONL file.
         decodings: ``{name: (temperature, samples)}``, e.g. ``{"greedy": (0.0, 1), "t1": (1.0, 1)}``.
-        **options: more `heldout_accuracy` settings (``max_new_tokens``, ``seed``, ``formats``...).
+        rows_per_batch: completions per `generate` call (``rows_per_batch // samples`` problems).
+        **options: more `evaluate` settings (``max_new_tokens``, ``seed``, ``formats``,
+            ``add_special_tokens``: False by default, the prompts being chat-formatted).
     """
 
-    def __init__(self, tokenizer, prompts, answers, *, at_steps, path, decodings=None, **options):
-        self.tokenizer, self.prompts, self.answers = tokenizer, list(prompts), list(answers)
+    LOGGED = {"correct": "correct", "answered": "answered", "tokens": "tokens", "accuracy": "accuracy",
+              "answered_rate": "answer_rate", "mean_tokens": "mean_tokens"}
+    """The keys of a record's results and the `evaluate` keys they hold (the shipped logs' names)."""
+
+    def __init__(self, tokenizer, prompts, answers, *, at_steps, path, decodings=None, rows_per_batch: int = 32,
+                 **options):
+        if isinstance(prompts, str) or len(prompts) != len(answers) or not len(prompts):
+            raise ValueError(f"expected equally long, non-empty lists of prompts and answers, got "
+                             f"{len(prompts)} prompts and {len(answers)} answers")
+        self.tokenizer = tokenizer
+        self.problems = [{"prompt": p, "answer": a} for p, a in zip(prompts, answers)]
+        self.rows_per_batch = check_number("HeldOutAccuracyCallback", "rows_per_batch", rows_per_batch, integer=True,
+                                           low=1)
         self.at_steps = sorted({int(check_number("HeldOutAccuracyCallback", "at_steps", s, integer=True, low=0))
                                 for s in at_steps})
         self.path = Path(path)
         self.decodings = dict(decodings or {"greedy": (0.0, 1)})
-        self.options = options
+        self.options = {"add_special_tokens": False, **options}
         self.done = {(r["step"], r["decoding"]) for r in read_jsonl(self.path)} if self.path.exists() else set()
 
     def _measure(self, state, model) -> None:
@@ -128,10 +155,11 @@ class HeldOutAccuracyCallback(TrainerCallback):
             if (step, name) in self.done:
                 continue
             start = time.process_time()
-            result = heldout_accuracy(model, self.tokenizer, self.prompts, self.answers, temperature=temperature,
-                                      samples=samples, **self.options)
+            result = evaluate(model, self.tokenizer, self.problems, temperature=temperature, group_size=samples,
+                              batch_size=max(1, self.rows_per_batch // samples), **self.options)
             record = {"step": step, "decoding": name, "temperature": temperature, "samples": samples,
-                      "cpu_seconds": round(time.process_time() - start, 2), **result}
+                      "cpu_seconds": round(time.process_time() - start, 2),
+                      **{key: result[name_in] for key, name_in in self.LOGGED.items()}}
             append_jsonl(self.path, record)
             self.done.add((step, name))
 

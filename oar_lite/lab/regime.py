@@ -15,7 +15,8 @@ from typing import Sequence
 import numpy as np
 
 from .report import by_method_and_seed, markdown_table, steps_to_target
-from .stats import bootstrap_interval, intervals_overlap
+from . import stats
+from .stats import bootstrap_interval
 
 RESULTS_DIR = Path(str(resources.files(__package__) / "data" / "when_credit_matters"))
 """The measured results notebook 06 reads (written by ``benchmarks/credit_regime.py`` and
@@ -140,7 +141,7 @@ def accuracy_area_table(records: Sequence[dict], *, methods: Sequence[str] | Non
         diff = area[m] - area[reference]  # [S], paired by seed
         entry = {"area": area[m].tolist(), "mean": float(area[m].mean()),
                  "ci": bootstrap_interval(np.mean, area[m][:, None], n=n_boot),
-                 "diff": float(diff.mean()), "diff_ci": bootstrap_interval(np.mean, diff[:, None], n=n_boot),
+                 "diff": float(diff.mean()), "diff_ci": stats.paired_interval(diff, n=n_boot),
                  "recovered": None, "recovered_ci": None}
         if oracle in area and m not in (reference, oracle):
             gain = area[oracle] - area[reference]
@@ -157,22 +158,25 @@ def accuracy_area_table(records: Sequence[dict], *, methods: Sequence[str] | Non
 # ----------------------------------------------------------------------------- does credit pay?
 
 PAYS_SPEEDUP = 1.5
-"""The project's bar: a method pays when it reaches the target at least this much faster than GRPO..."""
-PAYS_SEEDS = 5
-"""... with disjoint 95% intervals of steps, on at least this many seeds (fewer: a screen)."""
+"""The project's bar: a method pays when it reaches the target at least this much faster than
+GRPO, the 95% interval of its speed-up over the same seeds above 1 (`oar_lite.lab.stats.versus`,
+the one verdict rule), on at least `stats.SCREEN_SEEDS` seeds (fewer: a screen)."""
 
 
-def pays(table: dict, method: str = "oracle", reference: str = "uniform") -> bool:
-    """Whether ``method`` meets the bar (`PAYS_SPEEDUP`, disjoint intervals) in a `learning_table`."""
-    m, g = table["methods"][method], table["methods"][reference]
-    return m["speedup"] is not None and m["speedup"] >= PAYS_SPEEDUP and not intervals_overlap(m["ci"], g["ci"])
+def pays(table: dict, method: str = "oracle") -> bool:
+    """Whether ``method`` meets the bar in a `learning_table`: a speed-up of at least
+    `PAYS_SPEEDUP` whose paired interval lies above 1 (`stats.versus`)."""
+    m = table["methods"][method]
+    return (m["speedup"] is not None and m["speedup"] >= PAYS_SPEEDUP
+            and stats.versus(m["speedup_ci"], seeds=len(table["seeds"]), no_effect=1.0) == stats.ABOVE)
 
 
 def verdict(table: dict, method: str = "oracle") -> str:
-    """`pays` in words; below `PAYS_SEEDS` seeds a screen, which only points the way."""
-    if len(table["seeds"]) < PAYS_SEEDS:
+    """`pays` in words; below `stats.SCREEN_SEEDS` seeds a screen, which only points the way."""
+    if stats.is_screen(len(table["seeds"])):
         return f"screen ({len(table['seeds'])} seeds): {'promising' if pays(table, method) else 'no gain'}"
-    return f"**pays** (>= {PAYS_SPEEDUP:g}x, intervals disjoint)" if pays(table, method) else "does not pay"
+    return (f"**pays** (>= {PAYS_SPEEDUP:g}x, speed-up interval above 1)" if pays(table, method)
+            else "does not pay")
 
 
 def same_settings(a: dict, b: dict) -> bool:
@@ -267,7 +271,7 @@ def batch_size_table(runs: dict[int, Sequence[dict]], *, target: float, group_si
         diff = per_seed - ref_area
         rows[names[p]] = {"completions_to_target": float(np.mean(steps["methods"][names[p]]["steps"])) * p * group_size,
                           "area": per_seed.tolist(), "mean": float(per_seed.mean()), "diff": float(diff.mean()),
-                          "diff_ci": bootstrap_interval(np.mean, diff[:, None], n=n_boot),
+                          "diff_ci": stats.paired_interval(diff, n=n_boot),
                           "steps": [r["step"] for r in evals[names[p]][seeds[0]] if within(r)]}
     return {"prompts": sorted(runs), "reference": ref, "seeds": seeds, "steps": steps, "area": area,
             "per_completion": {"budget": budget, "rows": rows}}

@@ -13,6 +13,7 @@ from typing import Iterable, Sequence
 from ..attribution import CreditConfig
 from ..checks import settings_of
 from ..train import PHASES
+from . import stats
 
 
 # ----------------------------------------------------------------------------- records and statistics
@@ -217,7 +218,9 @@ def terminal_summary(summary: dict, width: int = 80) -> str:
 
 
 def verdict(summary: dict) -> list[str]:
-    """What happened, in sentences, from the numbers (whichever method wins)."""
+    """What happened, in sentences, from the numbers (whichever method wins): each method's
+    final accuracy against GRPO's by the project's one rule (`oar_lite.lab.stats.versus` on the
+    95% interval of the per-seed differences), a screen below `stats.SCREEN_SEEDS` seeds."""
     methods = summary["methods"]
     base = methods.get("uniform")
     out = []
@@ -226,17 +229,14 @@ def verdict(summary: dict) -> list[str]:
             continue
         diff = m["final_accuracy"] - base["final_accuracy"]
         diffs = m.get("paired_diff_vs_grpo") or [diff]
-        # "Higher" only when every paired seed agrees and the mean gap exceeds the seed spread;
-        # one seed has no spread to compare with, so it never decides.
-        spread = max(m["final_accuracy_std"], base["final_accuracy_std"])
-        if len(diffs) < 2:
-            word = "one seed, too few to tell it from"
-        elif all(d > 0 for d in diffs) and diff > spread:
-            word = "higher than"
-        elif all(d < 0 for d in diffs) and diff < -spread:
-            word = "lower than"
+        interval = stats.paired_interval(diffs) if len(diffs) > 1 else None
+        reading = stats.versus(interval, seeds=len(diffs))
+        if reading == stats.ONE_SEED:
+            word = "one seed, too few to tell it from GRPO"
         else:
-            word = "not distinguishable from"
+            word = (f"95% interval {interval[0]:+.3f} to {interval[1]:+.3f} over {len(diffs)} paired seeds: "
+                    f"{VERSUS_WORDS[reading]} GRPO"
+                    + (f"; a screen, under {stats.SCREEN_SEEDS} seeds" if stats.is_screen(len(diffs)) else ""))
         pace = (f"steps to the target {_fmt_target(m['steps_to_target'], m['target_reached'], '{:.1f}')} "
                 f"against {_fmt_target(base['steps_to_target'], base['target_reached'], '{:.1f}')} for GRPO")
         if not (all(m["target_reached"]) and all(base["target_reached"])):
@@ -244,5 +244,9 @@ def verdict(summary: dict) -> list[str]:
         cost = (f", at {m['cpu_cost_vs_grpo']:.2f}x GRPO's CPU time per step" if m.get("cpu_cost_vs_grpo") else
                 f", at {m['step_cost_vs_grpo']:.2f}x GRPO's wall time per step" if m.get("step_cost_vs_grpo") else "")
         out.append(f"- {method_label(method)}: final accuracy {m['final_accuracy']:.3f} vs GRPO {base['final_accuracy']:.3f} "
-                   f"({diff:+.3f}, {word} GRPO); {pace}{cost}.")
+                   f"({diff:+.3f}, {word}); {pace}{cost}.")
     return out
+
+
+VERSUS_WORDS = {stats.ABOVE: "higher than", stats.BELOW: "lower than", stats.INCLUDES: "not distinguishable from"}
+"""`oar_lite.lab.stats.versus`'s outcomes for a difference in accuracy, in words."""

@@ -1,7 +1,8 @@
 """Statistics the project reports: means with a 95% interval over seeds or completions,
-percentile bootstrap intervals (over seeds, or seeds and problems crossed), binomial
-proportions (Monte-Carlo estimates) and how well scores rank tokens (ROC-AUC, precision@k,
-Spearman). Plain numbers in, plain numbers out.
+percentile bootstrap intervals (over seeds, or seeds and problems crossed), the one verdict
+rule every sentence comparing a method with GRPO follows (`versus`), binomial proportions
+(Monte-Carlo estimates) and how well scores rank tokens (ROC-AUC, precision@k, Spearman).
+Plain numbers in, plain numbers out.
 """
 from __future__ import annotations
 
@@ -86,9 +87,52 @@ def crossed_bootstrap_of(stat, *arrays: np.ndarray, n: int = 4000, seed: int = 0
             for v in values.T]
 
 
-def intervals_overlap(a: Sequence[float], b: Sequence[float]) -> bool:
-    """Whether two ``(low, high)`` intervals overlap."""
-    return a[0] <= b[1] and b[0] <= a[1]
+# ----------------------------------------------------------------------------- the verdict rule
+
+SCREEN_SEEDS = 5
+"""Below this many seeds a comparison is a screen: it points the way, it decides nothing."""
+
+ABOVE, BELOW, INCLUDES, ONE_SEED = "above", "below", "includes", "one seed"
+"""The outcomes of `versus`."""
+
+
+def versus(interval: Sequence[float] | None, *, no_effect: float = 0.0, seeds: int | None = None) -> str:
+    """The project's one verdict rule. A method reads better or worse than GRPO only when the
+    95% interval of its reading paired by seed against GRPO's (the same seed: the same prompts)
+    excludes the no-effect value: 0 for a difference (`paired_interval`), 1 for a ratio such
+    as a speed-up. One seed has no interval and decides nothing; below `SCREEN_SEEDS` seeds the
+    comparison is a screen (`is_screen`), whatever it reads.
+
+    Args:
+        interval: ``(low, high)``, the 95% interval of the paired reading.
+        no_effect: the reading of no difference.
+        seeds: how many seeds were paired, when the caller has it (fewer than 2: no interval).
+
+    Returns `ABOVE` (the interval lies above ``no_effect``), `BELOW`, `INCLUDES` (it holds
+    ``no_effect``: not distinguishable) or `ONE_SEED` (``seeds < 2``; ``interval`` unread).
+    """
+    if seeds is not None:
+        if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+            raise ValueError(f"seeds must be an int >= 1 (the seeds paired), got {seeds!r}")
+        if seeds < 2:
+            return ONE_SEED
+    if interval is None or len(interval) != 2:
+        raise ValueError(f"expected an interval (low, high), got {interval!r}")
+    low, high = (float(x) for x in interval)
+    if not (math.isfinite(low) and math.isfinite(high)) or low > high:
+        raise ValueError(f"expected a finite interval (low, high) with low <= high, got {tuple(interval)}")
+    return ABOVE if low > no_effect else BELOW if high < no_effect else INCLUDES
+
+
+def is_screen(seeds: int) -> bool:
+    """Whether a comparison on ``seeds`` seeds is only a screen (fewer than `SCREEN_SEEDS`)."""
+    return seeds < SCREEN_SEEDS
+
+
+def paired_interval(diffs: Sequence[float], *, n: int = 10_000, seed: int = 0) -> tuple[float, float]:
+    """95% percentile bootstrap interval over seeds of the mean of per-seed differences
+    (a method's reading minus GRPO's on the same seed); at least 2 seeds."""
+    return bootstrap_interval(np.mean, np.asarray(diffs, dtype=float)[:, None], n=n, seed=seed)
 
 
 # ----------------------------------------------------------------------------- binomial proportions

@@ -53,10 +53,10 @@ def test_each_method_takes_its_own_settings_and_for_methods_passes_them_to_those
     assert ol.attribution.credit_settings("uniform") == set()
     assert ol.attribution.credit_settings("inverted:oar-p:last") == {"quantile", "boost", "floor", "preserve_mass",
                                                                      "batch_size", "token_budget"}
-    assert CreditConfig(method="uniform", batch_size=None, noise_std=1e-3).method == "uniform"  # the defaults: fine
+    assert CreditConfig(method="uniform", batch_size=64, noise_std=1e-3).method == "uniform"  # the defaults: fine
     credit = ol.attribution.for_methods(["uniform", "oar-g", "oar-p"], {"boost": 2.0, "batch_size": 8})
     assert credit["uniform"] == CreditConfig(method="uniform")
-    assert (credit["oar-g"].boost, credit["oar-g"].batch_size) == (2.0, None)
+    assert (credit["oar-g"].boost, credit["oar-g"].batch_size) == (2.0, CreditConfig().batch_size)  # not OAR-G's
     assert (credit["oar-p"].boost, credit["oar-p"].batch_size) == (2.0, 8)
     with pytest.raises(ValueError, match=r"\['noise_std'\] are taken by none of the methods \['uniform', 'oar-p'\]; "
                                          r"they take uniform: no settings \(plain GRPO\); oar-p: \['batch_size'"):

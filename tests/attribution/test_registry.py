@@ -63,3 +63,22 @@ def test_parse_method_splits_name_and_mode():
     assert parse_method("oar-p:answer_joint") == ("oar-p", "answer_joint")
     assert parse_method("oar-g") == ("oar-g", None)
     assert registry.parse_method("shuffled:oar-p") == ("oar-p", None)
+
+
+def test_a_method_is_parsed_once_into_a_typed_value(ramp):
+    from oar_lite.attribution import CreditConfig
+    from oar_lite.attribution.registry import Method, method_of
+
+    m = method_of("inverted:oar-p:last")
+    assert m == Method(("inverted",), "oar-p", "last") and str(m) == "inverted:oar-p:last"
+    assert method_of("inverted:oar-p:last") is m and method_of(m) is m  # kept, and passed on as it is
+    assert method_of("oar-g").run_mode == default_mode("oar-g") and method_of("oar-g").mode is None
+    credit = CreditConfig(method="shuffled:oar-g:answer_joint")
+    assert credit.parsed == Method(("shuffled",), "oar-g", "answer_joint") and credit.parsed is credit.parsed
+    assert parse_method(credit.parsed) == ("oar-g", "answer_joint") and mode_of(credit.parsed) == "answer_joint"
+    with pytest.raises(ValueError, match="must be a str"):
+        method_of(["oar-g"])
+    assert method_of("ramp:answer_mean").name == "ramp"
+    SCORERS.pop("ramp")  # unregistered after it was parsed: the kept value does not outlive it
+    with pytest.raises(ValueError, match="unknown method 'ramp'"):
+        method_of("ramp:answer_mean")

@@ -146,7 +146,7 @@ def test_a_scorer_gets_the_credit_settings_it_names():
         assert seen == {"token_budget": 123, "noise_std": 0.5}
         config = TrainConfig(credit=CreditConfig("probe", token_budget=7))
         assert config.credit.token_budget == 7 and config.credit.scorer_options() == {"token_budget": 7, "noise_std": 1e-3}
-        with pytest.raises(ValueError, match=r"batch_size=64, which 'probe' does not take; it takes \[.*'token_budget'"):
-            CreditConfig("probe", batch_size=64)  # a setting it does not declare
+        with pytest.raises(ValueError, match=r"batch_size=8, which 'probe' does not take; it takes \[.*'token_budget'"):
+            CreditConfig("probe", batch_size=8)  # a setting it does not declare
     finally:
         del ol.SCORERS["probe"]

@@ -88,6 +88,28 @@ def test_verdict_needs_more_than_one_seed():
     assert "one seed, too few to tell it from GRPO" in line and "higher" not in line
 
 
+def test_verdict_reads_the_paired_interval_and_marks_a_screen():
+    # Six seeds, one a little below GRPO: the paired interval over seeds lies above 0 (the old
+    # rule, every seed agreeing and the gap above the spread, read "not distinguishable").
+    grpo = [0.5, 0.4, 0.6, 0.5, 0.45, 0.55]
+    gaps = [0.06, 0.05, 0.07, 0.05, 0.06, -0.01]
+    records = []
+    for s, (g, d) in enumerate(zip(grpo, gaps)):
+        records += _runs("uniform", s, [0.2, g], 1.0) + _runs("oar-g", s, [0.2, g + d], 1.0)
+    (line,) = verdict(summarize(records, target=0.9))
+    assert "over 6 paired seeds: higher than GRPO)" in line and "screen" not in line
+    (line,) = verdict(summarize([r for r in records if r["seed"] < 3], target=0.9))
+    assert "over 3 paired seeds: higher than GRPO; a screen" in line
+    noisy = []
+    for s, (g, d) in enumerate(zip(grpo, [0.2, -0.15, 0.1, -0.2, 0.15, -0.1])):
+        noisy += _runs("uniform", s, [0.2, g], 1.0) + _runs("oar-g", s, [0.2, g + d], 1.0)
+    (line,) = verdict(summarize(noisy, target=0.9))
+    assert "over 6 paired seeds: not distinguishable from GRPO)" in line
+    lower = [{**r, "method": {"uniform": "oar-g", "oar-g": "uniform"}[r["method"]]} for r in records if r["seed"] < 5]
+    (line,) = verdict(summarize(lower, target=0.9))
+    assert "over 5 paired seeds: lower than GRPO)" in line
+
+
 def test_toy_task_with_other_digits_keeps_held_out_problems_apart():
     from oar_lite.course import toy
 
@@ -200,7 +222,7 @@ def test_profiles_are_train_config_presets():
     # The credit regime's boost goes to the methods that reshape, not to plain GRPO, which takes none.
     assert compare.run_config("oracle", 0, credit.config, credit.credit).credit.boost == 9.0
     assert compare.run_config("uniform", 0, credit.config, credit.credit).credit == CreditConfig("uniform")
-    assert run.credit.batch_size == 64  # training's OAR-P batch size (TRAINING_CREDIT)
+    assert run.credit.batch_size == 64  # OAR-P's batch size (CreditConfig's, the one default)
 
 
 def test_compare_refuses_an_unknown_override_before_writing(tmp_path):

@@ -63,6 +63,38 @@ def test_mixed_precision_per_device():
     assert mixed_precision("meta") == {"bf16": False, "fp16": False, "use_cpu": False}
 
 
+def test_train_trl_defaults_are_the_laptop_recipe(tmp_path, monkeypatch):
+    """``scripts/train_trl.py`` with no flags trains as the laptop recipe says: its defaults are
+    read from `RECIPES`, not restated (the completion length is the dataset's)."""
+    import importlib.util
+    from pathlib import Path
+
+    from oar_lite.lab.recipes import LORA_RANK
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("_train_trl", root / "scripts" / "train_trl.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    monkeypatch.chdir(tmp_path)  # the default output folder is relative
+    known, rest = script.parse_args([])
+    assert known.recipe == "laptop" and known.lora_rank == LORA_RANK and rest == []
+    config = script.build_config(known, rest, ["a_equals"], 66)
+    same = recipe_config("laptop", config.output_dir, steps=known.steps, oar_method=known.method,
+                         answer_formats=["a_equals"], device=script.default_device(), max_completion_length=66)
+    drop = lambda c: {k: v for k, v in c.to_dict().items() if k != "logging_dir"}  # noqa: E731  (a time stamp)
+    assert drop(config) == drop(same)
+    laptop = RECIPES["laptop"]
+    assert config.learning_rate == laptop["learning_rate"] and config.num_generations == laptop["num_generations"]
+    assert config.per_device_train_batch_size == laptop["micro_batch"]
+    assert (config.per_device_train_batch_size * config.gradient_accumulation_steps
+            == laptop["prompts_per_step"] * laptop["num_generations"])
+    assert config.save_steps == laptop["save_steps"] and config.max_completion_length == 66
+    # A flag still wins over the recipe, and another recipe can be chosen.
+    known, rest = script.parse_args(["--learning_rate", "1e-5", "--recipe", "gpu"])
+    config = script.build_config(known, rest, ["a_equals"], 66)
+    assert config.learning_rate == 1e-5 and config.save_steps == RECIPES["gpu"]["save_steps"]
+
+
 def test_lora_adapter():
     for rank in (4, 8):  # the rank asked for, on every linear layer, the same scaling (alpha / rank) at any rank
         adapter = lora_adapter(rank)

@@ -56,7 +56,38 @@ def test_bootstrap_interval_brackets_the_mean_and_needs_two_seeds():
     assert stats.bootstrap_interval(np.mean, np.array([[2.0], [2.0]]), n=100) == (2.0, 2.0)
     with pytest.raises(ValueError, match="at least 2 seeds"):
         stats.bootstrap_interval(np.mean, x[:1, None])
-    assert stats.intervals_overlap((0, 1), (1, 2)) and not stats.intervals_overlap((0, 1), (1.5, 2))
+
+
+def test_versus_is_the_one_verdict_rule():
+    # Each outcome is reachable; the interval decides, against 0 for a difference and 1 for a ratio.
+    assert stats.versus((0.01, 0.05)) == stats.ABOVE
+    assert stats.versus((-0.05, -0.01)) == stats.BELOW
+    assert stats.versus((-0.01, 0.05)) == stats.INCLUDES
+    assert stats.versus((0.0, 0.05)) == stats.INCLUDES  # touching no effect is not excluding it
+    assert stats.versus((1.05, 1.8), no_effect=1.0) == stats.ABOVE
+    assert stats.versus((0.8, 1.2), no_effect=1.0) == stats.INCLUDES
+    assert stats.versus((0.5, 0.9), no_effect=1.0) == stats.BELOW
+    assert stats.versus(None, seeds=1) == stats.ONE_SEED  # one seed decides nothing, whatever it reads
+    assert stats.versus((0.1, 0.2), seeds=2) == stats.ABOVE
+    assert stats.is_screen(stats.SCREEN_SEEDS - 1) and not stats.is_screen(stats.SCREEN_SEEDS)
+    for bad in ((0.2, 0.1), (float("nan"), 1.0), None):
+        with pytest.raises(ValueError, match="interval"):
+            stats.versus(bad)
+    with pytest.raises(ValueError, match="seeds"):
+        stats.versus((0.1, 0.2), seeds=0)
+
+
+def test_paired_interval_decides_where_a_seed_disagrees():
+    # Six seeds, one slightly below GRPO: the old rule (every paired seed agreeing) said "not
+    # distinguishable"; the paired interval over seeds lies above 0.
+    diffs = [0.06, 0.05, 0.07, 0.05, 0.06, -0.01]
+    low, high = stats.paired_interval(diffs)
+    assert 0 < low < np.mean(diffs) < high
+    assert stats.versus((low, high), seeds=len(diffs)) == stats.ABOVE
+    # A large spread around a positive mean: the interval holds 0.
+    assert stats.versus(stats.paired_interval([0.3, -0.2, 0.25, -0.15, 0.1])) == stats.INCLUDES
+    # Two seeds: the interval is their range, so both must agree in sign.
+    assert stats.paired_interval([0.1, 0.3]) == (0.1, 0.3)
 
 
 def test_mean_std_and_normal_interval_by_hand():
