@@ -1003,6 +1003,27 @@ def batch_conclusion(f: list[dict] | None = None) -> str:
     return "\n\n".join(out)
 
 
+def batch_sentence(f: list[dict] | None = None) -> str | None:
+    """The batch-size study in one sentence (the README): the first noise-limited world with credit
+    runs on its curve, or None when there is none."""
+    f = batch_findings() if f is None else f
+    b = next((b for b in f or [] if b["noise_limited"] and b["marks"]), None)
+    if b is None:
+        return None
+    sizes = sorted(b["rows"])
+    r = b["rows"][sizes[1]]
+    diffs = {p: b["rows"][p]["diff"] for p in sizes}
+    oracle = next((m for m in b["marks"] if m.startswith("oracle")), None)
+    most = {m: regime.batch_equivalent(diffs, mark["diff_ci"][1]) for m, mark in b["marks"].items()}
+    return (f"in the {b['world']} ({b['optimizer']}, {len(b['seeds'])} seeds) a bigger batch made GRPO learn faster ({sizes[0]} to "
+            f"{sizes[1]} prompts per step: mean accuracy {r['diff']:+.3f}, {_ci(r['diff_ci'], '+.3f')}; {b['target']:g} "
+            f"reached {r['speedup']:.2f}x as fast), while "
+            + (f"perfect credit at {sizes[0]} prompts was worth at most {_worth(most[oracle])} and " if oracle else "")
+            + f"the best credit method measured at most {_worth(max(most.values()))} (the ends of their intervals): "
+            + ("the learner is limited by gradient noise, but not by the part credit can remove" if max(most.values()) < sizes[1]
+               else "credit buys part of what a bigger batch buys") + " (notebook 06, section 10).")
+
+
 def readme_summary(credit: dict | None = None, learning: dict | None = None) -> str:
     """The README's "What we measured" bullets, from `credit_findings` and `learning_findings`."""
     f = credit_findings() if credit is None else credit
@@ -1029,6 +1050,9 @@ def readme_summary(credit: dict | None = None, learning: dict | None = None) -> 
     ]
     if f.get("positive") is not None:
         lines.append("- **A world where credit must pay?** " + positive_sentence(f["positive"]))
+    batch = batch_sentence()
+    if batch is not None:
+        lines.append("- **Is the learner noise-limited at all?** Yes: " + batch)
     try:
         lf = learning_findings() if learning is None else learning
     except FileNotFoundError:

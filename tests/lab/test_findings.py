@@ -405,3 +405,14 @@ def test_batch_findings_in_a_scratch_world_use_the_oracle_pooled_over_every_seed
     assert seen == [64] and b["world"] == "k = 64"
     assert b["marks"]["oracle"]["worth"] == float("inf")  # beyond every measured batch
     assert "more than the largest batch measured" in findings.batch_conclusion([b])
+
+
+def test_batch_sentence_says_what_credit_is_worth_against_a_bigger_batch():
+    helps = _batch_entry({2: (0, 0, 0), 4: (0.04, 0.02, 0.06), 8: (0.06, 0.03, 0.09)})
+    area = lambda hi: {"seeds": [0, 1], "methods": {"uniform": {"diff": 0.0, "diff_ci": [0, 0]},
+                                                    "oracle": {"diff": 0.0, "diff_ci": [-0.01, hi]}}}
+    small = findings.batch_findings({"a": helps}, regimes={findings.BATCH_STUDY: {"settings": {}, "area": area(0.01)}}, control={})
+    large = findings.batch_findings({"a": helps}, regimes={findings.BATCH_STUDY: {"settings": {}, "area": area(0.05)}}, control={})
+    assert "not by the part credit can remove" in findings.batch_sentence(small)
+    assert "credit buys part of what a bigger batch buys" in findings.batch_sentence(large)
+    assert findings.batch_sentence([{**small[0], "noise_limited": False}]) is None
