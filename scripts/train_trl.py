@@ -134,6 +134,7 @@ def build_config(known, rest, formats, max_completion_length):
     import torch
     from transformers import HfArgumentParser
 
+    import oar_lite.lab  # noqa: F401  (registers the baseline scorers --method may name: entropy, random, ...)
     from oar_lite.trl import OARConfig
 
     on_gpu = torch.cuda.is_available()

@@ -11,7 +11,7 @@ times the weight of the others before the mass is rescaled (``boost=9``: "0.1 el
 
 The oracles register themselves with `oar_lite.attribution.register_scorer` (the core knows
 nothing of the toy world); the controls any credit must beat, ``"inverted:"`` and
-``"shuffled:"`` prefixes, are `oar_lite.attribution.controls`.
+``"shuffled:"`` prefixes, are the lab's (`oar_lite.lab.controls`).
 """
 from __future__ import annotations
 
