@@ -324,12 +324,6 @@ def token_labels(tokenizer, completion_ids: Sequence[int]) -> torch.Tensor | Non
     return torch.tensor(labels, dtype=torch.long)
 
 
-def rollout_labels(rollouts, tokenizer) -> list[torch.Tensor | None]:
-    """`token_labels` of each row of a `Rollouts`: ``[C_i]`` aligned with
-    ``rollouts.completion_ids[i]``, or ``None`` for rows that cannot be parsed."""
-    return [token_labels(tokenizer, ids) for ids in rollouts.completion_ids]
-
-
 def example(tokenizer, prompt: str, completion: str | Sequence[int]) -> dict | None:
     """One completion laid out for the scorers with its ground truth: the record
     `oar_lite.lab.credit.credit_benchmark` builds per sample.

@@ -165,7 +165,7 @@ def test_shipped_model_loads_offline_and_writes_parseable_chains(shipped):
     chains = [toy.parse_chain(c) for c in ro.completions]
     assert sum(c is not None for c in chains) >= 14
     assert sum(c is not None and c.matches(p["a"], p["b"]) for c, p in zip(chains, problems)) >= 4
-    labels = toy.rollout_labels(ro, tokenizer)
+    labels = [toy.token_labels(tokenizer, ids) for ids in ro.completion_ids]
     assert all((lab is None) == (c is None) for lab, c in zip(labels, chains))
     assert all(s is not None for s, c in zip(ro.segments, chains) if c is not None)
 
