@@ -99,7 +99,7 @@ TRL_NUMERIC_RANGES: dict[str, dict] = {
 }
 
 
-def _oar(name: str, **changed):
+def _oar(name: str):
     """The field ``oar_<name>``: `CreditConfig`'s setting ``<name>`` (its meaning; its default, or
     training's where `oar_lite.train.TRAINING_CREDIT` declares one)."""
     declared = settings_of(CreditConfig)[name]
