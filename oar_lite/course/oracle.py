@@ -106,8 +106,7 @@ def oracle_scores(model, input_ids: torch.Tensor, reasoning: slice, answer: slic
     elsewhere; all 1 (plain GRPO) on a right completion, an unparseable one, or a wrong
     one with no wrong reasoning token. ``model`` is not used."""
     wrong = wrong_tokens(input_ids, reasoning, answer, tokenizer)
-    R = reasoning.stop - reasoning.start
-    return wrong.float() if wrong is not None and wrong.any() else torch.ones(R)
+    return wrong.float() if wrong is not None and wrong.any() else torch.ones(reasoning.stop - reasoning.start)
 
 
 def pivotal_oracle_scores(model, input_ids: torch.Tensor, reasoning: slice, answer: slice, *,
@@ -144,9 +143,8 @@ def relevance_oracle_scores(model, input_ids: torch.Tensor, reasoning: slice, an
     depend on the outcome); all 1 (plain GRPO) when the completion cannot be parsed or every
     token, or none, is relevant. ``model`` is not used."""
     relevant = relevant_tokens(input_ids, reasoning, answer, tokenizer)
-    R = reasoning.stop - reasoning.start
     if relevant is None or bool(relevant.all()) or not bool(relevant.any()):
-        return torch.ones(R)
+        return torch.ones(reasoning.stop - reasoning.start)
     return relevant.float()
 
 

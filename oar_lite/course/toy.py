@@ -233,11 +233,6 @@ class Chain:
         lead = "1" if self.steps[-1].carry_out == 1 else ""
         return lead + "".join(str(s.digit) for s in reversed(self.steps))
 
-    @property
-    def consistent(self) -> bool:
-        """Whether the answer is what the written chain implies (right or wrong)."""
-        return self.answer.lstrip("0") == self.implied_answer.lstrip("0")
-
     def matches(self, a: int, b: int) -> bool:
         """Whether the steps copy the digits of ``a`` and ``b`` and chain the carries."""
         xs, ys = str(a)[::-1], str(b)[::-1]
