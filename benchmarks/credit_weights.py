@@ -1,6 +1,6 @@
 """Where credit puts the advantage in a toy world: per method, how far from uniform its token
 weights are (`oar_lite.reshape.weight_uniformity`), the share of a completion's weight mass
-on the tokens the reward does not depend on (`oar_lite.course.oracle.irrelevant_mask`; uniform credit
+on the tokens the reward does not depend on (`oar_lite.lab.gradient_quality.irrelevant_mask`; uniform credit
 gives their share of the tokens, the relevance oracle at boost 9 about a tenth of it), and
 how well its scores separate the relevant tokens from the others (AUC). Results:
 benchmarks/RESULTS.md, "When credit must pay" (OAR in the positive control); notebook 06
@@ -43,7 +43,7 @@ def main(argv=None) -> dict:
     import numpy as np
     import torch
 
-    from oar_lite.lab import compare
+    from oar_lite.lab import compare, gradient_quality
     from oar_lite.course import oracle, toy
     from oar_lite.attribution import for_methods, token_weights
     from oar_lite.lab.credit import roc_auc
@@ -84,7 +84,7 @@ def main(argv=None) -> dict:
                                              for c, p in zip(ro.completions, rows)]), args.group_size)
         reasoning, answer = ro.masks()
         answer = answer & (adv != 0)[:, None]
-        irrelevant = oracle.irrelevant_mask(ro, tok)
+        irrelevant = gradient_quality.irrelevant_mask(ro, tok)
         for m in args.methods:
             w, scores = token_weights(model, ro.input_ids, ro.attention_mask, reasoning, answer, credit=credit[m],
                                       pad_token_id=tok.pad_token_id, return_scores=True)

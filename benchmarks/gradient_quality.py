@@ -7,7 +7,7 @@ notebooks 05 and 07 read the JSON.
 completions (temperature 1) of fresh problems (none held out) and differentiates every
 weighting on the same rollouts; `gradient_stats` compares each batch gradient with the mean
 uniform one (cosine, bias cosine, SNR across batches with a bootstrap interval of its ratio
-to uniform's); `oar_lite.course.oracle.blame_shares` gives each weighting's blame share (uniform
+to uniform's); `oar_lite.lab.gradient_quality.blame_shares` gives each weighting's blame share (uniform
 credit's is the share of wrong tokens)::
 
     python -m benchmarks.gradient_quality --batches 60 --prompts 8 --group-size 8
@@ -89,7 +89,7 @@ def save_figure(report: dict, path: Path) -> Path:
 
 def main(argv=None) -> dict:
     from oar_lite.lab import gradient_quality as gq, stats
-    from oar_lite.course import oracle, toy
+    from oar_lite.course import toy
 
     ap = common.parser(__doc__, OUT, timing=False, out_flag="--json")
     ap.add_argument("--batches", type=int, default=60)
@@ -114,7 +114,7 @@ def main(argv=None) -> dict:
                                      on_batch=None if args.no_progress else
                                      lambda b, i: print(f"batch {b + 1}/{args.batches}", flush=True))
     report.update(stats=gq.gradient_stats(grads), snr_vs_uniform_ci=gq.snr_ratio_intervals(grads),
-                  blame=oracle.blame_shares(info["rows"], info["weights"]),
+                  blame=gq.blame_shares(info["rows"], info["weights"]),
                   mean_reward=stats.mean(info["rewards"]), mixed=stats.mean(info["mixed"]), cpu_s=time.process_time() - t0)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     save_figure(report, args.out.with_suffix(".png"))

@@ -5,7 +5,7 @@ depend on (`oar_lite.lab.gradient_quality.variance_components`). Results: benchm
 
 Toy world: ``--prompt-sets`` N sets of P prompts, ``--draws`` M completion batches of each
 (temperature 1) at a toy model, each batch's gradient under uniform credit (GRPO) and with the
-toy's irrelevant tokens (`oar_lite.course.oracle.irrelevant_mask`: filler and scratch words,
+toy's irrelevant tokens (`oar_lite.lab.gradient_quality.irrelevant_mask`: filler and scratch words,
 separators) weighted 0; 95% intervals by resampling the prompt sets. ``--weightings`` adds
 credit weightings of the same batches, whose SNR against uniform's (`gradient_stats`) checks
 the prediction ``SNR ratio <= 1 / (1 - share)`` for credit that only removes that noise::
@@ -82,13 +82,13 @@ def render(data: dict) -> str:
 
 def toy_entry(args, report: dict) -> dict:
     from oar_lite.lab import gradient_quality as gq
-    from oar_lite.course import oracle, toy
+    from oar_lite.course import toy
 
     model, tok = toy.load_model(args.model)
     lo, hi = args.digits
     problems = toy.make_problems(2000, seed=777, digits=(lo, hi), exclude=toy.load_eval_set())
     cap = args.max_new_tokens or toy.max_new_tokens(hi, scratch=args.scratch)
-    weightings = {"uniform": "uniform", "relevant": lambda ro: (~oracle.irrelevant_mask(ro, tok)).float()}
+    weightings = {"uniform": "uniform", "relevant": lambda ro: (~gq.irrelevant_mask(ro, tok)).float()}
     weightings.update({k: WEIGHTINGS[k] for k in args.weightings})
     batches = args.prompt_sets * args.draws
     t0 = time.process_time()

@@ -120,7 +120,8 @@ class OARConfig(GRPOConfig):
     oar_method: str = field(
         default="oar-g",
         metadata={"help": f"Token credit method: '{PLAIN_GRPO}' (plain GRPO: TRL's loss untouched), 'oar-p', 'oar-g', "
-                          f"or a baseline scorer ({', '.join(sorted(set(SCORERS) - {'oar-p', 'oar-g', PLAIN_GRPO}))})."},
+                          "or another registered scorer (oar_lite.attribution.SCORERS: the course's oracles, the lab's "
+                          "baselines)."},
     )
     oar_mode: str | None = field(
         default=None,
@@ -151,7 +152,7 @@ class OARConfig(GRPOConfig):
         if self.oar_method in OLD_NAMES:
             raise ValueError(f"oar_method={self.oar_method!r} is the old name of {OLD_NAMES[self.oar_method]!r} "
                              f"(plain GRPO); write oar_method={OLD_NAMES[self.oar_method]!r}")
-        # Controls ("inverted:", "shuffled:") wrap any scorer: check the scorer they wrap.
+        # Controls (the lab's "inverted:", "shuffled:") wrap any scorer: check the scorer they wrap.
         try:
             controls, base = split_controls(self.oar_method) if isinstance(self.oar_method, str) else ((), self.oar_method)
         except ValueError as err:
@@ -162,7 +163,7 @@ class OARConfig(GRPOConfig):
         if not isinstance(base, str) or base not in methods:
             hint = " (give the P_final mode in oar_mode)" if isinstance(base, str) and ":" in base else ""
             raise ValueError(f"oar_method={self.oar_method!r} is unknown{hint}; expected one of {methods}, "
-                             f"optionally behind the controls {CONTROLS} (e.g. 'inverted:oracle')")
+                             f"optionally behind a registered control {tuple(CONTROLS)} (the lab's, e.g. 'inverted:oracle')")
         takes_mode = default_mode(base) is not None
         if self.oar_mode is None:
             self.oar_mode = default_mode(base) if takes_mode else None
@@ -329,7 +330,7 @@ class OARGRPOTrainer(GRPOTrainer):
         device = prompt_ids.device
         args = self.args
         tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
-        # Reproducible and resume-safe: the noise of OAR-G (and the random baseline) depends on
+        # Reproducible and resume-safe: the noise of OAR-G (and of the lab's random baseline) depends on
         # the seed, the step (as the CPU trainer) and the process, not on how many batches came
         # before in this run.
         generator = torch.Generator().manual_seed(

@@ -43,7 +43,8 @@ from pathlib import Path
 import torch
 
 from oar_lite.lab import ground_truth, stats
-from oar_lite.attribution import route_options, takes, token_scores
+from oar_lite.lab.credit import route_options
+from oar_lite.attribution import takes, token_scores
 from oar_lite.course.models import load_smollm2, smollm2_cache_path
 from oar_lite.course.problems import format_prompt, make_problems
 from oar_lite.reward import math_reward

@@ -149,6 +149,7 @@ def build_config(known, rest, formats, max_completion_length):
     overridden by any ``--<field>`` in ``rest``."""
     from transformers import HfArgumentParser
 
+    import oar_lite.lab  # noqa: F401  (registers the baseline scorers --method may name: entropy, random, ...)
     from oar_lite.lab.recipes import recipe_fields
     from oar_lite.trl import OARConfig
 

@@ -1,6 +1,6 @@
 """The positive-control world (scratch words) and the share of gradient noise credit can remove
 (issue 28): `toy.chain_of_thought(scratch=)`, ``scripts/pretrain_toy.py --scratch``, the
-``"oracle-relevant"`` scorer, `oracle.irrelevant_mask`, `gradient_quality.variance_components`
+``"oracle-relevant"`` scorer, `gradient_quality.irrelevant_mask`, `gradient_quality.variance_components`
 and `gradient_quality.completion_noise_shares`."""
 import random
 from pathlib import Path
@@ -13,7 +13,7 @@ from conftest import load_script, tiny_llama
 
 import oar_lite as ol
 from oar_lite.lab import gradient_quality as gq
-from oar_lite.course import oracle, toy
+from oar_lite.course import toy
 from oar_lite import rollout
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,7 +125,7 @@ def test_irrelevant_mask_of_sampled_rollouts(tok):
     model, tok = toy.load_model()
     ro = ol.sample_completions(model, tok, ["473+258:", "56+78:"], group_size=3, max_new_tokens=40, temperature=1.0,
                                formats=toy.FORMATS, seed=2)
-    mask = oracle.irrelevant_mask(ro, tok)
+    mask = gq.irrelevant_mask(ro, tok)
     assert mask.shape == ro.input_ids.shape and not mask[:, :ro.prompt_length].any()
     P = ro.prompt_length
     for row, ids in enumerate(ro.completion_ids):
@@ -263,7 +263,7 @@ def test_batch_gradients_draws_share_the_prompts_and_take_callable_weightings(mo
         return real(model, tokenizer, prompts, **kw)
 
     monkeypatch.setattr(rollout, "sample_completions", recording)
-    W = {"uniform": "uniform", "relevant": lambda ro: (~oracle.irrelevant_mask(ro)).float()}
+    W = {"uniform": "uniform", "relevant": lambda ro: (~gq.irrelevant_mask(ro)).float()}
     grads, info = gq.batch_gradients(model, tok, problems, W, batches=4, prompts=2, group_size=3, draws=2, seed=1)
     prompts, seeds = zip(*sampled)
     assert prompts[0] == prompts[1] and prompts[2] == prompts[3] and prompts[0] != prompts[2]

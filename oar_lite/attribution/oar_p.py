@@ -61,33 +61,13 @@ def perturbation_scores(
     """OAR-P (spec section 4) of one sequence: how much P_final (section 3) changes when each
     reasoning token in turn is replaced by ``pad_token_id`` (attention kept on it).
 
-    `perturbation_scores_batch` with one row (B = 1): the perturbed copies run in passes
-    continuing from the clean prefix's KV cache, at most ``1 + max_waste`` times the ideal
-    token count. `perturbation_scores_naive` is the reference it is tested equal to. (A
-    separate one-sequence fast path was 4-9% faster on one toy sequence and gained nothing
+    `perturbation_scores_batch` with one row (B = 1), whose arguments these are: ``input_ids
+    [T]`` is one sequence, prompt + completion, no padding, and ``reasoning``, ``answer``
+    half-open spans into it (reasoning ends at or before the answer starts); returns ``[R]``
+    float32 scores >= 0. `perturbation_scores_naive` is the reference it is tested equal to.
+    (A separate one-sequence fast path was 4-9% faster on one toy sequence and gained nothing
     on a training step, which scores rows together: benchmarks/RESULTS.md, "Speed code that
     earns its lines".)
-
-    Args:
-        model: a causal LM (``transformers``-style, accepting ``logits_to_keep``).
-        input_ids: ``[T]`` one sequence, prompt + completion, no padding.
-        reasoning, answer: half-open spans into ``input_ids``; reasoning ends at or
-            before the answer starts.
-        mode: one of `MODES`.
-        pad_token_id: the replacement token.
-        batch_size: at most this many copies per pass (None: the token budget decides).
-        token_budget: at most this many tokens per pass, which bounds the memory; None:
-            `default_token_budget` of the model's device.
-        max_waste: extra token work allowed, as a fraction of the ideal (0: one copy per pass).
-        reuse_prefix: continue from the clean prefix's KV cache (False: every copy from 0).
-        stats: if a dict, receives ``forward_tokens``, ``forward_passes`` and ``max_pass_tokens``
-            (`perturbation_scores_batch`'s).
-
-    Returns:
-        ``[R]`` float32 scores, >= 0.
-
-    Raises:
-        ValueError: bad spans, mode, ``batch_size`` or a missing ``pad_token_id``.
     """
     check_sequence(input_ids, reasoning, answer)
     return perturbation_scores_batch(model, input_ids[None], torch.ones_like(input_ids)[None], [reasoning], [answer],
@@ -131,9 +111,14 @@ def perturbation_scores_batch(
         input_ids, attention_mask: ``[B, T]``, padded (left, right or both); one
             contiguous run of 1s per row.
         reasoning, answer: per row, half-open spans into the *padded* row.
-        mode, pad_token_id, batch_size, max_waste, reuse_prefix: as `perturbation_scores`.
+        mode: one of `MODES`.
+        pad_token_id: the replacement token (required).
+        batch_size: at most this many copies per pass (None: the token budget decides).
         token_budget: at most this many tokens held per pass (copies x frame length,
-            cached columns included); None: `default_token_budget` of the model's device.
+            cached columns included), which bounds the memory; None: `default_token_budget`
+            of the model's device.
+        max_waste: extra token work allowed, as a fraction of the ideal (0: one copy per pass).
+        reuse_prefix: continue from the clean prefix's KV cache (False: every copy from 0).
         sampled_cache: a KV cache (transformers' per-layer ``DynamicCache``) of the model's
             forward over these very rows and columns, covering at least their first
             ``T - 1`` columns: the sampling's (`oar_lite.rollout.sample_completions`
@@ -147,7 +132,7 @@ def perturbation_scores_batch(
         B float32 tensors ``[R_i]``, >= 0.
 
     Raises:
-        ValueError: bad shapes, spans or settings.
+        ValueError: bad shapes, spans, mode or settings, or a missing ``pad_token_id``.
     """
     check_mode(mode)
     if pad_token_id is None:

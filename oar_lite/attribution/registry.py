@@ -10,12 +10,10 @@ from typing import Callable
 
 import torch
 
-from .baselines import (adapter_residual_scores, entropy_scores, integrated_gradients_scores, random_scores,
-                        top_quantile_weights, uniform_scores)
 from .controls import CONTROLS, split_controls
 from .oar_g import gradient_scores, gradient_scores_batch
 from .oar_p import perturbation_scores, perturbation_scores_batch
-from .outcome import check_mode
+from .outcome import check_mode, check_sequence
 
 Scorer = Callable[..., torch.Tensor]
 PLAIN_GRPO = "uniform"
@@ -25,14 +23,14 @@ OLD_NAMES = {"none": PLAIN_GRPO}
 reads them under the new name)."""
 SCORERS: dict[str, Scorer] = {}
 """Scorers by method name, each ``scorer(model, input_ids [T], reasoning, answer, **options) -> [R]``.
-The toy world's oracles (`oar_lite.course.oracle`) register themselves here."""
+The toy world's oracles (`oar_lite.course.oracle`) and the lab's baselines register themselves here."""
 BATCHED: dict[str, Callable] = {}
 """The padded-batch form of a scorer, by method name: ``(model, input_ids [B, T],
 attention_mask [B, T], reasoning, answer, **options) -> B tensors [R_i]``."""
 WEIGHTINGS: dict[str, Callable] = {}
 """The methods whose scores do not go through `oar_lite.reshape.bilevel_weights`, by name:
-``weighting(scores [R], **reshaping settings it declares) -> weights [R]`` (``"entropy-top"``:
-TRL's top-entropy mask, `top_quantile_weights`). `CreditConfig.reshape` uses it."""
+``weighting(scores [R], **reshaping settings it declares) -> weights [R]`` (the lab's ``"entropy-top"``:
+TRL's top-entropy mask, `oar_lite.lab.baselines.top_quantile_weights`). `CreditConfig.reshape` uses it."""
 
 
 def register_scorer(name: str, scorer: Scorer, *, batched: Callable | None = None,
@@ -138,12 +136,13 @@ def _parse(text: str) -> Method:
     return Method(controls, name, mode or None)
 
 
-for _name, _scorer, _batched in (("uniform", uniform_scores, None), ("random", random_scores, None),
-                                 ("entropy", entropy_scores, None), ("oar-p", perturbation_scores, perturbation_scores_batch),
-                                 ("oar-g", gradient_scores, gradient_scores_batch),
-                                 ("captum-ig", integrated_gradients_scores, None)):
-    register_scorer(_name, _scorer, batched=_batched)
-# TRL's top_entropy_quantile: the entropy scores, weighted 1 on the top quantile, 0 elsewhere.
-register_scorer("entropy-top", entropy_scores, weighting=top_quantile_weights)
-# ARCA's adapter residual (a peft model's adapter on vs off), through the bilevel reshaping like OAR's scores.
-register_scorer("adapter-residual", adapter_residual_scores)
+def uniform_scores(model, input_ids: torch.Tensor, reasoning: slice, answer: slice) -> torch.Tensor:
+    """Plain GRPO: every reasoning token equally important (all weights become 1). ``[R]``."""
+    check_sequence(input_ids, reasoning, answer)
+    return torch.ones(reasoning.stop - reasoning.start)
+
+
+# The library's scorers; the course registers its oracles, the lab its baselines (`oar_lite.lab.baselines`).
+register_scorer(PLAIN_GRPO, uniform_scores)
+register_scorer("oar-p", perturbation_scores, batched=perturbation_scores_batch)
+register_scorer("oar-g", gradient_scores, batched=gradient_scores_batch)

@@ -4,7 +4,6 @@ method's scorer declares; anything else is a TypeError naming the valid ones."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
 
 import torch
 
@@ -13,18 +12,6 @@ from .controls import apply_controls
 from .kv import cache_rows
 from .outcome import check_sequence, mask_to_span
 from .registry import BATCHED, SCORERS, Method, declared_options, method_of, parse_method, takes
-
-
-def route_options(methods: Sequence[str], options: dict) -> dict[str, dict]:
-    """``{method: the options it declares}`` (`ScorerContext` fields go to every method), for
-    one call site that serves several methods; TypeError for an option no method declares."""
-    declared = {m: takes(m) | set(CONTEXT_FIELDS) for m in methods}
-    unknown = sorted(set(options) - set().union(*declared.values()))
-    if unknown:
-        raise TypeError(f"option(s) {unknown} are declared by none of the methods {list(methods)}; they take "
-                        f"{ {m: sorted(d - set(CONTEXT_FIELDS)) for m, d in declared.items()} } and the context "
-                        f"{list(CONTEXT_FIELDS)}")
-    return {m: {k: v for k, v in options.items() if k in declared[m]} for m in methods}
 
 
 def _refuse(where: str, method: str, given, allowed) -> None:

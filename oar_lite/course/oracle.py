@@ -5,13 +5,14 @@ say which tokens of a *wrong* completion are to blame. Three scorers with the ca
 convention of `oar_lite.attribution` (the model is not used): ``"oracle"`` (`oracle_scores`,
 blame), ``"oracle-pivotal"`` (`pivotal_oracle_scores`, influence by construction) and
 ``"oracle-relevant"`` (`relevance_oracle_scores`: the tokens the reward depends on, in every
-completion; the credit that removes the noise of the others, `irrelevant_mask`). Their
+completion; the credit that removes the noise of the others, the lab's
+`oar_lite.lab.gradient_quality.irrelevant_mask`). Their
 scores are binary, so `oar_lite.reshape.bilevel_weights` gives a marked token ``1 + boost``
 times the weight of the others before the mass is rescaled (``boost=9``: "0.1 elsewhere").
 
 The oracles register themselves with `oar_lite.attribution.register_scorer` (the core knows
 nothing of the toy world); the controls any credit must beat, ``"inverted:"`` and
-``"shuffled:"`` prefixes, are `oar_lite.attribution.controls`.
+``"shuffled:"`` prefixes, are the lab's (`oar_lite.lab.controls`).
 """
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ weighs ``1 + 9`` times the others before the mass is rescaled. The credit regime
 
 
 @functools.lru_cache(maxsize=1)
-def _toy_tokenizer():
+def toy_tokenizer():
+    """The toy tokenizer (`toy.build_tokenizer`), built once: the oracles' default."""
     return toy.build_tokenizer()
 
 
@@ -73,7 +75,7 @@ def read_sequence(input_ids: torch.Tensor, reasoning: slice, answer: slice, toke
     chain, offsets)``: the operands from the prompt, the parsed completion (`toy.parse_chain`
     of reasoning + marker + answer, ``None`` when it does not parse) and each reasoning
     token's character span in it. ValueError when the prompt is not like ``"473+258:"``."""
-    tokenizer = tokenizer or _toy_tokenizer()
+    tokenizer = tokenizer or toy_tokenizer()
     ids = [int(i) for i in input_ids]
     prompt = tokenizer.decode(ids[: reasoning.start], skip_special_tokens=True)
     match = _PROMPT.search(prompt)
@@ -104,8 +106,7 @@ def oracle_scores(model, input_ids: torch.Tensor, reasoning: slice, answer: slic
     elsewhere; all 1 (plain GRPO) on a right completion, an unparseable one, or a wrong
     one with no wrong reasoning token. ``model`` is not used."""
     wrong = wrong_tokens(input_ids, reasoning, answer, tokenizer)
-    R = reasoning.stop - reasoning.start
-    return wrong.float() if wrong is not None and wrong.any() else torch.ones(R)
+    return wrong.float() if wrong is not None and wrong.any() else torch.ones(reasoning.stop - reasoning.start)
 
 
 def pivotal_oracle_scores(model, input_ids: torch.Tensor, reasoning: slice, answer: slice, *,
@@ -142,25 +143,9 @@ def relevance_oracle_scores(model, input_ids: torch.Tensor, reasoning: slice, an
     depend on the outcome); all 1 (plain GRPO) when the completion cannot be parsed or every
     token, or none, is relevant. ``model`` is not used."""
     relevant = relevant_tokens(input_ids, reasoning, answer, tokenizer)
-    R = reasoning.stop - reasoning.start
     if relevant is None or bool(relevant.all()) or not bool(relevant.any()):
-        return torch.ones(R)
+        return torch.ones(reasoning.stop - reasoning.start)
     return relevant.float()
-
-
-def irrelevant_mask(rollouts, tokenizer=None) -> torch.Tensor:
-    """``[B, T]`` bool over a `oar_lite.rollout.Rollouts`' columns: True on the completion tokens
-    the reward does not depend on (`toy.NEUTRAL`: filler and scratch words, separators), False
-    elsewhere and on every token of a completion that cannot be parsed. Weighting these tokens
-    0 is the credit `oar_lite.lab.gradient_quality.variance_components` compares with GRPO."""
-    tokenizer = tokenizer or _toy_tokenizer()
-    mask = torch.zeros(rollouts.input_ids.shape, dtype=torch.bool)
-    P = rollouts.prompt_length
-    for row, ids in enumerate(rollouts.completion_ids):
-        labels = toy.token_labels(tokenizer, ids)
-        if labels is not None:
-            mask[row, P:P + len(ids)] = labels == toy.NEUTRAL
-    return mask.to(rollouts.input_ids.device)
 
 
 register_scorer("oracle", oracle_scores)
@@ -178,29 +163,3 @@ def blame_share(weights: torch.Tensor, wrong: torch.Tensor) -> float:
         raise ValueError(f"weights and wrong must both be [R], got {tuple(weights.shape)} and {tuple(wrong.shape)}")
     total = float(weights.sum())
     return float(weights[wrong.bool()].sum()) / total if total > 0 else 0.0
-
-
-def blame_shares(rows: list[dict], weights: dict[str, list[torch.Tensor]], tokenizer=None) -> dict[str, dict]:
-    """``{label: {"share", "n"}}``: `blame_share` per weighting, averaged over the wrong
-    completions that have a wrong reasoning token, plus under ``"_tokens"`` the share of
-    reasoning tokens that are wrong (what uniform credit gives). ``rows`` are the scored
-    completions as `oar_lite.lab.gradient_quality.batch_gradients` records them (``prompt``,
-    ``completion_ids``, ``(start, stop)`` of ``reasoning`` and ``answer`` in completion
-    tokens); ``weights`` is ``{label: [R_i] reasoning weights per row}``, aligned with them."""
-    tokenizer = tokenizer or _toy_tokenizer()
-    masks = []
-    for row in rows:
-        prompt_ids = tokenizer(row["prompt"])["input_ids"]
-        ids = torch.tensor(prompt_ids + list(row["completion_ids"]))
-        (start, stop), (a_start, a_stop) = ((p + len(prompt_ids) for p in row[k]) for k in ("reasoning", "answer"))
-        wrong = wrong_tokens(ids, slice(start, stop), slice(a_start, a_stop), tokenizer)
-        masks.append(wrong if wrong is not None and wrong.any() else None)
-    out = {}
-    for label, ws in weights.items():
-        if len(ws) != len(rows):
-            raise ValueError(f"{label!r}: {len(ws)} weight rows for {len(rows)} rows")
-        shares = [blame_share(w.float(), m) for w, m in zip(ws, masks) if m is not None]
-        out[label] = {"share": sum(shares) / len(shares) if shares else float("nan"), "n": len(shares)}
-    tokens = [float(m.float().mean()) for m in masks if m is not None]
-    out["_tokens"] = {"share": sum(tokens) / len(tokens) if tokens else float("nan"), "n": len(tokens)}
-    return out

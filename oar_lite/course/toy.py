@@ -236,11 +236,6 @@ class Chain:
         lead = "1" if self.steps[-1].carry_out == 1 else ""
         return lead + "".join(str(s.digit) for s in reversed(self.steps))
 
-    @property
-    def consistent(self) -> bool:
-        """Whether the answer is what the written chain implies (right or wrong)."""
-        return self.answer.lstrip("0") == self.implied_answer.lstrip("0")
-
     def matches(self, a: int, b: int) -> bool:
         """Whether the steps copy the digits of ``a`` and ``b`` and chain the carries."""
         xs, ys = str(a)[::-1], str(b)[::-1]
@@ -325,12 +320,6 @@ def token_labels(tokenizer, completion_ids: Sequence[int]) -> torch.Tensor | Non
     labels = [max(chain.labels[s:e], default=OUTSIDE) for s, e in offsets]
     labels += [OUTSIDE] * (len(completion_ids) - len(ids))
     return torch.tensor(labels, dtype=torch.long)
-
-
-def rollout_labels(rollouts, tokenizer) -> list[torch.Tensor | None]:
-    """`token_labels` of each row of a `Rollouts`: ``[C_i]`` aligned with
-    ``rollouts.completion_ids[i]``, or ``None`` for rows that cannot be parsed."""
-    return [token_labels(tokenizer, ids) for ids in rollouts.completion_ids]
 
 
 def example(tokenizer, prompt: str, completion: str | Sequence[int]) -> dict | None:

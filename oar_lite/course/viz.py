@@ -21,9 +21,7 @@ def _as_array(values) -> np.ndarray:
 
 
 def _as_tensor(values) -> torch.Tensor:
-    if torch.is_tensor(values):
-        return values.detach().cpu().float()
-    return torch.as_tensor(np.asarray(values, dtype=np.float32))
+    return torch.from_numpy(_as_array(values)).float()
 
 
 def token_strings(tokenizer, ids: Sequence[int]) -> list[str]:
@@ -339,9 +337,11 @@ def reshape_widget(tokens: Sequence[str], scores, *, labels: Sequence[int] | Non
     preserve = widgets.Checkbox(value=default["preserve_mass"], description="preserve mass")
     plot_out, text_out = widgets.Output(), widgets.HTML()
 
+    def settings():
+        return dict(quantile=quantile.value, boost=boost.value, floor=floor.value, preserve_mass=preserve.value)
+
     def current():
-        return bilevel_weights(scores, quantile=quantile.value, boost=boost.value, floor=floor.value,
-                               preserve_mass=preserve.value)
+        return bilevel_weights(scores, **settings())
 
     def redraw(_=None):
         w = current()
@@ -350,8 +350,7 @@ def reshape_widget(tokens: Sequence[str], scores, *, labels: Sequence[int] | Non
         with plot_out:
             plot_out.clear_output(wait=True)
             fig, ax = plt.subplots(figsize=(5, 3))
-            plot_scores_to_weights(ax, scores, quantile=quantile.value, boost=boost.value, floor=floor.value,
-                                   preserve_mass=preserve.value)
+            plot_scores_to_weights(ax, scores, **settings())
             plt.show()
 
     def static_png() -> str:
@@ -359,8 +358,7 @@ def reshape_widget(tokens: Sequence[str], scores, *, labels: Sequence[int] | Non
         tokens shaded by their weights (a bare Figure: nothing is shown while it is drawn)."""
         fig = Figure(figsize=(10, 3.2), dpi=FIGURE_DPI)
         curve, strip = fig.subplots(2, 1, height_ratios=[3, 1])
-        w = plot_scores_to_weights(curve, scores, quantile=quantile.value, boost=boost.value, floor=floor.value,
-                                   preserve_mass=preserve.value)
+        w = plot_scores_to_weights(curve, scores, **settings())
         curve.set_title(f"quantile {quantile.value:g}, boost {boost.value:g}, floor {floor.value:g}"
                         f"{'' if preserve.value else ', mass not preserved'} (the sliders' state; run the notebook to move them)",
                         fontsize=8)

@@ -5,11 +5,15 @@ measured claims and benchmarks/RESULTS.md, and the shipped results they read (``
 (tables, figures, intervals), `credit` (the credit benchmark), `gradient_quality`, `regime`,
 `ground_truth` (Monte-Carlo ground truth on SmolLM2), `lora_learning` and `findings` (the
 SmolLM2 study and the conclusions the notebooks and README print), `concentration` (ARCA's
-weight Gini and effective-token ratio next to the effective share), `progress` (bars).
-benchmarks/ are thin command lines over it.
+weight Gini and effective-token ratio next to the effective share), `progress` (bars);
+`baselines` (random, entropy, entropy-top, Captum's integrated gradients, ARCA's adapter residual)
+and `controls` (the ``inverted:`` and ``shuffled:`` prefixes), registered with the library's
+scorer registry when the lab is imported, and only then. benchmarks/ are thin command lines over it.
 """
 import importlib
 import pkgutil
+
+from . import baselines, controls  # noqa: F401  (register the comparison scorers and the controls)
 
 MODULES = tuple(m.name for m in pkgutil.iter_modules(__path__))
 """The modules, each loaded on first use."""

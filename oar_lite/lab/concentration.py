@@ -43,7 +43,7 @@ METHODS = {"uniform": ("uniform", None), "oar-p:last": ("oar-p:last", "oar-p:las
            "random": ("random", "random")}
 """Methods compared on the ground-truth completions: ``{row name: (method, the stored scores it
 reshapes)}`` (``None``: uniform, all ones). ``entropy-top`` reshapes the stored entropy scores
-with TRL's mask (`oar_lite.attribution.top_quantile_weights`), no re-scoring."""
+with TRL's mask (`oar_lite.lab.baselines.top_quantile_weights`), no re-scoring."""
 
 
 def _weights(weights) -> torch.Tensor:

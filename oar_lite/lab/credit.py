@@ -17,11 +17,23 @@ import torch
 from tqdm.auto import tqdm
 
 from ..course import toy
-from ..attribution import parse_method, route_options, token_scores
+from ..attribution import CONTEXT_FIELDS, parse_method, takes, token_scores
 from .report import markdown_table
 from ..rollout import SAMPLING, sample_completions
 from ..seeding import derive_seed
 from .stats import mean, precision_at_k, rank_agreement, roc_auc, std
+
+
+def route_options(methods: Sequence[str], options: dict) -> dict[str, dict]:
+    """``{method: the options it declares}`` (`ScorerContext` fields go to every method), for
+    one call site that serves several methods; TypeError for an option no method declares."""
+    declared = {m: takes(m) | set(CONTEXT_FIELDS) for m in methods}
+    unknown = sorted(set(options) - set().union(*declared.values()))
+    if unknown:
+        raise TypeError(f"option(s) {unknown} are declared by none of the methods {list(methods)}; they take "
+                        f"{ {m: sorted(d - set(CONTEXT_FIELDS)) for m, d in declared.items()} } and the context "
+                        f"{list(CONTEXT_FIELDS)}")
+    return {m: {k: v for k, v in options.items() if k in declared[m]} for m in methods}
 
 
 # ----------------------------------------------------------------------------- the benchmark

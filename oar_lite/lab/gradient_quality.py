@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from ..attribution import CREDIT_FIELDS, credit_settings, eval_mode, for_methods, token_weights
+from ..course import oracle, toy
 from ..grpo import group_advantages, sequence_logprobs
 from ..reshape import effective_share
 from ..reward import math_reward
@@ -190,6 +191,47 @@ def weight_mass_on(info: dict, mask_label: str = "relevant") -> dict[str, dict[s
             mass.append(float(w[off].sum()) / total)
             spread.append(effective_share(w))
         out[label] = {"irrelevant_mass": mean(mass), "effective_share": mean(spread), "rows": len(mass)}
+    return out
+
+
+def irrelevant_mask(rollouts, tokenizer=None) -> torch.Tensor:
+    """``[B, T]`` bool over a `oar_lite.rollout.Rollouts`' columns: True on the completion tokens
+    the reward does not depend on (`toy.NEUTRAL`: filler and scratch words, separators), False
+    elsewhere and on every token of a completion that cannot be parsed. Weighting these tokens
+    0 is the credit `variance_components` compares with GRPO."""
+    tokenizer = tokenizer or oracle.toy_tokenizer()
+    mask = torch.zeros(rollouts.input_ids.shape, dtype=torch.bool)
+    P = rollouts.prompt_length
+    for row, ids in enumerate(rollouts.completion_ids):
+        labels = toy.token_labels(tokenizer, ids)
+        if labels is not None:
+            mask[row, P:P + len(ids)] = labels == toy.NEUTRAL
+    return mask.to(rollouts.input_ids.device)
+
+
+def blame_shares(rows: list[dict], weights: dict[str, list[torch.Tensor]], tokenizer=None) -> dict[str, dict]:
+    """``{label: {"share", "n"}}``: `oar_lite.course.oracle.blame_share` per weighting,
+    averaged over the wrong completions that have a wrong reasoning token, plus under
+    ``"_tokens"`` the share of reasoning tokens that are wrong (what uniform credit gives).
+    ``rows`` are the scored completions as `batch_gradients` records them (``prompt``,
+    ``completion_ids``, ``(start, stop)`` of ``reasoning`` and ``answer`` in completion
+    tokens); ``weights`` is ``{label: [R_i] reasoning weights per row}``, aligned with them."""
+    tokenizer = tokenizer or oracle.toy_tokenizer()
+    masks = []
+    for row in rows:
+        prompt_ids = tokenizer(row["prompt"])["input_ids"]
+        ids = torch.tensor(prompt_ids + list(row["completion_ids"]))
+        (start, stop), (a_start, a_stop) = ((p + len(prompt_ids) for p in row[k]) for k in ("reasoning", "answer"))
+        wrong = oracle.wrong_tokens(ids, slice(start, stop), slice(a_start, a_stop), tokenizer)
+        masks.append(wrong if wrong is not None and wrong.any() else None)
+    out = {}
+    for label, ws in weights.items():
+        if len(ws) != len(rows):
+            raise ValueError(f"{label!r}: {len(ws)} weight rows for {len(rows)} rows")
+        shares = [oracle.blame_share(w.float(), m) for w, m in zip(ws, masks) if m is not None]
+        out[label] = {"share": sum(shares) / len(shares) if shares else float("nan"), "n": len(shares)}
+    tokens = [float(m.float().mean()) for m in masks if m is not None]
+    out["_tokens"] = {"share": sum(tokens) / len(tokens) if tokens else float("nan"), "n": len(tokens)}
     return out
 
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import oar_lite as ol
+import oar_lite.lab  # noqa: F401  (registers the lab's baselines and controls, used here as examples)
 from oar_lite.attribution import CREDIT_RANGES, CreditConfig
 
 

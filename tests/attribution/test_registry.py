@@ -3,6 +3,7 @@ mode a method runs in."""
 import pytest
 import torch
 
+import oar_lite.lab  # noqa: F401  (registers the lab's baselines and controls, used here as examples)
 from oar_lite.attribution import registry
 from oar_lite.attribution.registry import (BATCHED, SCORERS, declared_options, default_mode, mode_of, parse_method,
                                            register_scorer)

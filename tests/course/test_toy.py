@@ -59,13 +59,18 @@ def test_problems_exclude_and_errors():
         toy.make_problems(82, seed=0, digits=1)
 
 
+def _consistent(chain) -> bool:
+    """Whether the answer is what the written chain implies (right or wrong)."""
+    return chain.answer.lstrip("0") == chain.implied_answer.lstrip("0")
+
+
 def test_chain_of_thought_is_correct_and_parses(tok):
     rng = random.Random(0)
     for p in toy.make_problems(30, seed=5, digits=(2, 5)):
         text = toy.chain_of_thought(p["a"], p["b"], rng=rng, filler_rate=0.5)
         chain = toy.parse_chain(text)
         assert chain is not None and chain.matches(p["a"], p["b"])
-        assert chain.answer == chain.implied_answer == p["answer"] and chain.consistent
+        assert chain.answer == chain.implied_answer == p["answer"]
         assert all(s.correct for s in chain.steps) and len(chain.steps) == p["digits"]
         assert toy.reward(text, p) == 1.0 and toy.reward(text, int(p["answer"]) + 1) == 0.0
         seg = ol.segment_completion_ids(tok, tok(text, add_special_tokens=False).input_ids, toy.FORMATS)
@@ -78,7 +83,7 @@ def test_noisy_chains_copy_the_written_results():
     for p in toy.make_problems(20, seed=6, digits=(2, 4)):
         text = toy.chain_of_thought(p["a"], p["b"], rng=rng, noise=1.0)
         chain = toy.parse_chain(text)
-        assert chain.matches(p["a"], p["b"]) and chain.consistent  # the answer is read off the chain
+        assert chain.matches(p["a"], p["b"]) and _consistent(chain)  # the answer is read off the chain
         assert not any(s.correct for s in chain.steps) and toy.reward(text, p) == 0.0
     with pytest.raises(ValueError, match="noise"):
         toy.chain_of_thought(12, 34, noise=1.5)
@@ -98,14 +103,14 @@ def test_labels_of_a_hand_written_chain():
     assert _labels(text) == expected
     chain = toy.parse_chain(text)
     assert [s.digit for s in chain.steps] == [1, 3, 7] and chain.steps[-1].carry_out == 0
-    assert chain.marker_start == text.index("A=") and chain.consistent and chain.matches(473, 258)
+    assert chain.marker_start == text.index("A=") and _consistent(chain) and chain.matches(473, 258)
 
 
 def test_labels_follow_structure_for_wrong_chains():
     wrong = "3+8+0=12 7+5+1=13 4+2+1=17 A=1732"  # step 1 miscomputed, answer consistent with it
     chain = toy.parse_chain(wrong)
-    assert chain is not None and not chain.steps[0].correct and chain.consistent
-    assert not toy.parse_chain("3+8+0=11 7+5+1=13 4+2+1=07 A=999").consistent
+    assert chain is not None and not chain.steps[0].correct and _consistent(chain)
+    assert not _consistent(toy.parse_chain("3+8+0=11 7+5+1=13 4+2+1=07 A=999"))
     assert _labels(wrong)[7] == P and _labels(wrong)[24] == P and _labels(wrong)[6] == S
     assert not toy.parse_chain(wrong).matches(473, 259)
 
@@ -165,7 +170,7 @@ def test_shipped_model_loads_offline_and_writes_parseable_chains(shipped):
     chains = [toy.parse_chain(c) for c in ro.completions]
     assert sum(c is not None for c in chains) >= 14
     assert sum(c is not None and c.matches(p["a"], p["b"]) for c, p in zip(chains, problems)) >= 4
-    labels = toy.rollout_labels(ro, tokenizer)
+    labels = [toy.token_labels(tokenizer, ids) for ids in ro.completion_ids]
     assert all((lab is None) == (c is None) for lab, c in zip(labels, chains))
     assert all(s is not None for s, c in zip(ro.segments, chains) if c is not None)
 

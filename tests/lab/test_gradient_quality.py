@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from oar_lite.lab import gradient_quality as gq
-from oar_lite.course import oracle, toy
+from oar_lite.course import toy
 
 
 def test_gradient_stats_on_constructed_gradients():
@@ -75,7 +75,7 @@ def test_batch_gradients_at_the_shipped_model():
     st = gq.gradient_stats(grads)
     assert st["again"] == st["uniform"]
     assert len(info["rows"]) == len(info["weights"]["oracle"]) > 0
-    shares = oracle.blame_shares(info["rows"], info["weights"])
+    shares = gq.blame_shares(info["rows"], info["weights"])
     if shares["oracle"]["n"]:  # wrong completions with a wrong token: the oracle puts more mass on them
         assert shares["oracle"]["share"] > shares["uniform"]["share"]
     with pytest.raises(ValueError, match="weighting"):

@@ -1,13 +1,16 @@
-"""Baselines with the scorers' calling convention: plain GRPO's uniform credit, chance
-(random), the policy's entropy, an external peer (Captum's integrated gradients), ARCA's
-adapter residual; and `top_quantile_weights`, the weighting of ``"entropy-top"`` (TRL's
-``top_entropy_quantile``)."""
+"""The baselines OAR is compared with, with the scorers' calling convention: chance
+(``"random"``), the policy's entropy (``"entropy"``; ``"entropy-top"``, TRL's
+``top_entropy_quantile``, weights them by `top_quantile_weights`), an external peer (Captum's
+integrated gradients, ``"captum-ig"``) and ARCA's adapter residual (``"adapter-residual"``).
+Registered as scorers when the lab is imported (plain GRPO's ``"uniform"`` is the library's)."""
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from .outcome import check_mode, check_sequence, eval_mode, final_logits, outcome_span, p_final, upcast
+from ..attribution import register_scorer
+from ..attribution.outcome import check_mode, check_sequence, eval_mode, final_logits, outcome_span, p_final, upcast
+
 
 def entropy_scores(model, input_ids: torch.Tensor, reasoning: slice, answer: slice) -> torch.Tensor:
     """Baseline: entropy of the policy's distribution at each reasoning token (the
@@ -83,12 +86,6 @@ def random_scores(model, input_ids: torch.Tensor, reasoning: slice, answer: slic
     return torch.rand(reasoning.stop - reasoning.start, generator=generator)
 
 
-def uniform_scores(model, input_ids: torch.Tensor, reasoning: slice, answer: slice) -> torch.Tensor:
-    """Plain GRPO: every reasoning token equally important (all weights become 1)."""
-    check_sequence(input_ids, reasoning, answer)
-    return torch.ones(reasoning.stop - reasoning.start)
-
-
 def integrated_gradients_scores(model, input_ids: torch.Tensor, reasoning: slice, answer: slice, *,
                                 mode: str = "answer_joint", pad_token_id: int, n_steps: int = 16) -> torch.Tensor:
     """External peer: Captum's ``LayerIntegratedGradients`` on the input embeddings, ``[R]``
@@ -120,3 +117,11 @@ def integrated_gradients_scores(model, input_ids: torch.Tensor, reasoning: slice
         lig = LayerIntegratedGradients(target, model.get_input_embeddings())
         attributions = lig.attribute(inputs, baselines=baseline, n_steps=n_steps, internal_batch_size=n_steps)
     return attributions[0, reasoning].sum(-1).abs().float().detach()
+
+
+for _name, _scorer in (("random", random_scores), ("entropy", entropy_scores), ("captum-ig", integrated_gradients_scores)):
+    register_scorer(_name, _scorer)
+# TRL's top_entropy_quantile: the entropy scores, weighted 1 on the top quantile, 0 elsewhere.
+register_scorer("entropy-top", entropy_scores, weighting=top_quantile_weights)
+# ARCA's adapter residual (a peft model's adapter on vs off), through the bilevel reshaping like OAR's scores.
+register_scorer("adapter-residual", adapter_residual_scores)

@@ -1,10 +1,12 @@
-"""`oar_lite.attribution.baselines`: entropy against full logits, Captum's peer."""
+"""`oar_lite.lab.baselines`: entropy against full logits, Captum's peer, TRL's entropy-top, ARCA's
+adapter residual."""
 import pytest
 import torch
 import torch.nn.functional as F
 from conftest import PAD, tiny_llama
 
 import oar_lite as ol
+from oar_lite.lab import baselines
 
 
 def test_entropy_scores_match_full_logits(llama, sequence):
@@ -12,7 +14,7 @@ def test_entropy_scores_match_full_logits(llama, sequence):
     with torch.no_grad():
         logp = F.log_softmax(llama(ids[None]).logits[0], -1)
     expected = -(logp.exp() * logp).sum(-1)[reasoning.start - 1 : reasoning.stop - 1]
-    torch.testing.assert_close(ol.entropy_scores(llama, ids, reasoning, answer), expected.float(), rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(baselines.entropy_scores(llama, ids, reasoning, answer), expected.float(), rtol=1e-5, atol=1e-7)
 
 
 def test_captum_peer_scores_every_reasoning_token(chars):
@@ -46,13 +48,13 @@ def test_top_quantile_weights_match_the_naive_reference(quantile):
     for n in (1, 2, 7, 40):
         scores = torch.rand(n, generator=g, dtype=torch.float64) * 3
         scores[: n // 3] = scores[0]  # ties: TRL keeps every token at the threshold
-        got = ol.attribution.top_quantile_weights(scores, quantile=quantile)
+        got = baselines.top_quantile_weights(scores, quantile=quantile)
         assert got.dtype == torch.float32 and got.shape == (n,)
         assert got.tolist() == _naive_top_mask(scores.tolist(), quantile), (n, quantile)
     # quantile 1 keeps only the highest score (TRL's rho = 0); quantile 0 keeps all (rho = 1)
     s = torch.tensor([0.1, 0.9, 0.3, 0.9, 0.2])
-    assert ol.attribution.top_quantile_weights(s, quantile=1.0).tolist() == [0, 1, 0, 1, 0]
-    assert ol.attribution.top_quantile_weights(s, quantile=0.0).tolist() == [1] * 5
+    assert baselines.top_quantile_weights(s, quantile=1.0).tolist() == [0, 1, 0, 1, 0]
+    assert baselines.top_quantile_weights(s, quantile=0.0).tolist() == [1] * 5
 
 
 def test_top_quantile_weights_equal_trls_high_entropy_mask():
@@ -73,25 +75,25 @@ def test_top_quantile_weights_equal_trls_high_entropy_mask():
         entropies = torch.rand(1, 23, generator=g) * 4
         mask = torch.ones_like(entropies)
         trl_mask = trl.GRPOTrainer.get_high_entropy_mask(trainer, entropies, mask, 1 - rho)
-        ours = ol.attribution.top_quantile_weights(entropies[0], quantile=1 - rho)
+        ours = baselines.top_quantile_weights(entropies[0], quantile=1 - rho)
         assert ours.tolist() == trl_mask[0].float().tolist(), rho
 
 
 def test_top_quantile_weights_refuse_bad_input():
     with pytest.raises(ValueError, match="quantile must be a number in \\[0, 1\\]"):
-        ol.attribution.top_quantile_weights(torch.ones(3), quantile=1.5)
+        baselines.top_quantile_weights(torch.ones(3), quantile=1.5)
     with pytest.raises(ValueError, match="1-D tensor"):
-        ol.attribution.top_quantile_weights(torch.ones(2, 3), quantile=0.5)
+        baselines.top_quantile_weights(torch.ones(2, 3), quantile=0.5)
     with pytest.raises(ValueError, match="NaN or infinite"):
-        ol.attribution.top_quantile_weights(torch.tensor([1.0, float("nan")]), quantile=0.5)
-    assert ol.attribution.top_quantile_weights(torch.ones(0), quantile=0.5).numel() == 0
+        baselines.top_quantile_weights(torch.tensor([1.0, float("nan")]), quantile=0.5)
+    assert baselines.top_quantile_weights(torch.ones(0), quantile=0.5).numel() == 0
 
 
 def test_entropy_top_weights_are_the_mask_of_the_entropies(llama, sequence):
     """``method="entropy-top"``: the entropy scores, weighted by TRL's mask (not bilevel, not
     rescaled); 1 outside the reasoning; ``inverted:`` keeps the lowest-entropy tokens instead."""
     ids, reasoning, answer = sequence
-    entropies = ol.entropy_scores(llama, ids, reasoning, answer)
+    entropies = baselines.entropy_scores(llama, ids, reasoning, answer)
     torch.testing.assert_close(ol.token_scores("entropy-top", llama, ids, reasoning, answer), entropies)
     masks = {name: torch.zeros(1, len(ids), dtype=torch.bool) for name in ("reasoning", "answer")}
     masks["reasoning"][0, reasoning] = True
@@ -138,4 +140,4 @@ def test_adapter_residual_scores_match_the_base_model_directly(sequence):
     with pytest.raises(ValueError, match="LoRA adapter"):
         ol.token_scores("adapter-residual", reference, ids, reasoning, answer)
     with pytest.raises(ValueError, match="reasoning.start >= 1"):
-        ol.attribution.adapter_residual_scores(model, ids, slice(0, 3), answer)
+        baselines.adapter_residual_scores(model, ids, slice(0, 3), answer)
