@@ -53,8 +53,7 @@ def parse_args(argv=None):
                          "gsm8k: openai/gsm8k through `datasets` (needs the hub)")
     ap.add_argument("--method", default="oar-g",
                     help="uniform (plain GRPO; its old name 'none' is refused) | oar-p | oar-g | a baseline scorer "
-                         "(entropy, random)")
-    ap.add_argument("--mode", default=None, help="P_final mode: last | answer_mean | answer_joint (default per method)")
+                         "(entropy, random), with the P_final mode after a colon (oar-p:answer_mean; default per method)")
     ap.add_argument("--lora", action=argparse.BooleanOptionalAction, default=None,
                     help="train a LoRA adapter instead of all weights (default: on, except for the toy model)")
     ap.add_argument("--recipe", default=DEFAULT_RECIPE, choices=sorted(RECIPES),
@@ -159,7 +158,6 @@ def build_config(known, rest, formats, max_completion_length):
         recipe_fields(known.recipe, oar_method=known.method, device=default_device()),
         output_dir=known.output_dir or f"runs/trl-{Path(known.model).name}-{known.method}",
         max_steps=known.steps,
-        oar_mode=known.mode,
         oar_answer_formats=formats,
         max_completion_length=max_completion_length,
         seed=0,

@@ -301,7 +301,8 @@ def test_plain_grpo_config_is_refused():
 
 @pytest.mark.parametrize("field, value, message", [
     ("oar_method", "oar-x", "oar_method"),
-    ("oar_method", "oar-p:last", "oar_mode"),
+    ("oar_method", "oar-p:first", "oar_method"),
+    ("oar_method", "entropy:last", "oar_method"),
     ("oar_mode", "first", "oar_mode"),
     ("oar_quantile", 1.5, "oar_quantile"),
     ("oar_boost", -1.0, "oar_boost"),
@@ -326,7 +327,8 @@ def test_token_budget_reaches_the_credit_config():
 def test_config_defaults_and_modes():
     assert config(oar_method="oar-p").oar_method_spec == "oar-p:last"
     assert config(oar_method="oar-g").oar_method_spec == "oar-g:answer_mean"
-    assert config(oar_method="oar-g", oar_mode="answer_joint").oar_method_spec == "oar-g:answer_joint"
+    assert config(oar_method="oar-g:answer_joint").oar_method_spec == "oar-g:answer_joint"
+    assert config(oar_method="inverted:oar-p:answer_mean").oar_method_spec == "inverted:oar-p:answer_mean"
     assert config(oar_method="entropy").oar_method_spec == "entropy"
     # the controls of issue 13 wrap any scorer, in the trainer as in token_weights
     assert config(oar_method="inverted:oar-g").oar_method_spec == "inverted:oar-g:answer_mean"
@@ -337,7 +339,10 @@ def test_config_defaults_and_modes():
     with pytest.raises(ValueError, match="oar_method='none' is the old name of 'uniform'.*write oar_method='uniform'"):
         config(oar_method="none")
     with pytest.raises(ValueError, match="no P_final mode"):
-        config(oar_method="entropy", oar_mode="last")
+        config(oar_method="entropy:last")
+    # one grammar on every surface: the old separate field is refused with the spelling to use
+    with pytest.raises(ValueError, match="oar_mode='answer_joint'.*write oar_method='oar-g:answer_joint'"):
+        config(oar_method="oar-g", oar_mode="answer_joint")
     args = config()
     assert args.beta == 0.0 and args.oar_boost == 1.0  # TRL's KL coefficient and OAR's boost stay apart
     own = OARConfig.__dict__["__annotations__"]  # the fields OARConfig itself declares
