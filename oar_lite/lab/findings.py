@@ -994,10 +994,17 @@ def batch_conclusion(f: list[dict] | None = None) -> str:
         out.append(
             f"**What it means.** Where the learner is noise-limited ({', '.join(worlds)}), a bigger batch buys learning, "
             f"yet the credit methods measured there are worth at most {_worth(most)} by the ends of their intervals. "
-            + ("So the nulls of this notebook are not because the learner cannot use a cleaner gradient. They are because "
-               "the noise credit can remove, that of the tokens the reward does not depend on, is too small a part of the "
-               "noise that slows it (section 8 measured that share); the rest, which problems and completions were drawn "
-               "and how the reward fell on the tokens that decide it, only more samples remove."
+            + ("So the nulls of this notebook are not because the learner cannot use a cleaner gradient: the noise that "
+               "slows it is not the noise credit removes. Credit removes only the variance of the tokens the reward does "
+               "not depend on"
+               + ("; where that share is small (the plain toy, section 8) there is little to remove" if any(
+                   b["world"] == "plain toy" for b, _ in priced) else "")
+               + ("; where it is most of the summed gradient's variance (the scratch-word world, section 9), it sits mostly "
+                  "in the tied embedding, and an optimiser like Adam steps each parameter by its own noise: per parameter "
+                  "the share is far smaller (benchmarks/RESULTS.md, \"The share at k = 64\")" if any(
+                   b["world"] != "plain toy" for b, _ in priced) else "")
+               + ". The rest, which problems and completions were drawn and how the reward fell on the tokens that decide "
+               "it, only more samples remove."
                if most < min(sorted(b["rows"])[1] for b, _ in priced) else
                "Credit buys part of what a bigger batch buys here; the interval says how much."))
     return "\n\n".join(out)
