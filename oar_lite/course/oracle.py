@@ -28,9 +28,8 @@ from ..segment import completion_offsets
 _PROMPT = re.compile(r"(\d+)\+(\d+):\s*$")
 
 ORACLE_BOOST = 9.0
-"""The reshaping boost that gives the oracles' binary scores "0.1 elsewhere": a marked token
-weighs ``1 + 9`` times the others before the mass is rescaled. The credit regime
-(`oar_lite.lab.compare.PROFILES["credit"]`, notebook 06) and the oracle benchmarks read it."""
+"""The reshaping boost that gives the oracles' binary scores "0.1 elsewhere" (a marked token weighs ``1 + 9`` times
+the others before the mass is rescaled); the credit regime (`lab.compare.PROFILES["credit"]`) and benchmarks read it."""
 
 
 @functools.lru_cache(maxsize=1)

@@ -29,9 +29,8 @@ depend on, with high entropy in a model pre-trained to write them
 
 The model (`load_model`) and the held-out problems (`load_eval_set`) are package data
 written by ``scripts/pretrain_toy.py``; its settings and accuracies are in
-``data/toy-model/pretrain_metrics.json`` (`evaluate` recomputes the greedy ones exactly; the
-sampled ``temperature_1_group_8`` were drawn before `oar_lite.evaluate.evaluate` seeded each
-batch by its first problem's index: 0.2856 then, 0.2875 with the same seed now).
+``data/toy-model/pretrain_metrics.json`` (`evaluate` recomputes the greedy ones; the sampled
+``temperature_1_group_8``, 0.2856, predates today's seeding of each batch, which gives 0.2875).
 """
 from __future__ import annotations
 
