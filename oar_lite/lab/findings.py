@@ -408,6 +408,7 @@ def positive_findings(control: dict | None = None, shares: dict | None = None) -
                               for m in (RELEVANT, *sorted(k for k in gain if k.startswith("oar-")))}
         out["oar_weights"]["uniform"] = {k: mass.get("uniform", {}).get(k) for k in ("irrelevant_mass", "effective_share")}
     out["pooled"] = positive_pooled(control, pick["k"])
+    out["stable"] = stable_reading(control)
     entry = control.get(confirm_name(pick["k"]))
     if entry is not None:
         t, area = entry["table"]["methods"], entry["area"]["methods"]
@@ -480,6 +481,37 @@ def positive_table(sweep: list[dict]) -> str:
          "mean acc., oracle - GRPO", "inverted - GRPO", "shuffled - GRPO", "meets the rule"], rows))
 
 
+STABLE = "stable-rule world (k=64, step 300), seeds 500-509"
+"""Issue 39 item 2: the positive control on the model the stable-world rule keeps (``positive_control.json``)."""
+
+
+def stable_reading(control: dict | None = None) -> dict | None:
+    """The positive control on the stable-rule model (`STABLE`): GRPO's mean held-out accuracy over
+    the run and the oracle's and the inverted oracle's differences from it, paired by seed, with
+    their 95% intervals. None before it is shipped."""
+    control = _read(POSITIVE) if control is None else control
+    e = control.get(STABLE)
+    if e is None:
+        return None
+    area = e["area"]["methods"]
+    return {"seeds": list(e["table"]["seeds"]), "grpo": area["uniform"]["mean"],
+            "methods": {m: {"diff": area[m]["diff"], "diff_ci": list(area[m]["diff_ci"])} for m in (RELEVANT, INVERTED)
+                        if m in area}}
+
+
+def stable_sentence(s: dict) -> str:
+    """`stable_reading` in words (a new world, reported beside the pooled reading, not pooled with it)."""
+    words = {ABOVE: "a gain", BELOW: "a loss", INCLUDES: "an interval that includes 0"}
+    text = (f"**On the stable-rule model** (the k = 64 world's checkpoint the stable-world rule keeps, step 300, which "
+            f"starts near the target: a new world, not another seed set; seeds {_seed_span(s['seeds'])}): GRPO's mean "
+            f"held-out accuracy over the run was {s['grpo']:.3f}")
+    for m, label in ((RELEVANT, "the oracle"), (INVERTED, "the inverted oracle")):
+        if m in s["methods"]:
+            r = s["methods"][m]
+            text += f"; {label} {r['diff']:+.3f} ({_ci(r['diff_ci'], '+.3f')}), {words[_reads(r['diff_ci'])]}"
+    return text + "."
+
+
 def positive_conclusion(f: dict | None = None) -> str:
     """`positive_findings` in words (the credit notebook's positive-control section)."""
     f = positive_findings() if f is None else f
@@ -511,6 +543,8 @@ def positive_conclusion(f: dict | None = None) -> str:
     ]
     if f.get("pooled") is not None:
         paras.insert(0, "**Every seed set, pooled first.** " + pooled_sentence(f["pooled"]))
+    if f.get("stable") is not None:
+        paras.insert(1, stable_sentence(f["stable"]))
     c = f["confirm"]
     if c is not None:
         m, o = c["methods"], c["methods"][RELEVANT]
@@ -926,7 +960,7 @@ def batch_findings(batches: dict | None = None, regimes: dict | None = None,
         out.append({"name": name, "world": f"k = {k}" if k else "plain toy", "optimizer": s.get("optimizer", "adamw"),
                     "learning_rate": s.get("learning_rate"), "seeds": list(t["seeds"]), "target": t["steps"]["target"],
                     "rows": rows, "budget": t["per_completion"]["budget"],
-                    "noise_limited": any(rows[p]["diff_ci"][0] > 0 for p in sizes[1:]), "marks": marks})
+                    "noise_limited": any(_reads(rows[p]["diff_ci"]) == ABOVE for p in sizes[1:]), "marks": marks})
     return out or None
 
 
@@ -981,7 +1015,7 @@ def batch_conclusion(f: list[dict] | None = None) -> str:
             low, high = (regime.batch_equivalent(diffs, x) for x in mark["diff_ci"])
             span = "" if low == high else f" (interval {_worth(low).removesuffix(' prompts per step')} to {_worth(high)})"
             marks.append(f"{BATCH_LABELS.get(m, m)} {mark['diff']:+.3f} ({_ci(mark['diff_ci'], '+.3f')}, {len(mark['seeds'])} "
-                         f"seeds), " + ("worse than GRPO at the same batch" if mark["diff_ci"][1] < 0 else
+                         f"seeds), " + ("worse than GRPO at the same batch" if _reads(mark["diff_ci"]) == BELOW else
                                        f"worth GRPO at {_worth(mark['worth'])}{span}"))
             if b["noise_limited"]:
                 priced.append((b, high))

@@ -416,3 +416,18 @@ def test_batch_sentence_says_what_credit_is_worth_against_a_bigger_batch():
     assert "not by the part credit can remove" in findings.batch_sentence(small)
     assert "credit buys part of what a bigger batch buys" in findings.batch_sentence(large)
     assert findings.batch_sentence([{**small[0], "noise_limited": False}]) is None
+
+
+def test_stable_world_is_read_beside_the_pooled_reading_by_the_one_rule():
+    def entry(o, inv):
+        area = {"uniform": {"mean": 0.74, "diff": 0.0, "diff_ci": [0, 0]},
+                findings.RELEVANT: {"diff": o[0], "diff_ci": list(o[1:])},
+                findings.INVERTED: {"diff": inv[0], "diff_ci": list(inv[1:])}}
+        return {findings.STABLE: {"table": {"seeds": list(range(500, 510))}, "area": {"methods": area}}}
+    s = findings.stable_reading(entry((0.01, -0.01, 0.03), (-0.04, -0.06, -0.02)))
+    text = findings.stable_sentence(s)
+    assert "seeds 500-509" in text and "GRPO's mean held-out accuracy over the run was 0.740" in text
+    assert "the oracle +0.010 (-0.010 to +0.030), an interval that includes 0" in text
+    assert "the inverted oracle -0.040 (-0.060 to -0.020), a loss" in text
+    assert findings.stable_sentence(findings.stable_reading(entry((0.02, 0.01, 0.03), (0, -0.01, 0.01)))).count("a gain") == 1
+    assert findings.stable_reading({}) is None
