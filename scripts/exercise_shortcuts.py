@@ -243,6 +243,16 @@ small = gq.gradient_quality(model, tok, problems, two, batches=10, prompts=2, gr
 measured_snr_gain = small["oracle"]["snr"] / small["uniform"]["snr"]
 exercises.measure("ex06_scratch", measured_snr_gain)
 '''],
+    # 06: the SNR at 4 prompts over 2 on another seed than the notebook's (a well-typed, different ratio)
+    "ex06_batch": ['''
+predicted_batch_snr_gain = 2.0
+exercises.predict("ex06_batch", predicted_batch_snr_gain)
+''', '''
+snr_at = {p: gq.gradient_quality(model, tok, problems, {"uniform": "uniform"}, batches=20, prompts=p, group_size=4,
+                                 seed=3)["stats"]["uniform"]["snr"] for p in (2, 4)}
+measured_batch_snr_gain = snr_at[4] / snr_at[2]
+exercises.measure("ex06_batch", measured_batch_snr_gain)
+'''],
     # 07: one matrix's side instead of both; the share of the base model's parameters
     "ex07_lora": ['''
 def lora_parameter_count(in_features, out_features, r):
