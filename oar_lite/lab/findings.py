@@ -945,7 +945,7 @@ def batch_findings(batches: dict | None = None, regimes: dict | None = None,
         model = Path(s["model"]).name
         k = int(model.removeprefix("scratch")) if model.startswith("scratch") else 0
         marks = {}
-        if k:
+        if k and s.get("optimizer", "adamw") == "adamw":  # the positive control trained with AdamW
             pooled = positive_pooled(control, k)
             if pooled is not None:
                 o = pooled["pooled"]["methods"][RELEVANT]

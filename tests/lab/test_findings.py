@@ -405,6 +405,8 @@ def test_batch_findings_in_a_scratch_world_use_the_oracle_pooled_over_every_seed
     assert seen == [64] and b["world"] == "k = 64"
     assert b["marks"]["oracle"]["worth"] == float("inf")  # beyond every measured batch
     assert "more than the largest batch measured" in findings.batch_conclusion([b])
+    sgd = {**k64, "settings": {**k64["settings"], "optimizer": "sgd"}}
+    assert findings.batch_findings({"k": sgd}, regimes={}, control={})[0]["marks"] == {}  # AdamW runs, not on SGD's curve
 
 
 def test_batch_sentence_says_what_credit_is_worth_against_a_bigger_batch():
