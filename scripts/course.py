@@ -88,7 +88,7 @@ tests:
 
 WRITTEN_POINTS = 1.0   # each written answer, graded by hand with docs/teacher/rubrics.md
 RUBRICS = ROOT / "docs" / "teacher" / "rubrics.md"
-GRADING_SIZE = {"OAR_LITE_SIZE": "grading"}   # the environment `grade` runs submissions in (module docstring)
+GRADING_SIZE = {"OAR_LITE_SIZE": "grading"}   # the environment `grade` runs submissions in: oar_lite.course.sizes
 ANSWER_HEAD = re.compile(r"\*\*Your answer \((ex\w+)\)\.\*\*")
 ANSWER_PROMPT = ("*Answer the question's **why** above in a few sentences, in this cell (it is graded by hand; "
                  "the checks do not read it).*")

@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "notebooks").glob("*.ipynb"))
 SIZE, TEST = "OAR_LITE_SIZE", "test"
 """`make test` sets OAR_LITE_SIZE=test (`make grade` sets it to grading); a notebook that shrinks for it
-reads `os.environ.get("OAR_LITE_SIZE") == "test"`."""
-READS_TEST_SIZE = f'os.environ.get("{SIZE}") == "{TEST}"'
+reads `run_size() == "test"` (`oar_lite.course.sizes`, the one reader of the variable)."""
+READS_TEST_SIZE = f'run_size() == "{TEST}"'
 durations = load_script("ci_durations")
 
 
