@@ -1,0 +1,85 @@
+"""ARCA's adapter residual against the SmolLM2 ground truth and on an adapter's own completions.
+
+Loads SmolLM2-135M-Instruct with a LoRA adapter trained by the SmolLM2 recipe (a TRL
+checkpoint folder of `benchmarks/smollm2_learning.py run`, e.g. its ``checkpoint-12``), scores
+the 20 shipped Monte-Carlo ground-truth completions with ARCA's signal and with OAR-P, OAR-G and
+entropy, all with the adapter on, then samples the recipe's batch (4 training prompts x 8
+completions at T = 1, 64 tokens) from the adapted model and scores those the same way
+(`oar_lite.lab.adapter_signal`). The tables: AUC and Spearman against the labels, and the
+concentration of each method's reshaped weights::
+
+    python -m benchmarks.adapter_residual --adapter RUN/checkpoint-12 --ship
+"""
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import torch
+
+from . import common
+
+
+def main(argv=None) -> dict:
+    from oar_lite.lab import adapter_signal
+
+    ap = common.parser(__doc__, "adapter_residual.json", timing=False)
+    ap.add_argument("--adapter", type=Path, required=True, help="a peft adapter folder (TRL's checkpoint-N)")
+    ap.add_argument("--prompts", type=int, default=4, help="training prompts sampled from the adapted model")
+    ap.add_argument("--group-size", type=int, default=8, help="completions per prompt")
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--methods", nargs="+", default=list(adapter_signal.METHODS))
+    ap.add_argument("--ship", action="store_true", help=f"also write {adapter_signal.RESULT_PATH}")
+    args = ap.parse_args(argv)
+    if not (args.adapter / "adapter_config.json").is_file():
+        ap.error(f"--adapter {args.adapter}: no adapter_config.json there; expected a peft adapter folder "
+                 "such as a TRL run's checkpoint-12")
+    from peft import PeftModel
+
+    from oar_lite.course.models import load_smollm2
+    from oar_lite.course.problems import format_prompt, heldout_split
+    from oar_lite.lab import ground_truth
+
+    from .smollm2_learning import SHOTS, SPLIT
+
+    _, report = common.start(args, "adapter_residual", argv)
+    base, tokenizer = load_smollm2()
+    model = PeftModel.from_pretrained(base, str(args.adapter)).eval()
+    data = ground_truth.load_ground_truth()
+    t0 = time.process_time()
+    rows = adapter_signal.score_ground_truth(model, tokenizer, data, args.methods, seed=args.seed)
+    train, _ = heldout_split(**SPLIT)
+    problems = random.Random(args.seed).sample(train, args.prompts)
+    completions = adapter_signal.adapter_completions(
+        model, tokenizer, [format_prompt(p, tokenizer, shots=SHOTS) for p in problems], group_size=args.group_size,
+        max_new_tokens=args.max_new_tokens, seed=args.seed, methods=args.methods)
+    report.update(settings={"adapter": str(args.adapter), "methods": args.methods, "prompts": args.prompts,
+                            "group_size": args.group_size, "max_new_tokens": args.max_new_tokens, "seed": args.seed,
+                            "questions": [p.question for p in problems], "cpu_seconds": round(time.process_time() - t0, 1)},
+                  ground_truth=rows, adapter_completions=completions)
+    if args.ship:
+        common.write_json(report, adapter_signal.RESULT_PATH)
+    return common.finish(report, args.out, render)
+
+
+def render(report: dict) -> str:
+    from oar_lite.lab.adapter_signal import result_tables
+    from oar_lite.lab.ground_truth import ground_truth_markdown
+    from oar_lite.lab.report import markdown_table
+
+    tables = result_tables(report)
+    concentration = markdown_table(
+        ["method", "completions", "effective share (95% interval)", "weight Gini", "effective-token ratio"],
+        [[f"`{m}`", r["n"], f"{r['effective_share']:.2f} ± {r['effective_share_ci95']:.2f}", f"{r['gini']:.2f}",
+          f"{r['effective_token_ratio']:.2f}"] for m, r in tables["concentration"].items()])
+    return ("Against the Monte-Carlo labels (the shipped completions, the adapter on):\n\n"
+            + ground_truth_markdown(tables["ground_truth"])
+            + "\n\nOn the adapted model's own completions (each method's weights, `CreditConfig` defaults):\n\n"
+            + "\n".join(concentration))
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    main()

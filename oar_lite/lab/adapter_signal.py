@@ -1,0 +1,125 @@
+"""ARCA's own signal where the project has ground truth (issue 37 item 2): the adapter residual
+(`oar_lite.lab.baselines.adapter_residual_scores`) of a LoRA adapter trained by the SmolLM2
+recipe, measured two ways beside OAR-P, OAR-G and entropy computed with the same adapter on:
+
+- against the Monte-Carlo labels (`oar_lite.lab.ground_truth`): each method's per-token scores
+  on the 20 shipped ground-truth completions (the base model's), their AUC of pivotal vs other
+  tokens and their Spearman with ``|delta P|`` (`ground_truth.ground_truth_table`'s measures);
+- on the adapter's own completions (training prompts, sampled as a training step samples them):
+  how concentrated each method's reshaped weights are (`concentration.concentration_row`).
+
+`measure` computes both (a model is needed; `benchmarks/adapter_residual.py` runs it and writes
+`RESULT_PATH`); `result_tables` reads the shipped file without a model.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from ..attribution import CreditConfig, token_scores, takes
+from ..rollout import sample_completions
+from ..seeding import derive_seed
+from .stats import ci95, mean
+
+RESULT_PATH = Path(__file__).resolve().parent / "data" / "adapter_residual.json"
+"""The shipped measurement (written by benchmarks/adapter_residual.py)."""
+
+METHODS = ("adapter-residual", "oar-p:last", "oar-g:answer_mean", "entropy")
+"""The methods scored with the adapter on: ARCA's signal and the ones it is set against."""
+
+
+def prompt_ids_of(completion: dict, tokenizer) -> list[int]:
+    """The prompt a ground-truth completion was sampled from, re-tokenised as
+    scripts/mc_ground_truth.py built it (`oar_lite.course.problems.format_prompt`, 2 shots);
+    ValueError if its length differs from the file's ``prompt_tokens``."""
+    from ..course.problems import format_prompt
+
+    ids = tokenizer(format_prompt(completion["question"], tokenizer), add_special_tokens=False)["input_ids"]
+    if len(ids) != completion["prompt_tokens"]:
+        raise ValueError(f"the rebuilt prompt of {completion['question']!r} has {len(ids)} tokens, the file says "
+                         f"{completion['prompt_tokens']}: the prompt format changed since the file was written")
+    return ids
+
+
+def _options(method: str, tokenizer, generator: torch.Generator) -> dict:
+    given = {"pad_token_id": tokenizer.pad_token_id, "generator": generator}
+    return {k: v for k, v in given.items() if k in takes(method)}
+
+
+def score_ground_truth(model, tokenizer, data: dict, methods: Sequence[str] = METHODS, *, seed: int = 0) -> list[dict]:
+    """Per ground-truth completion, ``{method: [R scores]}`` of each method with ``model``
+    (the adapter on), in the file's order, and the CPU seconds of each."""
+    out = []
+    generator = torch.Generator()
+    for i, rec in enumerate(data["completions"]):
+        prompt = prompt_ids_of(rec, tokenizer)
+        P = len(prompt)
+        ids = torch.tensor(prompt + rec["completion_ids"])
+        reasoning = slice(P + rec["reasoning"][0], P + rec["reasoning"][1])
+        answer = slice(P + rec["answer_span"][0], P + rec["answer_span"][1])
+        row = {"scores": {}, "cpu_seconds": {}}
+        for m in methods:
+            generator.manual_seed(derive_seed(seed, i))
+            t0 = time.process_time()
+            s = token_scores(m, model, ids, reasoning, answer, **_options(m, tokenizer, generator))
+            row["scores"][m] = [float(x) for x in s.tolist()]
+            row["cpu_seconds"][m] = round(time.process_time() - t0, 3)
+        out.append(row)
+    return out
+
+
+def adapter_completions(model, tokenizer, prompts: Sequence[str], *, group_size: int, max_new_tokens: int,
+                        seed: int, methods: Sequence[str] = METHODS, add_special_tokens: bool = False) -> list[dict]:
+    """Sample ``group_size`` completions of each prompt at `oar_lite.rollout.SAMPLING`'s temperature (1) and top-p,
+    and score every one with a parseable answer and a reasoning token after the first position
+    with each method; per such completion ``{"text", "scores": {method: [R]}}``.
+    ``add_special_tokens``: False for chat-templated prompts (SmolLM2's)."""
+    rollouts = sample_completions(model, tokenizer, list(prompts), group_size=group_size,
+                                  max_new_tokens=max_new_tokens, add_special_tokens=add_special_tokens, seed=seed)
+    generator = torch.Generator()
+    out = []
+    for row in range(len(rollouts)):
+        ids, reasoning, answer = rollouts.sequence(row)
+        if reasoning is None or reasoning.stop - reasoning.start < 1 or reasoning.start < 1:
+            continue
+        scores = {}
+        for m in methods:
+            generator.manual_seed(derive_seed(seed, row))
+            scores[m] = [float(x) for x in token_scores(m, model, ids, reasoning, answer,
+                                                         **_options(m, tokenizer, generator)).tolist()]
+        out.append({"text": rollouts.completions[row], "scores": scores})
+    return out
+
+
+def result_tables(result: dict | None = None, *, threshold: float | None = None) -> dict:
+    """The shipped measurement as two tables (no model needed):
+    ``{"ground_truth": {method: ground_truth_table's row}, "concentration": {method: {"effective_share",
+    "gini", "effective_token_ratio", "zero_share", "n"}}, "settings": ...}``. The ground-truth rows
+    use the Monte-Carlo labels of the shipped file with each method's adapter-on scores; the
+    concentration rows, each method's weights (`CreditConfig` defaults) on the adapter's own
+    completions, with ``effective_share_ci95`` over completions."""
+    from . import ground_truth
+    from .concentration import concentration_row
+
+    result = json.loads(RESULT_PATH.read_text()) if result is None else result
+    data = ground_truth.load_ground_truth()
+    if len(result["ground_truth"]) != len(data["completions"]):
+        raise ValueError(f"{len(result['ground_truth'])} scored completions for {len(data['completions'])} in the "
+                         f"ground-truth file: the measurement is of another file")
+    scored = {"settings": data.get("settings", {}), "completions": [
+        {**rec, "scores": row["scores"]} for rec, row in zip(data["completions"], result["ground_truth"])]}
+    table = ground_truth.ground_truth_table(
+        scored, threshold=ground_truth.PIVOT_THRESHOLD if threshold is None else threshold)
+    concentration = {}
+    for m in result["settings"]["methods"]:
+        reshape = CreditConfig(method=m).reshape
+        rows = [concentration_row(reshape(torch.tensor(c["scores"][m], dtype=torch.float64)))
+                for c in result["adapter_completions"]]
+        concentration[m] = {**{k: mean([r[k] for r in rows]) for k in
+                               ("effective_share", "gini", "effective_token_ratio", "zero_share")},
+                            "effective_share_ci95": ci95([r["effective_share"] for r in rows]), "n": len(rows)}
+    return {"ground_truth": table, "concentration": concentration, "settings": result["settings"]}

@@ -1,0 +1,80 @@
+"""`oar_lite.lab.adapter_signal`: ARCA's adapter residual measured against the shipped SmolLM2
+ground truth and on an adapted model's own completions (issue 37 item 2)."""
+import json
+
+import pytest
+import torch
+
+import oar_lite as ol
+from oar_lite.course import toy
+from oar_lite.lab import adapter_signal, ground_truth
+
+peft = pytest.importorskip("peft")
+
+
+def _adapted_toy(init_lora_weights=False):
+    model, tokenizer = toy.load_model()
+    config = peft.LoraConfig(r=4, target_modules="all-linear", init_lora_weights=init_lora_weights)
+    return peft.get_peft_model(model, config).eval(), tokenizer
+
+
+def test_adapter_completions_score_each_answered_completion_with_every_method():
+    model, tokenizer = _adapted_toy()
+    prompts = [p["prompt"] for p in toy.make_problems(2, seed=0)]
+    methods = ("adapter-residual", "entropy")
+    rows = adapter_signal.adapter_completions(model, tokenizer, prompts, group_size=3, max_new_tokens=40, seed=0,
+                                              methods=methods, add_special_tokens=True)
+    assert 1 <= len(rows) <= 6
+    for row in rows:
+        lengths = {m: len(row["scores"][m]) for m in methods}
+        assert len(set(lengths.values())) == 1 and min(lengths.values()) >= 1, lengths
+        assert all(torch.isfinite(torch.tensor(s)).all() for s in row["scores"].values())
+        assert max(row["scores"]["adapter-residual"]) > 0  # a non-zero adapter moves the hidden states
+    fresh, _ = _adapted_toy(init_lora_weights=True)  # LoRA's B = 0: the adapter changes nothing yet
+    zero = adapter_signal.adapter_completions(fresh, tokenizer, prompts, group_size=3, max_new_tokens=40, seed=0,
+                                              methods=("adapter-residual",), add_special_tokens=True)
+    assert zero and all(max(r["scores"]["adapter-residual"]) == 0 for r in zero)
+
+
+def _result_from_stored(method_as: dict) -> dict:
+    """A measurement whose scores are the shipped file's stored ones, renamed (`method_as`)."""
+    data = ground_truth.load_ground_truth()
+    rows = [{"scores": {new: rec["scores"][old] for new, old in method_as.items()}} for rec in data["completions"]]
+    completions = [{"scores": {new: rec["scores"][old] for new, old in method_as.items()}}
+                   for rec in data["completions"][:5]]
+    return {"settings": {"methods": list(method_as)}, "ground_truth": rows, "adapter_completions": completions}
+
+
+def test_result_tables_score_the_labels_as_the_ground_truth_table_does():
+    result = _result_from_stored({"adapter-residual": "oar-p:last", "entropy": "entropy"})
+    tables = adapter_signal.result_tables(result)
+    shipped = ground_truth.ground_truth_table(methods=["oar-p:last", "entropy"])
+    assert tables["ground_truth"]["adapter-residual"] == shipped["oar-p:last"]
+    assert tables["ground_truth"]["entropy"] == shipped["entropy"]
+    data = ground_truth.load_ground_truth()
+    share = [ol.reshape.effective_share(ol.CreditConfig(method="adapter-residual").reshape(
+        torch.tensor(rec["scores"]["oar-p:last"], dtype=torch.float64))) for rec in data["completions"][:5]]
+    row = tables["concentration"]["adapter-residual"]
+    assert row["n"] == 5 and row["effective_share"] == pytest.approx(sum(share) / 5)
+
+
+def test_result_tables_refuse_a_measurement_of_another_file():
+    result = _result_from_stored({"adapter-residual": "oar-p:last"})
+    result["ground_truth"] = result["ground_truth"][:-1]
+    with pytest.raises(ValueError, match="scored completions for .* in the ground-truth file"):
+        adapter_signal.result_tables(result)
+
+
+def test_the_rebuilt_prompt_must_have_the_files_length():
+    rec = ground_truth.load_ground_truth()["completions"][0]
+    _, tokenizer = toy.load_model()  # another tokenizer: another length
+    with pytest.raises(ValueError, match="the prompt format changed"):
+        adapter_signal.prompt_ids_of(rec, tokenizer)
+
+
+def test_the_shipped_measurement_reads_when_present():
+    if not adapter_signal.RESULT_PATH.exists():
+        pytest.skip("not shipped yet")
+    tables = adapter_signal.result_tables()
+    assert set(tables["ground_truth"]) == set(tables["concentration"]) == set(tables["settings"]["methods"])
+    assert json.loads(adapter_signal.RESULT_PATH.read_text())["settings"]["adapter"]
