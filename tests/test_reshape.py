@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import example, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from oar_lite import bilevel_weights
