@@ -1,5 +1,5 @@
 """Where credit puts the advantage in a toy world: per method, how far from uniform its token
-weights are (`oar_lite.reshape.weight_uniformity`), the share of a completion's weight mass
+weights are (`oar_lite.lab.uniformity.weight_uniformity`), the share of a completion's weight mass
 on the tokens the reward does not depend on (`oar_lite.lab.gradient_quality.irrelevant_mask`; uniform credit
 gives their share of the tokens, the relevance oracle at boost 9 about a tenth of it), and
 how well its scores separate the relevant tokens from the others (AUC). Results:
@@ -47,8 +47,8 @@ def main(argv=None) -> dict:
     from oar_lite.course import oracle, toy
     from oar_lite.attribution import for_methods, token_weights
     from oar_lite.lab.credit import roc_auc
+    from oar_lite.lab.uniformity import weight_uniformity
     from oar_lite.grpo import group_advantages
-    from oar_lite.reshape import weight_uniformity
     from oar_lite.reward import math_reward
     from oar_lite.rollout import sample_completions
     from oar_lite.seeding import derive_seed, pick_problems

@@ -260,7 +260,6 @@ def measure(model: str, methods, steps: int, out: Path, *, lora_rank: int = 16) 
     from oar_lite.course import models, problems
     from oar_lite.lab import recipes
     from oar_lite.reward import accuracy_reward, format_reward
-    from oar_lite.trl import OARGRPOTrainer
 
     if model not in MODELS:
         raise ValueError(f"model {model!r}: expected one of {sorted(MODELS)}")
@@ -278,8 +277,8 @@ def measure(model: str, methods, steps: int, out: Path, *, lora_rank: int = 16) 
         torch.cuda.empty_cache()
         args = recipes.recipe_config("gpu", tempfile.mkdtemp(prefix="gpu-memory-"), steps=steps, oar_method=method,
                                      answer_formats=formats, save_strategy="no", report_to="none")
-        trainer = OARGRPOTrainer(model=name, reward_funcs=[accuracy_reward(formats), format_reward(formats)],
-                                 args=args, train_dataset=data, peft_config=recipes.lora_adapter(lora_rank))
+        trainer = recipes.StudyTrainer(model=name, reward_funcs=[accuracy_reward(formats), format_reward(formats)],
+                                       args=args, train_dataset=data, peft_config=recipes.lora_adapter(lora_rank))
         torch.cuda.reset_peak_memory_stats()
         start = time.perf_counter()
         trainer.train()

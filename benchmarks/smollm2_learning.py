@@ -76,8 +76,8 @@ def run(args) -> Path:
 
     from oar_lite.course.models import load_smollm2
     from oar_lite.course.problems import dataset_rows, format_prompt, heldout_split
-    from oar_lite.lab.recipes import HeldOutAccuracyCallback, lora_adapter, recipe_config
-    from oar_lite.trl import OARGRPOTrainer, accuracy_reward, format_reward
+    from oar_lite.lab.recipes import HeldOutAccuracyCallback, StudyTrainer, lora_adapter, recipe_config
+    from oar_lite.trl import accuracy_reward, format_reward
 
     torch.set_num_threads(args.threads)
     name = f"{args.method.replace(':', '-')}-seed{args.seed}-lr{args.learning_rate:g}"
@@ -94,10 +94,10 @@ def run(args) -> Path:
         tokenizer, [format_prompt(p, tokenizer, shots=SHOTS) for p in heldout], [p.answer for p in heldout],
         at_steps=args.eval_at, path=out / "heldout.jsonl", decodings=DECODINGS,
         max_new_tokens=args.max_completion_length, seed=SPLIT["heldout_seed"], formats=FORMATS)
-    trainer = OARGRPOTrainer(model=model, reward_funcs=[accuracy_reward(FORMATS), format_reward(FORMATS)],
-                             args=config, train_dataset=Dataset.from_list(dataset_rows(train, shots=SHOTS)),
-                             processing_class=tokenizer, peft_config=lora_adapter(args.lora_rank),
-                             callbacks=[evaluation, _CPUTime()])
+    trainer = StudyTrainer(model=model, reward_funcs=[accuracy_reward(FORMATS), format_reward(FORMATS)],
+                           args=config, train_dataset=Dataset.from_list(dataset_rows(train, shots=SHOTS)),
+                           processing_class=tokenizer, peft_config=lora_adapter(args.lora_rank),
+                           callbacks=[evaluation, _CPUTime()])
     settings = {k: v for k, v in vars(args).items() if k not in ("func", "out", "argv")}
     settings.update(recipe="laptop", bf16=config.bf16, templates=sorted({p.template for p in train}),
                     heldout=len(heldout), train_pool=len(train), shots=SHOTS, decodings=DECODINGS, formats=FORMATS,

@@ -121,6 +121,7 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
     """
     from oar_lite.seeding import rng_state, set_rng_state
     from oar_lite.attribution import CreditConfig
+    from oar_lite.lab.uniformity import step_metrics
     from oar_lite.train import TrainConfig, add_lora, train_step
 
     if scored_rounds and "uniform" not in methods:
@@ -152,7 +153,7 @@ def measure_model(model_name: str, *, methods, warmup: int, repeats: int, device
     def run_step(method, step):
         reset_weights()  # the same weights before every step
         optimizer = torch.optim.AdamW(list(params.values()), lr=configs[method].learning_rate)
-        return train_step(model, tok, task, configs[method], optimizer, step=step)
+        return train_step(model, tok, task, configs[method], optimizer, step=step, step_metrics=step_metrics)
 
     def rows_scored(record):  # train_step logs the share of rows scored; the count is clearer here
         return record["scored_rows"] * settings["prompts_per_step"] * settings["group_size"]

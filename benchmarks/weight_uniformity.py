@@ -1,6 +1,6 @@
 """How far from uniform are OAR's reshaped weights in training? Per model, setting and method,
 from the batches of real training steps (`oar_lite.train`, which records
-`oar_lite.reshape.weight_uniformity` for every scored completion): the distribution of tau,
+`oar_lite.lab.uniformity.weight_uniformity` for every scored completion): the distribution of tau,
 the share of completions with tau = 0, the share of reasoning tokens clamped to the floor,
 the weight std and the effective share (sum w)^2 / (R sum w^2). Results:
 benchmarks/RESULTS.md, "How uniform are OAR's weights"; the JSON ships in
@@ -69,6 +69,7 @@ def summarize(records: list[dict]) -> dict:
 
 def main(argv=None) -> dict:
     from oar_lite.lab.compare import run_config
+    from oar_lite.lab.uniformity import step_metrics
     from oar_lite.train import train
 
     ap = common.parser(__doc__, "weight_uniformity.json", timing=False)
@@ -90,7 +91,7 @@ def main(argv=None) -> dict:
             task = task or _task(tokenizer)
             run = dataclasses.replace(run_config(method, args.seed, config, credit), steps=steps,
                                       progress=not args.no_progress)
-            _, records = train(model, tokenizer, task, run)
+            _, records = train(model, tokenizer, task, run, step_metrics=step_metrics)
             steps_ = [r for r in records if r["type"] == "train"]
             report["results"].setdefault(name, {})[method] = {
                 **summarize(steps_), "settings": {"prompts": run.prompts_per_step, "group_size": run.group_size,

@@ -4,8 +4,6 @@ The paper and its code call ``boost`` "beta"; here ``beta`` stays TRL's KL coeff
 """
 from __future__ import annotations
 
-from typing import Sequence
-
 import torch
 
 from .checks import Setting, check_number
@@ -23,10 +21,14 @@ RESHAPING = {
 `oar_lite.trl.OARConfig`, the command line and the docs take their defaults, ranges and meanings from here."""
 
 
-def _normalised(scores: torch.Tensor, quantile: float) -> tuple[torch.Tensor, torch.Tensor]:
+def normalised(scores: torch.Tensor, quantile: float) -> tuple[torch.Tensor, torch.Tensor]:
     """``(n [R], tau [])``: the scores' ``log1p`` min-max normalised to [0, 1] (range taken as
     1 when all are equal) and its ``quantile`` tau (spec section 6). Half precision and
-    integers are computed in float32 (torch.quantile needs it)."""
+    integers are computed in float32 (torch.quantile needs it). Steps 1-3 of `bilevel_weights`;
+    the lab's `weight_uniformity` reads tau from it."""
+    if scores.dim() != 1 or scores.numel() == 0:
+        raise ValueError(f"scores must be a non-empty [R] tensor, got shape {tuple(scores.shape)}")
+    check_number("normalised", "quantile", quantile, **RESHAPING["quantile"].range)
     work = scores if scores.dtype in (torch.float32, torch.float64) else scores.float()
     s = torch.log1p(work)
     span = s.max() - s.min()
@@ -70,7 +72,7 @@ def bilevel_weights(
     if (scores < 0).any():
         raise ValueError(f"importance scores must be >= 0, got min {scores.min().item():.3g}")
     out_dtype = scores.dtype if scores.is_floating_point() else torch.float32
-    n, tau = _normalised(scores, quantile)
+    n, tau = normalised(scores, quantile)
     suppressed = torch.clamp(n / (tau + 1e-8), min=floor)
     boosted = 1 + boost * (n - tau) / (1 - tau + 1e-8)
     w = torch.where(n < tau, suppressed, boosted)
@@ -87,65 +89,3 @@ def effective_share(weights: torch.Tensor) -> float:
     total, squares = float(w.sum()), float((w * w).sum())
     return total * total / (w.numel() * squares) if squares > 0 else 1.0
 
-
-def weight_uniformity(
-    scores: Sequence[torch.Tensor | None],
-    weights: Sequence[torch.Tensor],
-    *,
-    quantile: float = RESHAPING["quantile"].default,
-    floor: float = RESHAPING["floor"].default,
-) -> list[dict]:
-    """How far from uniform (plain GRPO) the reshaped weights of each completion are.
-
-    Args:
-        scores: per completion, its ``[R_i]`` reasoning scores (``None``: no parseable answer,
-            the row is skipped), as `oar_lite.attribution.token_weights(..., return_scores=True)`
-            returns them.
-        weights: per completion, its ``[R_i]`` reasoning weights (`bilevel_weights` of those
-            scores; e.g. ``weights[i, reasoning_mask[i]]``).
-        quantile, floor: the reshaping's q and floor, which tau and "at the floor" refer to.
-
-    Returns:
-        One dict per completion with an answer and ``R_i >= 1``: ``tokens`` (R), ``tau`` (the
-        threshold on normalised scores; 0 when a quarter or more of the tokens share the
-        lowest score, and then nothing is suppressed below the rest), ``at_floor`` (share of
-        tokens whose weight was clamped to ``floor`` before mass preservation),
-        ``suppressed`` / ``boosted`` (shares with w < 1 / w > 1 after it), ``weight_std``, and
-        ``effective_share`` = (sum w)^2 / (R sum w^2): 1 for uniform weights, 1/R when
-        one token carries everything (the effective number of tokens over R).
-
-    Raises:
-        ValueError: the two lists differ in length, or a row's weights and scores differ in shape.
-    """
-    if len(scores) != len(weights):
-        raise ValueError(f"{len(scores)} score rows but {len(weights)} weight rows; expected one each")
-    rows = []
-    for i, (s, w) in enumerate(zip(scores, weights)):
-        if s is None or s.numel() == 0:
-            continue
-        if w.shape != s.shape:
-            raise ValueError(f"row {i}: weights {tuple(w.shape)} and scores {tuple(s.shape)} differ; expected [R_i] each")
-        n, tau = _normalised(s.detach().cpu(), quantile)
-        w = w.detach().cpu().double()
-        tau = float(tau)
-        clamped = (n < tau) & (n / (tau + 1e-8) <= floor)
-        rows.append({"tokens": int(w.numel()), "tau": tau, "at_floor": float(clamped.double().mean()),
-                     "suppressed": float((w < 1 - 1e-6).double().mean()),
-                     "boosted": float((w > 1 + 1e-6).double().mean()),
-                     "weight_std": float(w.std(unbiased=False)),
-                     "effective_share": effective_share(w)})
-    return rows
-
-
-def summarize_uniformity(rows: Sequence[dict]) -> dict:
-    """`weight_uniformity` rows of many completions in one record: the mean tau, the share of
-    completions with tau = 0, the token share clamped to the floor, the mean effective share,
-    and the tau of each completion (its distribution); all None when no row was scored."""
-    if not rows:
-        return {"tau_mean": None, "tau_zero_share": None, "at_floor": None, "effective_share": None, "taus": []}
-    tokens = sum(r["tokens"] for r in rows)
-    return {"tau_mean": sum(r["tau"] for r in rows) / len(rows),
-            "tau_zero_share": sum(r["tau"] == 0 for r in rows) / len(rows),
-            "at_floor": sum(r["at_floor"] * r["tokens"] for r in rows) / tokens,
-            "effective_share": sum(r["effective_share"] for r in rows) / len(rows),
-            "taus": [round(r["tau"], 4) for r in rows]}

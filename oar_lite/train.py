@@ -33,7 +33,7 @@ from .checkpoint import CHECKPOINT, METRICS, JsonlLog, load_checkpoint, save_che
 from .checks import check_settings, setting, settings_of
 from .evaluate import evaluate
 from .grpo import LOSS_TYPES, SCALES, group_advantages, policy_loss, sequence_logprobs, token_advantages
-from .reshape import summarize_uniformity, weight_uniformity
+from .reshape import effective_share
 from .reward import math_reward
 from .rollout import SAMPLING, sample_batch
 from .seeding import seed_everything
@@ -164,14 +164,21 @@ class Task:
 
 # ----------------------------------------------------------------------------- the loop
 
+StepMetrics = Callable[[list, torch.Tensor, torch.Tensor, CreditConfig], dict]
+"""A hook ``step_metrics(scores, weights, reasoning_mask, credit) -> dict`` whose keys are added to
+each train record: the step's per-row ``[R_i]`` scores (None: not scored), its ``[B, T]`` weights
+and reasoning mask, and ``config.credit`` (the lab's `oar_lite.lab.uniformity.step_metrics`)."""
+
+
 def train(model, tokenizer, task: Task, config: TrainConfig, *, out_dir: str | os.PathLike | None = None,
-          resume: bool = False, overwrite: bool = False):
+          resume: bool = False, overwrite: bool = False, step_metrics: StepMetrics | None = None):
     """Train ``model`` (a causal LM) in place with GRPO and ``config.credit``'s credit assignment.
 
     With ``config.lora`` the model is wrapped by peft. Pass the initial weights also when
     resuming: the KL reference is taken from them. ``out_dir`` receives ``metrics.jsonl`` and
     ``checkpoint.pt`` (None: nothing written); ``resume`` continues from its checkpoint; a
-    fresh run refuses a folder that holds a run unless ``overwrite``.
+    fresh run refuses a folder that holds a run unless ``overwrite``. ``step_metrics`` adds its
+    keys to each train record (`StepMetrics`; a key the record has is a ValueError).
 
     Returns ``(model, records)``: the trained model (the peft wrapper with LoRA) and the metric
     records, ``{"type": "train", ...}`` per step and ``{"type": "eval", ...}`` per evaluation.
@@ -212,7 +219,8 @@ def train(model, tokenizer, task: Task, config: TrainConfig, *, out_dir: str | o
     bar = tqdm(total=config.steps, initial=start, desc=config.credit.method, disable=not config.progress, dynamic_ncols=True)
     last_eval = next((r for r in reversed(records) if r["type"] == "eval"), None)
     for step in range(start + 1, config.steps + 1):
-        record = train_step(model, tokenizer, task, config, optimizer, step, reference=reference)
+        record = train_step(model, tokenizer, task, config, optimizer, step, reference=reference,
+                            step_metrics=step_metrics)
         wall += sum(record[f"time_{phase}"] for phase in PHASES)
         cpu += sum(record[f"cpu_{phase}"] for phase in PHASES)
         record["wall_time"], record["cpu_time"] = wall, cpu
@@ -233,8 +241,10 @@ def train(model, tokenizer, task: Task, config: TrainConfig, *, out_dir: str | o
 PHASES = ("generate", "reward", "attribute", "update")  # the timed parts of a step; records carry time_<phase>, cpu_<phase>
 
 
-def train_step(model, tokenizer, task: Task, config: TrainConfig, optimizer, step: int, *, reference=None) -> dict:
-    """One GRPO step (generate, reward, attribute, update); returns its metric record."""
+def train_step(model, tokenizer, task: Task, config: TrainConfig, optimizer, step: int, *, reference=None,
+               step_metrics: StepMetrics | None = None) -> dict:
+    """One GRPO step (generate, reward, attribute, update); returns its metric record, with
+    ``step_metrics``' keys (`train`)."""
     timer = _PhaseTimer(model)
     # Dropout off: the sampling and the updated policy must agree (ratio 1 at the first iteration).
     model.eval()
@@ -277,6 +287,8 @@ def train_step(model, tokenizer, task: Task, config: TrainConfig, optimizer, ste
     completion_mask = rollouts.completion_mask.bool()
     grouped = rewards.view(-1, config.group_size)
     w = weights[reasoning_mask & answer_mask.any(dim=1, keepdim=True)]
+    # Per scored row, 1 for uniform weights, 1/R when one token carries all (`reshape.effective_share`).
+    shares = [effective_share(row[m]) for s, row, m in zip(scores, weights, reasoning_mask) if s is not None and s.numel()]
     record = {
         "type": "train",
         "step": step,
@@ -290,12 +302,16 @@ def train_step(model, tokenizer, task: Task, config: TrainConfig, optimizer, ste
         "entropy": update.pop("entropy"),
         "scored_rows": float(answer_mask.any(dim=1).float().mean()),
         **_weight_stats(w),
-        **_uniformity(scores, weights, reasoning_mask, config.credit),
+        "weight_effective_share": sum(shares) / len(shares) if shares else None,
         **update,
         **{f"time_{phase}": timer.times[phase] for phase in PHASES},
         **{f"cpu_{phase}": timer.cpu[phase] for phase in PHASES},
     }
-    return record
+    extra = step_metrics(scores, weights, reasoning_mask, config.credit) if step_metrics is not None else {}
+    if set(extra) & set(record):
+        raise ValueError(f"step_metrics returned {sorted(set(extra) & set(record))}, which the record has; "
+                         "expected new keys")
+    return {**record, **extra}
 
 
 def _update(model, optimizer, rollouts, token_adv: torch.Tensor, config: TrainConfig, reference) -> dict:
@@ -368,17 +384,6 @@ def _weight_stats(w: torch.Tensor) -> dict:
         "weight_suppressed": float((w < 1 - 1e-6).float().mean()),
         "weight_boosted": float((w > 1 + 1e-6).float().mean()),
     }
-
-
-def _uniformity(scores: list, weights: torch.Tensor, reasoning_mask: torch.Tensor, credit: CreditConfig) -> dict:
-    """How far from uniform the scored rows' weights are (`oar_lite.reshape.summarize_uniformity`):
-    ``tau_mean``, ``tau_zero_share``, ``weight_at_floor``, ``weight_effective_share``, ``taus``."""
-    rows = weight_uniformity(scores, [w[m] for w, m in zip(weights, reasoning_mask)],
-                             quantile=credit.quantile, floor=credit.floor)
-    summary = summarize_uniformity(rows)
-    return {"tau_mean": summary["tau_mean"], "tau_zero_share": summary["tau_zero_share"],
-            "weight_at_floor": summary["at_floor"], "weight_effective_share": summary["effective_share"],
-            "taus": summary["taus"]}
 
 
 def _eval_record(model, tokenizer, task: Task, config: TrainConfig, *, step: int, wall_time: float,

@@ -67,7 +67,7 @@ from .attribution import (CREDIT_FIELDS, CREDIT_RANGES, OLD_NAMES, PLAIN_GRPO, C
                           credit_settings, method_of, token_weights)
 from .checks import check_number, settings_of  # noqa: E402
 from .grpo import token_advantages  # noqa: E402
-from .reshape import summarize_uniformity, weight_uniformity  # noqa: E402
+from .reshape import effective_share  # noqa: E402
 from .seeding import derive_seed  # noqa: E402
 from .segment import FORMATS, check_formats, segment_completion_ids, segments_to_masks  # noqa: E402
 from .train import NUMERIC_RANGES  # noqa: E402
@@ -341,25 +341,25 @@ class OARGRPOTrainer(GRPOTrainer):
                 return_scores=True,
             )
         no_answer = sum(s is None for s in segments)
-        credit = args.oar_credit
-        self._oar_uniformity = weight_uniformity(
-            scores, [w[m] for w, m in zip(weights.cpu(), reasoning_mask.cpu())],
-            quantile=credit.quantile, floor=credit.floor)
+        # The scored rows' (scores [R_i], weights [R_i]), for the metrics (the lab's uniformity too).
+        self._oar_scored = [(s, w[m]) for s, w, m in zip(scores, weights.cpu(), reasoning_mask.cpu())
+                            if s is not None and s.numel()]
         return weights[:, P:].detach(), reasoning_mask[:, P:].to(device), no_answer
 
     def _log_oar_metrics(self, mode: str, weights: torch.Tensor, reasoning: torch.Tensor, no_answer: int,
                          seconds: float) -> None:
         """OAR statistics summed over processes into TRL's metric buffer: the reasoning-token
-        weights' mean and std, the shares suppressed (w < 1), boosted (w > 1) and clamped to the
-        floor; per scored completion (`oar_lite.reshape.weight_uniformity`) the mean tau, the
-        share with tau = 0 and the mean effective share (sum w)^2 / (R sum w^2); the share of
-        completions without a parseable answer (they keep A_i) and the slowest scoring time."""
+        weights' mean and std, the shares suppressed (w < 1) and boosted (w > 1); the mean over
+        scored completions of the effective share (sum w)^2 / (R sum w^2) (1 for plain GRPO,
+        `oar_lite.reshape.effective_share`); the share of completions without a parseable
+        answer (they keep A_i) and the slowest scoring time. The lab's trainer adds tau and the
+        floor (`oar_lite.lab.recipes.StudyTrainer`)."""
         w = weights[reasoning].double()
         counts = [w.numel(), w.sum().item(), (w * w).sum().item(), (w < 1 - 1e-6).sum().item(),
                   (w > 1 + 1e-6).sum().item(), no_answer, weights.shape[0]]
         local = torch.tensor(counts, dtype=torch.float64, device=self.accelerator.device)
         n, total, squares, suppressed, boosted, no_answer, rows = self.accelerator.gather(local[None]).sum(0).tolist()
-        uniformity = summarize_uniformity(gather_object(getattr(self, "_oar_uniformity", [])))
+        shares = gather_object([effective_share(w) for _, w in getattr(self, "_oar_scored", [])])
         slowest = self.accelerator.gather(torch.tensor([seconds], device=self.accelerator.device)).max().item()
         metrics = self._metrics[mode]
         if n > 0:
@@ -368,11 +368,8 @@ class OARGRPOTrainer(GRPOTrainer):
             metrics["oar/weight_std"].append(math.sqrt(max(squares / n - mean * mean, 0.0)))
             metrics["oar/frac_suppressed"].append(suppressed / n)
             metrics["oar/frac_boosted"].append(boosted / n)
-        if uniformity["tau_mean"] is not None:  # over the scored completions of all processes
-            metrics["oar/frac_at_floor"].append(uniformity["at_floor"])
-            metrics["oar/tau_mean"].append(uniformity["tau_mean"])
-            metrics["oar/frac_tau_zero"].append(uniformity["tau_zero_share"])
-            metrics["oar/effective_share"].append(uniformity["effective_share"])
+        if shares:  # over the scored completions of all processes
+            metrics["oar/effective_share"].append(sum(shares) / len(shares))
         metrics["oar/frac_no_answer"].append(no_answer / rows if rows else 0.0)
         metrics["oar/attribution_seconds"].append(slowest)
 

@@ -175,9 +175,10 @@ def build_config(known, rest, formats, max_completion_length):
 
 
 def main(argv=None):
-    """Train as the flags say; returns the `OARGRPOTrainer` (every process returns its own)."""
+    """Train as the flags say; returns the trainer, an `OARGRPOTrainer` that also logs the lab's
+    uniformity metrics (`oar_lite.lab.recipes.StudyTrainer`; every process returns its own)."""
     known, rest = parse_args(argv)
-    from oar_lite.trl import OARGRPOTrainer
+    from oar_lite.lab.recipes import StudyTrainer
 
     model, tokenizer = load_policy(known.model)
     seed = 0
@@ -189,8 +190,8 @@ def main(argv=None):
         from oar_lite.lab.recipes import lora_adapter
 
         peft_config = lora_adapter(known.lora_rank)
-    trainer = OARGRPOTrainer(model=model, reward_funcs=make_reward(formats), args=config, train_dataset=train,
-                             eval_dataset=evals, processing_class=tokenizer, peft_config=peft_config)
+    trainer = StudyTrainer(model=model, reward_funcs=make_reward(formats), args=config, train_dataset=train,
+                           eval_dataset=evals, processing_class=tokenizer, peft_config=peft_config)
     if trainer.accelerator.is_main_process:
         print(f"model={known.model} dataset={known.dataset} ({len(train)} prompts) method={config.oar_method_spec} "
               f"lora={'r=%d' % known.lora_rank if use_lora else 'off'} steps={config.max_steps} "

@@ -19,7 +19,8 @@ from oar_lite.__main__ import _parser
 from oar_lite.attribution import CREDIT_RANGES, CreditConfig
 from oar_lite.checks import check_number, settings_of
 from oar_lite.lab.report import render_markdown
-from oar_lite.reshape import RESHAPING, bilevel_weights, weight_uniformity
+from oar_lite.lab.uniformity import weight_uniformity
+from oar_lite.reshape import RESHAPING, bilevel_weights
 from oar_lite.train import NUMERIC_RANGES, TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]

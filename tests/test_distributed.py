@@ -47,6 +47,10 @@ def test_two_processes_train_the_same_weights_with_oar(tmp_path):
         logged = [h for h in rank["log_history"] if "oar/weight_std" in h]
         assert [h["step"] for h in logged] == [1, 2]
         assert all(h["oar/weight_std"] > 0 and 0 <= h["oar/frac_suppressed"] <= 1 for h in logged)
+        # the script's trainer is the lab's StudyTrainer: the uniformity of both processes' rows, on both
+        assert all(0 <= h["oar/tau_mean"] <= 1 and 0 < h["oar/effective_share"] <= 1 for h in logged)
+    taus = [[h["oar/tau_mean"] for h in r["log_history"] if "oar/tau_mean" in h] for r in ranks]
+    assert len(taus[0]) == 2 and taus[0] == taus[1]  # gathered over both processes: the same on each
     # the step moved the weights, and moved them the same way on both processes
     assert ranks[0]["digest"] != ranks[0]["initial_digest"]
     assert ranks[0]["digest"] == ranks[1]["digest"]

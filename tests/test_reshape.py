@@ -4,10 +4,11 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import example, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from oar_lite import bilevel_weights
+from oar_lite.reshape import normalised
 
 scores_st = st.lists(st.floats(min_value=0, max_value=1e4, allow_nan=False, width=32), min_size=1, max_size=64)
 params_st = dict(
@@ -112,54 +113,13 @@ def test_half_precision_scores(dtype):
     torch.testing.assert_close(w.float(), reference, rtol=2e-2, atol=2e-2)
 
 
-# ----------------------------------------------------------------------------- weight_uniformity
-
-from oar_lite.reshape import weight_uniformity  # noqa: E402
-
-
-@settings(max_examples=100, deadline=None)
-@given(scores=scores_st, **params_st)
-@example(scores=[0.0, 1.0, 1.401298464324817e-45], quantile=1.0, boost=0.0, floor=0.0)  # a tiny score is not clamped
-def test_uniformity_matches_the_weights_it_describes(scores, quantile, boost, floor):
-    s = torch.tensor(scores, dtype=torch.float64)
-    w = bilevel_weights(s, quantile=quantile, boost=boost, floor=floor)
-    raw = bilevel_weights(s, quantile=quantile, boost=boost, floor=floor, preserve_mass=False)
-    (row,) = weight_uniformity([s], [w], quantile=quantile, floor=floor)
-    n = len(scores)
-    assert row["tokens"] == n
-    total, squares = float(w.sum()), float((w * w).sum())
-    assert row["effective_share"] == pytest.approx(total * total / (n * squares), rel=1e-9)
-    assert 1 / n - 1e-9 <= row["effective_share"] <= 1 + 1e-9
-    assert row["weight_std"] == pytest.approx(float(w.std(unbiased=False)), abs=1e-9)
-    assert row["tau"] == pytest.approx(float(np.quantile(naive_n(scores), quantile)), abs=1e-9)
-    if floor < 1:  # a clamped token's raw weight is the floor, and only a clamped one's (n < tau)
-        at_floor = sum(1 for x, r in zip(naive_n(scores), raw.tolist()) if x < row["tau"] and r <= floor)
-        assert row["at_floor"] == pytest.approx(at_floor / n)
-
-
-def naive_n(scores):
-    s = [math.log1p(x) for x in scores]
-    span = (max(s) - min(s)) or 1.0
-    return [(x - min(s)) / span for x in s]
-
-
-def test_uniformity_of_plain_and_of_one_hot_credit():
-    (flat,) = weight_uniformity([torch.ones(6)], [torch.ones(6)])
-    assert flat["effective_share"] == 1.0 and flat["at_floor"] == 0 and flat["weight_std"] == 0
-    # A quarter or more of the tokens at the lowest score: tau = 0, nothing suppressed, the
-    # filler keeps weight 1 before mass preservation (notebook 04's "tau = 0.00" case).
-    s = torch.tensor([0.0, 0.0, 0.0, 0.0, 5.0])
-    (row,) = weight_uniformity([s], [bilevel_weights(s)])
-    assert row["tau"] == 0 and row["at_floor"] == 0 and row["suppressed"] == pytest.approx(0.8)
-    # Distinct scores: the lowest is clamped to the floor.
-    s = torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0, 50.0])
-    (row,) = weight_uniformity([s], [bilevel_weights(s)])
-    assert row["tau"] > 0 and row["at_floor"] == pytest.approx(1 / 6)
-
-
-def test_uniformity_skips_rows_without_an_answer_and_checks_shapes():
-    assert weight_uniformity([None, torch.ones(3)], [torch.ones(4), torch.ones(3)])[0]["tokens"] == 3
-    with pytest.raises(ValueError, match="one each"):
-        weight_uniformity([torch.ones(3)], [])
-    with pytest.raises(ValueError, match="differ"):
-        weight_uniformity([torch.ones(3)], [torch.ones(4)])
+def test_normalised_is_the_spec_n_and_tau_and_refuses_what_it_cannot_normalise():
+    n, tau = normalised(torch.tensor([0.0, math.e - 1, math.e ** 2 - 1]), 0.5)  # log1p: 0, 1, 2
+    torch.testing.assert_close(n, torch.tensor([0.0, 0.5, 1.0]))
+    assert float(tau) == pytest.approx(0.5)
+    with pytest.raises(ValueError, match=r"non-empty \[R\] tensor, got shape \(0,\)"):
+        normalised(torch.tensor([]), 0.25)
+    with pytest.raises(ValueError, match=r"non-empty \[R\] tensor, got shape \(2, 2\)"):
+        normalised(torch.ones(2, 2), 0.25)
+    with pytest.raises(ValueError, match="quantile"):
+        normalised(torch.ones(3), 1.5)

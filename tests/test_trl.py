@@ -498,12 +498,16 @@ def test_format_reward_counts_stated_answers_right_or_wrong():
 
 
 def test_uniformity_metrics_match_the_weights_of_the_batch(tmp_path):
-    from oar_lite.reshape import weight_uniformity
+    """The library's trainer logs the mean effective share of the scored completions and none of
+    the lab's measures; the lab's `StudyTrainer` adds tau and the floor as the shipped runs logged
+    them (`oar_lite.lab.uniformity`), on the same batch, and changes no other metric."""
+    from oar_lite.lab.recipes import StudyTrainer
+    from oar_lite.lab.uniformity import weight_uniformity
 
-    args = config(tmp_path=tmp_path, oar_method="oar-p", max_steps=1)
     model = tiny_model()
     policy_at_generation = copy.deepcopy(model).eval()
-    trainer = run(OARGRPOTrainer, args, model=model)
+    trainer = run(OARGRPOTrainer, config(tmp_path=tmp_path / "library", oar_method="oar-p", max_steps=1), model=model)
+    study = run(StudyTrainer, config(tmp_path=tmp_path / "lab", oar_method="oar-p", max_steps=1), model=tiny_model())
     (inputs, _), = trainer.seen
     tokenizer = char_tokenizer()
     prompt_ids, completion_ids = inputs["prompt_ids"], inputs["completion_ids"]
@@ -516,14 +520,20 @@ def test_uniformity_metrics_match_the_weights_of_the_batch(tmp_path):
                                     answer, method="oar-p:last", pad_token_id=tokenizer.pad_token_id,
                                     return_scores=True)
     rows = weight_uniformity(scores, [w[m] for w, m in zip(weights, reasoning)])
-    log = trainer.state.log_history[0]
+    log, lab = trainer.state.log_history[0], study.state.log_history[0]
     assert len(rows) == 6  # two groups of 4, one row each without an answer
     assert log["oar/effective_share"] == pytest.approx(sum(r["effective_share"] for r in rows) / 6, rel=1e-4)
-    assert log["oar/tau_mean"] == pytest.approx(sum(r["tau"] for r in rows) / 6, rel=1e-4, abs=1e-6)
-    assert log["oar/frac_tau_zero"] == pytest.approx(sum(r["tau"] == 0 for r in rows) / 6)
-    tokens = sum(r["tokens"] for r in rows)
-    assert log["oar/frac_at_floor"] == pytest.approx(sum(r["at_floor"] * r["tokens"] for r in rows) / tokens, rel=1e-4)
     assert log["oar/effective_share"] < 1  # OAR-P's weights are not uniform here: the check can fail
+    lab_only = {"oar/tau_mean", "oar/frac_tau_zero", "oar/frac_at_floor"}
+    assert not lab_only & set(log)
+    assert lab["oar/tau_mean"] == pytest.approx(sum(r["tau"] for r in rows) / 6, rel=1e-4, abs=1e-6)
+    assert lab["oar/frac_tau_zero"] == pytest.approx(sum(r["tau"] == 0 for r in rows) / 6)
+    tokens = sum(r["tokens"] for r in rows)
+    assert lab["oar/frac_at_floor"] == pytest.approx(sum(r["at_floor"] * r["tokens"] for r in rows) / tokens, rel=1e-4)
+    timed = ("oar/attribution_seconds", "step_time", "train_runtime", "train_samples_per_second",
+             "train_steps_per_second")
+    assert {k: v for k, v in lab.items() if k not in lab_only | set(timed)} == {
+        k: v for k, v in log.items() if k not in timed}
 
 
 @pytest.mark.slow

@@ -4,8 +4,10 @@ measured claims and benchmarks/RESULTS.md, and the shipped results they read (``
 `compare` and `cli` (the toy comparison and its command line), `report`, `plots` and `stats`
 (tables, figures, intervals), `credit` (the credit benchmark), `gradient_quality`, `regime`,
 `ground_truth` (Monte-Carlo ground truth on SmolLM2), `lora_learning` and `findings` (the
-SmolLM2 study and the conclusions the notebooks and README print), `concentration` (ARCA's
-weight Gini and effective-token ratio next to the effective share), `progress` (bars);
+SmolLM2 study and the conclusions the notebooks and README print), `recipes` (the LoRA runs'
+settings and trainer), `uniformity` (how far from uniform the weights are: tau, the floor; the
+hook the lab's training runs record it with), `concentration` (ARCA's weight Gini and
+effective-token ratio next to the effective share), `progress` (bars);
 `baselines` (random, entropy, entropy-top, Captum's integrated gradients, ARCA's adapter residual)
 and `controls` (the ``inverted:`` and ``shuffled:`` prefixes), registered with the library's
 scorer registry when the lab is imported, and only then. benchmarks/ are thin command lines over it.

@@ -35,6 +35,7 @@ from .progress import MethodBars
 # Re-exported from `oar_lite.lab.report`, which holds them: notebook 05 and scripts call compare.X.
 from .report import render_markdown, summarize, verdict  # noqa: F401
 from ..train import Task, TrainConfig, train
+from .uniformity import step_metrics
 
 COMPARED_TRAINING_METHODS = ("uniform", "oar-g", "oar-p")  # the training methods `compare` runs by default
 
@@ -137,7 +138,8 @@ def _run_one(job: dict) -> list[dict]:
         model, tokenizer = toy.load_model(job.get("model_dir"))
         task = toy_task(eval_size=config.eval_size, digits=job.get("digits"))
         # The checkpoint records the task's fingerprint: a folder of 2-4-digit runs refuses --digits 4.
-        _, records = train(model, tokenizer, task, config, out_dir=Path(job["out"]), resume=True)
+        _, records = train(model, tokenizer, task, config, out_dir=Path(job["out"]), resume=True,
+                           step_metrics=step_metrics)
     finally:
         torch.set_num_threads(threads)
     return records

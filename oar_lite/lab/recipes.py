@@ -1,13 +1,14 @@
 """The LoRA recipes of the runs this project ships (`RECIPES`, `recipe_config`, `lora_adapter`,
-`mixed_precision`) and the held-out accuracy callback they train with: experiments built on
-`oar_lite.trl`'s `OARConfig` / `OARGRPOTrainer`, used by notebook 07,
-`benchmarks/smollm2_learning.py` and `scripts/train_trl.py`."""
+`mixed_precision`), the trainer (`StudyTrainer`) and the held-out accuracy callback they train
+with: experiments built on `oar_lite.trl`'s `OARConfig` / `OARGRPOTrainer`, used by notebook 07,
+`benchmarks/smollm2_learning.py`, `benchmarks/gpu_memory.py` and `scripts/train_trl.py`."""
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
 import torch
+from accelerate.utils import gather_object
 from transformers import TrainerCallback
 
 from ..checkpoint import append_jsonl, read_jsonl
@@ -16,7 +17,8 @@ from ..checks import check_number
 from ..evaluate import evaluate
 from ..rollout import SAMPLING
 from ..segment import FORMATS
-from ..trl import OARConfig
+from ..trl import OARConfig, OARGRPOTrainer
+from .uniformity import summarize_uniformity, weight_uniformity
 
 # ----------------------------------------------------------------------------- recipes: LoRA runs to start from
 
@@ -104,6 +106,31 @@ def recipe_config(recipe: str, output_dir: str, *, steps: int, oar_method: str =
     ``save_steps`` (resume with ``trainer.train(resume_from_checkpoint=True)``)."""
     return OARConfig(output_dir=str(output_dir), max_steps=steps, seed=seed, oar_answer_formats=list(answer_formats),
                      **recipe_fields(recipe, oar_method=oar_method, device=device, **overrides))
+
+
+# ----------------------------------------------------------------------------- the study's trainer
+
+class StudyTrainer(OARGRPOTrainer):
+    """`OARGRPOTrainer` that also logs how far from uniform the weights are, over the scored
+    completions of all processes (`oar_lite.lab.uniformity`): ``oar/tau_mean``,
+    ``oar/frac_tau_zero`` and ``oar/frac_at_floor`` (the token share clamped to the floor). They
+    are computed while scoring, so ``oar/attribution_seconds`` counts them, as in the shipped runs."""
+
+    def _oar_weights(self, output):
+        out = super()._oar_weights(output)
+        credit = self.args.oar_credit
+        self._oar_uniformity = weight_uniformity([s for s, _ in self._oar_scored], [w for _, w in self._oar_scored],
+                                                 quantile=credit.quantile, floor=credit.floor)
+        return out
+
+    def _log_oar_metrics(self, mode: str, *args, **kwargs) -> None:
+        super()._log_oar_metrics(mode, *args, **kwargs)
+        uniformity = summarize_uniformity(gather_object(self._oar_uniformity))
+        if uniformity["tau_mean"] is not None:
+            metrics = self._metrics[mode]
+            metrics["oar/frac_at_floor"].append(uniformity["at_floor"])
+            metrics["oar/tau_mean"].append(uniformity["tau_mean"])
+            metrics["oar/frac_tau_zero"].append(uniformity["tau_zero_share"])
 
 
 # ----------------------------------------------------------------------------- held-out accuracy during training
