@@ -78,3 +78,25 @@ def test_the_shipped_measurement_reads_when_present():
     tables = adapter_signal.result_tables()
     assert set(tables["ground_truth"]) == set(tables["concentration"]) == set(tables["settings"]["methods"])
     assert json.loads(adapter_signal.RESULT_PATH.read_text())["settings"]["adapter"]
+
+
+def test_score_ground_truth_scores_each_completion_as_token_scores_does(monkeypatch):
+    """The scoring loop on a toy completion (the prompt rebuild is tested above): each method's
+    scores are `token_scores` of the record's spans, OAR-G's noise drawn from seed and index."""
+    model, tokenizer = _adapted_toy()
+    prompt = tokenizer("43+75:")["input_ids"]
+    completion = tokenizer("4+7+0=11 5+3+1=9 A=118", add_special_tokens=False)["input_ids"]
+    seg = ol.segment_completion_ids(tokenizer, completion)
+    rec = {"completion_ids": completion, "reasoning": [seg.reasoning.start, seg.reasoning.stop],
+           "answer_span": [seg.answer.start, seg.answer.stop]}
+    monkeypatch.setattr(adapter_signal, "prompt_ids_of", lambda completion, tokenizer: prompt)
+    methods = ("adapter-residual", "oar-g:answer_mean")
+    (row,) = adapter_signal.score_ground_truth(model, tokenizer, {"completions": [rec]}, methods, seed=3)
+    P = len(prompt)
+    ids, reasoning = torch.tensor(prompt + completion), slice(P + seg.reasoning.start, P + seg.reasoning.stop)
+    answer = slice(P + seg.answer.start, P + seg.answer.stop)
+    assert row["scores"]["adapter-residual"] == ol.token_scores("adapter-residual", model, ids, reasoning, answer).tolist()
+    generator = torch.Generator().manual_seed(ol.seeding.derive_seed(3, 0))
+    expected = ol.token_scores("oar-g:answer_mean", model, ids, reasoning, answer, generator=generator)
+    assert row["scores"]["oar-g:answer_mean"] == pytest.approx(expected.tolist())
+    assert set(row["cpu_seconds"]) == set(methods)
