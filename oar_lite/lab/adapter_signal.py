@@ -123,3 +123,40 @@ def result_tables(result: dict | None = None, *, threshold: float | None = None)
                                ("effective_share", "gini", "effective_token_ratio", "zero_share")},
                             "effective_share_ci95": ci95([r["effective_share"] for r in rows]), "n": len(rows)}
     return {"ground_truth": table, "concentration": concentration, "settings": result["settings"]}
+
+
+def reading(tables: dict) -> str:
+    """`result_tables` in words, for notebook 06 and RESULTS.md: each method's AUC against the
+    labels with its 95% interval (whether it excludes chance, 0.5, and whether the residual's
+    overlaps each other method's), then the effective shares on the adapter's completions."""
+    auc = {m: (r["auc_mean"], r["auc_mean"] - r["auc_ci95"], r["auc_mean"] + r["auc_ci95"], r["auc_n"])
+           for m, r in tables["ground_truth"].items()}
+    share = tables["concentration"]
+    arca = "adapter-residual"
+    run = tables["settings"].get("adapter_run", {})
+    who = (f"the adapter of a {run['method']} run of the SmolLM2 recipe (seed {run['seed']}, step {run['steps']})"
+           if run else "a LoRA adapter trained by the SmolLM2 recipe")
+    a, lo, hi, n = auc[arca]
+    chance = "above chance (0.5)" if lo > 0.5 else ("below chance (0.5)" if hi < 0.5 else "an interval that includes chance (0.5)")
+    others = [m for m in auc if m != arca]
+    apart = [m for m in others if auc[m][2] < lo or auc[m][1] > hi]
+    overlap = [m for m in others if m not in apart]
+    def names(ms):
+        return " and ".join(ms) if len(ms) < 3 else ", ".join(ms[:-1]) + " and " + ms[-1]
+
+    least = min(share[m]["effective_share"] for m in share if m != arca)
+    concentration = ("no more concentrated than the others" if share[arca]["effective_share"] >= least
+                     else "more concentrated than " + names([m for m in share if m != arca
+                                                             and share[m]["effective_share"] > share[arca]["effective_share"]]))
+    text = (f"With {who} on, ARCA's adapter residual ranks the Monte-Carlo pivotal tokens above the rest with "
+            f"AUC {a:.2f} (95% interval {lo:.2f} to {hi:.2f}, over the {n} completions that have a pivotal token): "
+            f"{chance}. With the same adapter on, "
+            + ", ".join(f"{m} reaches {auc[m][0]:.2f} ({auc[m][1]:.2f} to {auc[m][2]:.2f})" for m in others) + ". "
+            + (f"The residual's interval overlaps those of {names(overlap)}" if overlap else "Its interval overlaps none")
+            + (f" and lies apart from {names(apart)}'s." if apart else ".")
+            + f" On the adapted model's own {share[arca]['n']} completions, the reshaped weights keep an effective share "
+            f"of {share[arca]['effective_share']:.2f} with the residual, "
+            + ", ".join(f"{share[m]['effective_share']:.2f} with {m}" for m in share if m != arca)
+            + f": after the same reshaping ARCA's signal is {concentration}. "
+            f"One adapter and {n} short completions: a screen, not a finding.")
+    return text

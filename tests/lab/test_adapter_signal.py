@@ -100,3 +100,21 @@ def test_score_ground_truth_scores_each_completion_as_token_scores_does(monkeypa
     expected = ol.token_scores("oar-g:answer_mean", model, ids, reasoning, answer, generator=generator)
     assert row["scores"]["oar-g:answer_mean"] == pytest.approx(expected.tolist())
     assert set(row["cpu_seconds"]) == set(methods)
+
+
+def _tables(residual_auc, share):
+    row = lambda m, ci=0.05: {"auc_mean": m, "auc_ci95": ci, "auc_n": 15}
+    return {"ground_truth": {"adapter-residual": row(residual_auc), "oar-p:last": row(0.33), "entropy": row(0.61)},
+            "concentration": {"adapter-residual": {"effective_share": share, "n": 31},
+                              "oar-p:last": {"effective_share": 0.79, "n": 31}, "entropy": {"effective_share": 0.83, "n": 31}},
+            "settings": {}}
+
+
+def test_the_reading_follows_the_intervals():
+    text = adapter_signal.reading(_tables(0.62, 0.85))
+    assert "AUC 0.62 (95% interval 0.57 to 0.67" in text and "above chance (0.5)" in text
+    assert "overlaps those of entropy and lies apart from oar-p:last's" in text
+    assert "no more concentrated than the others" in text
+    low = adapter_signal.reading(_tables(0.52, 0.5))
+    assert "an interval that includes chance (0.5)" in low and "more concentrated than oar-p:last and entropy" in low
+    assert "below chance" in adapter_signal.reading(_tables(0.30, 0.9))
