@@ -59,6 +59,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from oar_lite.attribution import DEFAULT_TOKEN_BUDGET
+from oar_lite.lab.recipes import LORA_RANK, RECIPES
+
+GPU_RECIPE = RECIPES["gpu"]
+
 GIB = 2 ** 30
 PROMPT_TOKENS = 320
 LORA_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
@@ -133,17 +138,18 @@ T4 = GPU("T4", 65e12, 320e9)
 
 @dataclass(frozen=True)
 class Setting:
-    """One row of the table: notebook 07's GPU profile (`oar_lite.lab.recipes.RECIPES["gpu"]`) by default."""
+    """One row of the table: notebook 07's GPU profile (`oar_lite.lab.recipes.RECIPES["gpu"]`, read from
+    there) by default."""
     model: str
     method: str = "oar-g"
-    lora_rank: int = 16
-    prompts_per_step: int = 4
-    num_generations: int = 4
-    micro_batch: int = 8
-    completion_length: int = 256
+    lora_rank: int = LORA_RANK
+    prompts_per_step: int = GPU_RECIPE["prompts_per_step"]
+    num_generations: int = GPU_RECIPE["num_generations"]
+    micro_batch: int = GPU_RECIPE["micro_batch"]
+    completion_length: int = GPU_RECIPE["max_completion_length"]
     prompt_length: int = PROMPT_TOKENS
-    oar_batch_size: int = 16
-    token_budget: int = 65536
+    oar_batch_size: int = GPU_RECIPE["oar_batch_size"]
+    token_budget: int = DEFAULT_TOKEN_BUDGET["cuda"]
     weight_bytes: int = 4
     activation_bytes: int = 2
     lora_dropout: bool = True
@@ -152,7 +158,7 @@ class Setting:
         if self.model not in MODELS:
             raise ValueError(f"unknown model {self.model!r}; expected one of {sorted(MODELS)}")
         if self.method not in ("uniform", "oar-g", "oar-p"):
-            raise ValueError(f"method={self.method!r}; expected 'none', 'oar-g' or 'oar-p'")
+            raise ValueError(f"method={self.method!r}; expected 'uniform', 'oar-g' or 'oar-p'")
         for name in ("lora_rank", "prompts_per_step", "num_generations", "micro_batch", "completion_length",
                      "prompt_length", "oar_batch_size", "token_budget", "weight_bytes", "activation_bytes"):
             value = getattr(self, name)
@@ -248,7 +254,7 @@ def _mean_prompt_tokens(tokenizer, data, rows: int = 32) -> float:
     return statistics.mean(counts)
 
 
-def measure(model: str, methods, steps: int, out: Path, *, lora_rank: int = 16) -> dict:
+def measure(model: str, methods, steps: int, out: Path, *, lora_rank: int = LORA_RANK) -> dict:
     """Train the ``"gpu"`` recipe ``steps`` steps per method on CUDA; ``{key: {"peak_gib",
     "seconds_per_step", "gpu", "prompt_tokens", ...}}`` (also written to ``out``, merged with
     what it holds)."""
@@ -329,7 +335,7 @@ def main(argv=None) -> int:
     m.add_argument("--model", default="smollm2", help="smollm2 (offline) or a hub id of MODELS")
     m.add_argument("--methods", nargs="+", default=["uniform", "oar-g", "oar-p"])
     m.add_argument("--steps", type=int, default=4)
-    m.add_argument("--lora-rank", type=int, default=16)
+    m.add_argument("--lora-rank", type=int, default=LORA_RANK)
     m.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     if args.command == "measure":
