@@ -3,8 +3,8 @@
 Loads SmolLM2-135M-Instruct with a LoRA adapter trained by the SmolLM2 recipe (a TRL
 checkpoint folder of `benchmarks/smollm2_learning.py run`, e.g. its ``checkpoint-12``), scores
 the 20 shipped Monte-Carlo ground-truth completions with ARCA's signal and with OAR-P, OAR-G and
-entropy, all with the adapter on, then samples the recipe's batch (4 training prompts x 8
-completions at T = 1, 64 tokens) from the adapted model and scores those the same way
+entropy, all with the adapter on, then samples a training step's batch of the laptop recipe
+(4 training prompts x 8 completions at T = 1, 64 tokens) from the adapted model and scores those the same way
 (`oar_lite.lab.adapter_signal`). The tables: AUC and Spearman against the labels, and the
 concentration of each method's reshaped weights::
 
@@ -23,12 +23,17 @@ from . import common
 
 def main(argv=None) -> dict:
     from oar_lite.lab import adapter_signal
+    from oar_lite.lab.recipes import RECIPES
 
+    laptop = RECIPES["laptop"]  # the batch a training step of the SmolLM2 recipe samples
     ap = common.parser(__doc__, "adapter_residual.json", timing=False)
     ap.add_argument("--adapter", type=Path, required=True, help="a peft adapter folder (TRL's checkpoint-N)")
-    ap.add_argument("--prompts", type=int, default=4, help="training prompts sampled from the adapted model")
-    ap.add_argument("--group-size", type=int, default=8, help="completions per prompt")
-    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--prompts", type=int, default=laptop["prompts_per_step"],
+                    help="training prompts sampled from the adapted model (default: the laptop recipe's)")
+    ap.add_argument("--group-size", type=int, default=laptop["num_generations"],
+                    help="completions per prompt (default: the laptop recipe's)")
+    ap.add_argument("--max-new-tokens", type=int, default=laptop["max_completion_length"],
+                    help="(default: the laptop recipe's completion length)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--methods", nargs="+", default=list(adapter_signal.METHODS))
     ap.add_argument("--ship", action="store_true", help=f"also write {adapter_signal.RESULT_PATH}")

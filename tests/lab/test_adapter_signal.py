@@ -118,3 +118,12 @@ def test_the_reading_follows_the_intervals():
     low = adapter_signal.reading(_tables(0.52, 0.5))
     assert "an interval that includes chance (0.5)" in low and "more concentrated than oar-p:last and entropy" in low
     assert "below chance" in adapter_signal.reading(_tables(0.30, 0.9))
+
+
+def test_the_benchmark_refuses_a_folder_without_an_adapter(tmp_path, capsys):
+    from benchmarks import adapter_residual
+
+    with pytest.raises(SystemExit):
+        adapter_residual.main(["--adapter", str(tmp_path), "--out", str(tmp_path / "out.json")])
+    assert "no adapter_config.json there; expected a peft adapter folder" in capsys.readouterr().err
+    assert not (tmp_path / "out.json").exists()
