@@ -13,7 +13,10 @@ peft = pytest.importorskip("peft")
 
 
 def _adapted_toy(init_lora_weights=False):
+    """The shipped toy model with a LoRA adapter: random (B != 0) unless ``init_lora_weights``,
+    drawn from a fixed seed so that what the model samples does not depend on the tests before."""
     model, tokenizer = toy.load_model()
+    torch.manual_seed(0)
     config = peft.LoraConfig(r=4, target_modules="all-linear", init_lora_weights=init_lora_weights)
     return peft.get_peft_model(model, config).eval(), tokenizer
 
