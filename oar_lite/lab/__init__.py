@@ -7,7 +7,8 @@ measured claims and benchmarks/RESULTS.md, and the shipped results they read (``
 SmolLM2 study and the conclusions the notebooks and README print), `recipes` (the LoRA runs'
 settings and trainer), `uniformity` (how far from uniform the weights are: tau, the floor; the
 hook the lab's training runs record it with), `concentration` (ARCA's weight Gini and
-effective-token ratio next to the effective share), `progress` (bars);
+effective-token ratio next to the effective share), `adapter_signal` (ARCA's adapter residual against
+the SmolLM2 ground truth and on an adapter's own completions), `progress` (bars);
 `baselines` (random, entropy, entropy-top, Captum's integrated gradients, ARCA's adapter residual)
 and `controls` (the ``inverted:`` and ``shuffled:`` prefixes), registered with the library's
 scorer registry when the lab is imported, and only then. benchmarks/ are thin command lines over it.
