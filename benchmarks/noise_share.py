@@ -118,20 +118,13 @@ def smollm2_entry(args, report: dict) -> dict:
     from oar_lite.lab import credit, gradient_quality as gq
     from oar_lite.course import models
     from oar_lite.grpo import group_advantages
-    from oar_lite.course.problems import format_prompt, make_problems
+    from oar_lite.lab.ground_truth import rebuilt_sequence
 
     data = credit.load_ground_truth()
     s = data["settings"]
     model, tok = models.load_smollm2()
-    problems = make_problems(max(r["problem_index"] for r in data["completions"]) + 1, seed=s["problem_seed"],
-                             steps=s["steps"])
     sequences, groups, skipped = [], [], []
     for i, rec in enumerate(data["completions"]):
-        problem = problems[rec["problem_index"]]
-        prompt = tok(format_prompt(problem, tok), add_special_tokens=False)["input_ids"]
-        if len(prompt) != rec["prompt_tokens"] or problem.question != rec["question"]:
-            raise ValueError(f"completion {i}: rebuilt prompt differs from the ground truth's ({len(prompt)} tokens "
-                             f"against {rec['prompt_tokens']})")
         c = rec["group_correct"]
         rewards = torch.tensor([1.0] * c + [0.0] * (s["group_size"] - c))
         advantage = float(group_advantages(rewards, s["group_size"])[0 if rec["correct"] else -1])
@@ -139,11 +132,10 @@ def smollm2_entry(args, report: dict) -> dict:
             skipped.append(i)  # its group was all right or all wrong: no gradient at all
             continue
         delta, _ = credit.probability_jumps(rec)
-        ids = torch.tensor(prompt + list(rec["completion_ids"]))
+        ids, P, reasoning, _ = rebuilt_sequence(rec, tok)  # ValueError if the prompt no longer rebuilds
         irrelevant = torch.zeros(len(ids), dtype=torch.bool)
-        start = len(prompt) + rec["reasoning"][0]
-        irrelevant[start:start + len(delta)] = delta.abs() < args.threshold - 1e-9
-        sequences.append({"input_ids": ids, "completion": slice(len(prompt), len(ids)), "irrelevant": irrelevant,
+        irrelevant[reasoning] = delta.abs() < args.threshold - 1e-9
+        sequences.append({"input_ids": ids, "completion": slice(P, len(ids)), "irrelevant": irrelevant,
                           "advantage": advantage})
         groups.append(rec["problem_index"])
     t0 = time.process_time()

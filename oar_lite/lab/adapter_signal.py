@@ -20,9 +20,11 @@ from typing import Sequence
 
 import torch
 
-from ..attribution import CreditConfig, token_scores, takes
+from ..attribution import CreditConfig, token_scores
 from ..rollout import sample_completions
 from ..seeding import derive_seed
+from . import ground_truth
+from .credit import route_options
 from .stats import ci95, mean
 
 RESULT_PATH = Path(__file__).resolve().parent / "data" / "adapter_residual.json"
@@ -32,40 +34,19 @@ METHODS = ("adapter-residual", "oar-p:last", "oar-g:answer_mean", "entropy")
 """The methods scored with the adapter on: ARCA's signal and the ones it is set against."""
 
 
-def prompt_ids_of(completion: dict, tokenizer) -> list[int]:
-    """The prompt a ground-truth completion was sampled from, re-tokenised as
-    scripts/mc_ground_truth.py built it (`oar_lite.course.problems.format_prompt`, 2 shots);
-    ValueError if its length differs from the file's ``prompt_tokens``."""
-    from ..course.problems import format_prompt
-
-    ids = tokenizer(format_prompt(completion["question"], tokenizer), add_special_tokens=False)["input_ids"]
-    if len(ids) != completion["prompt_tokens"]:
-        raise ValueError(f"the rebuilt prompt of {completion['question']!r} has {len(ids)} tokens, the file says "
-                         f"{completion['prompt_tokens']}: the prompt format changed since the file was written")
-    return ids
-
-
-def _options(method: str, tokenizer, generator: torch.Generator) -> dict:
-    given = {"pad_token_id": tokenizer.pad_token_id, "generator": generator}
-    return {k: v for k, v in given.items() if k in takes(method)}
-
-
 def score_ground_truth(model, tokenizer, data: dict, methods: Sequence[str] = METHODS, *, seed: int = 0) -> list[dict]:
     """Per ground-truth completion, ``{method: [R scores]}`` of each method with ``model``
     (the adapter on), in the file's order, and the CPU seconds of each."""
     out = []
     generator = torch.Generator()
+    options = route_options(methods, {"pad_token_id": tokenizer.pad_token_id, "generator": generator})
     for i, rec in enumerate(data["completions"]):
-        prompt = prompt_ids_of(rec, tokenizer)
-        P = len(prompt)
-        ids = torch.tensor(prompt + rec["completion_ids"])
-        reasoning = slice(P + rec["reasoning"][0], P + rec["reasoning"][1])
-        answer = slice(P + rec["answer_span"][0], P + rec["answer_span"][1])
+        ids, _, reasoning, answer = ground_truth.rebuilt_sequence(rec, tokenizer)
         row = {"scores": {}, "cpu_seconds": {}}
         for m in methods:
             generator.manual_seed(derive_seed(seed, i))
             t0 = time.process_time()
-            s = token_scores(m, model, ids, reasoning, answer, **_options(m, tokenizer, generator))
+            s = token_scores(m, model, ids, reasoning, answer, **options[m])
             row["scores"][m] = [float(x) for x in s.tolist()]
             row["cpu_seconds"][m] = round(time.process_time() - t0, 3)
         out.append(row)
@@ -81,6 +62,7 @@ def adapter_completions(model, tokenizer, prompts: Sequence[str], *, group_size:
     rollouts = sample_completions(model, tokenizer, list(prompts), group_size=group_size,
                                   max_new_tokens=max_new_tokens, add_special_tokens=add_special_tokens, seed=seed)
     generator = torch.Generator()
+    options = route_options(methods, {"pad_token_id": tokenizer.pad_token_id, "generator": generator})
     out = []
     for row in range(len(rollouts)):
         ids, reasoning, answer = rollouts.sequence(row)
@@ -89,8 +71,7 @@ def adapter_completions(model, tokenizer, prompts: Sequence[str], *, group_size:
         scores = {}
         for m in methods:
             generator.manual_seed(derive_seed(seed, row))
-            scores[m] = [float(x) for x in token_scores(m, model, ids, reasoning, answer,
-                                                         **_options(m, tokenizer, generator)).tolist()]
+            scores[m] = [float(x) for x in token_scores(m, model, ids, reasoning, answer, **options[m]).tolist()]
         out.append({"text": rollouts.completions[row], "scores": scores})
     return out
 
@@ -102,7 +83,6 @@ def result_tables(result: dict | None = None, *, threshold: float | None = None)
     use the Monte-Carlo labels of the shipped file with each method's adapter-on scores; the
     concentration rows, each method's weights (`CreditConfig` defaults) on the adapter's own
     completions, with ``effective_share_ci95`` over completions."""
-    from . import ground_truth
     from .concentration import concentration_row
 
     result = json.loads(RESULT_PATH.read_text()) if result is None else result

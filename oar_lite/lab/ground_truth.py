@@ -176,6 +176,23 @@ def load_ground_truth(path=None) -> dict:
     return data
 
 
+def rebuilt_sequence(completion: dict, tokenizer) -> tuple[torch.Tensor, int, slice, slice]:
+    """``(input_ids [T], P, reasoning, answer)`` of one ground-truth completion, to score it again:
+    its prompt rebuilt as scripts/mc_ground_truth.py built it (`oar_lite.course.problems.format_prompt`
+    of its question, 2 shots; P tokens) followed by its completion ids, and the reasoning and
+    answer spans in that sequence. ValueError when the rebuilt prompt's length differs from the
+    file's ``prompt_tokens`` (the prompt format changed since the file was written)."""
+    from ..course.problems import format_prompt
+
+    prompt = tokenizer(format_prompt(completion["question"], tokenizer), add_special_tokens=False)["input_ids"]
+    if len(prompt) != completion["prompt_tokens"]:
+        raise ValueError(f"the rebuilt prompt of {completion['question']!r} has {len(prompt)} tokens, the file says "
+                         f"{completion['prompt_tokens']}: the prompt format changed since the file was written")
+    P = len(prompt)
+    (r0, r1), (a0, a1) = completion["reasoning"], completion["answer_span"]
+    return torch.tensor(prompt + list(completion["completion_ids"])), P, slice(P + r0, P + r1), slice(P + a0, P + a1)
+
+
 def probability_jumps(completion: dict) -> tuple[torch.Tensor, torch.Tensor]:
     """``(delta [R], delta_se [R])`` of one ground-truth completion: how much reasoning
     token t moves P(correct | prefix), ``p[t + 1] - p[t]``, and its Monte-Carlo standard

@@ -206,3 +206,21 @@ def test_continuations_are_k_samples_cut_at_eos_and_repeat_with_the_seed(toy_cas
     assert rows == ground_truth.sample_continuations(model, tokenizer, prefix, k=5, max_new_tokens=6, seed=3)
     with pytest.raises(ValueError, match="k >= 1"):
         ground_truth.sample_continuations(model, tokenizer, prefix, k=0, max_new_tokens=6)
+
+
+def test_rebuilt_sequence_gives_back_the_scored_tokens_of_the_shipped_file():
+    """Each shipped completion rebuilt with SmolLM2's tokenizer: the prompt has the file's length,
+    the answer span decodes to the answer the file records, the reasoning ends before it; another
+    tokenizer (another prompt length) is refused."""
+    from oar_lite.course.models import load_smollm2
+
+    data = ground_truth.load_ground_truth()
+    _, tokenizer = load_smollm2()
+    for rec in data["completions"]:
+        ids, P, reasoning, answer = ground_truth.rebuilt_sequence(rec, tokenizer)
+        assert P == rec["prompt_tokens"] and ids[P:].tolist() == list(rec["completion_ids"])
+        assert reasoning.stop - reasoning.start == len(rec["p"]) - 1 and reasoning.stop <= answer.start
+        assert tokenizer.decode(ids[answer]).strip() == str(rec["answer"]) or not rec["correct"]
+    _, other = toy.load_model()
+    with pytest.raises(ValueError, match="the prompt format changed"):
+        ground_truth.rebuilt_sequence(data["completions"][0], other)
