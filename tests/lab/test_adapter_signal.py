@@ -70,12 +70,15 @@ def test_result_tables_refuse_a_measurement_of_another_file():
 
 
 
-def test_the_shipped_measurement_reads_when_present():
-    if not adapter_signal.RESULT_PATH.exists():
-        pytest.skip("not shipped yet")
+def test_the_shipped_measurement_reads():
+    """The shipped file: every method in both tables, every ground-truth completion scored, the
+    adapter run recorded, and the reading 06 prints made from it."""
     tables = adapter_signal.result_tables()
-    assert set(tables["ground_truth"]) == set(tables["concentration"]) == set(tables["settings"]["methods"])
-    assert json.loads(adapter_signal.RESULT_PATH.read_text())["settings"]["adapter"]
+    shipped = json.loads(adapter_signal.RESULT_PATH.read_text())
+    assert set(tables["ground_truth"]) == set(tables["concentration"]) == set(shipped["settings"]["methods"])
+    assert len(shipped["ground_truth"]) == len(ground_truth.load_ground_truth()["completions"])
+    assert shipped["settings"]["adapter_run"]["steps"] == 12
+    assert f"AUC {tables['ground_truth']['adapter-residual']['auc_mean']:.2f}" in adapter_signal.reading(tables)
 
 
 def test_score_ground_truth_scores_each_completion_as_token_scores_does(monkeypatch):
