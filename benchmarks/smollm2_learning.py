@@ -154,6 +154,37 @@ def collect(args) -> Path:
     return path
 
 
+def power(args) -> dict:
+    """The pre-registration's calculation: variance components of the shipped runs' greedy
+    held-out gain (seeds x problems, `oar_lite.lab.stats.variance_components`) and the
+    projected half-width of the primary outcome's 95% crossed-bootstrap interval for 3 to 10
+    seeds (`stats.crossed_half_width`), for GRPO's gain and the paired OAR-G - GRPO difference."""
+    import numpy as np
+
+    from oar_lite.lab import lora_learning, stats
+
+    log = lora_learning.load_log(args.name)
+    out = {}
+    for label, method, against in (("GRPO gain", PLAIN_GRPO, None), ("OAR-G - GRPO, paired", "oar-g", PLAIN_GRPO)):
+        mine = {r["seed"]: lora_learning.per_problem(r, 12) - lora_learning.per_problem(r, 0)
+                for r in lora_learning.runs_of(log, method)}
+        if against is not None:
+            theirs = {r["seed"]: lora_learning.per_problem(r, 12) - lora_learning.per_problem(r, 0)
+                      for r in lora_learning.runs_of(log, against)}
+            mine = {s: mine[s] - theirs[s] for s in sorted(set(mine) & set(theirs))}
+        values = np.stack([mine[s] for s in sorted(mine)])
+        c = stats.variance_components(values)
+        widths = {n: round(stats.crossed_half_width(c, n, values.shape[1]), 3) for n in range(3, 11)}
+        floor = round(1.96 * (c["problem"] / values.shape[1]) ** 0.5, 3)
+        out[label] = {"seeds": sorted(mine), "per_seed": [round(float(v.mean()), 3) for v in values],
+                      "components": {k: round(v, 4) for k, v in c.items()}, "half_width": widths, "floor": floor}
+        print(f"{label}: per-seed means {out[label]['per_seed']} (seeds {out[label]['seeds']}); components "
+              f"(variance) seed {c['seed']:.4f}, problem {c['problem']:.4f}, residual {c['residual']:.4f}")
+        print("  projected 95% half-width by seeds: " + ", ".join(f"{n}: {w:.3f}" for n, w in widths.items())
+              + f"; the problems' floor (infinitely many seeds): {floor:.3f}")
+    return out
+
+
 RECIPE_FLAGS = {"learning_rate": "learning_rate", "prompts": "prompts_per_step", "group_size": "num_generations",
                 "micro_batch": "micro_batch", "max_completion_length": "max_completion_length", "save_steps": "save_steps"}
 """``run``'s flags that default to the laptop recipe's setting: flag dest -> `RECIPES` key."""
@@ -208,6 +239,10 @@ def main(argv=None):
                         "compare with nothing, so no step cost is read from them; repeatable")
     c.add_argument("--json", type=Path, default=None, help=f"default: {SHIPPED}/<name>.json")
     c.set_defaults(func=collect)
+    p = sub.add_parser("power", help="the pre-registration's calculation: projected interval widths from a shipped log",
+                       allow_abbrev=False)
+    p.add_argument("--name", default="main", help="the shipped log to read the seed-to-seed spread from")
+    p.set_defaults(func=power)
     args = ap.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else argv
     for name, key in RECIPE_FLAGS.items():

@@ -87,6 +87,33 @@ def crossed_bootstrap_of(stat, *arrays: np.ndarray, n: int = 4000, seed: int = 0
             for v in values.T]
 
 
+
+def variance_components(values: np.ndarray) -> dict[str, float]:
+    """Two-way random-effects variance components of ``values [S, N]`` (seeds x problems, at
+    least 2 of each): ``seed`` (between seeds' means), ``problem`` (between problems' means)
+    and ``residual`` (seed x problem), method-of-moments estimates, negatives set to 0."""
+    values = np.asarray(values, dtype=float)
+    if values.ndim != 2 or min(values.shape) < 2:
+        raise ValueError(f"values must be [seeds, problems] with >= 2 of each, got shape {values.shape}")
+    S, N = values.shape
+    seed_means, problem_means, grand = values.mean(1), values.mean(0), values.mean()
+    residual = values - seed_means[:, None] - problem_means[None, :] + grand
+    e2 = float((residual ** 2).sum() / ((S - 1) * (N - 1)))
+    return {"seed": max(float(seed_means.var(ddof=1)) - e2 / N, 0.0),
+            "problem": max(float(problem_means.var(ddof=1)) - e2 / S, 0.0), "residual": e2}
+
+
+def crossed_half_width(components: dict[str, float], seeds: int, problems: int) -> float:
+    """Projected half-width of `crossed_bootstrap`'s 95% interval of the mean over ``seeds``
+    seeds x ``problems`` problems, for variance components as `variance_components` gives:
+    ``1.96 sqrt(seed / S + problem / N + 2 residual / (S N))`` (the crossed bootstrap counts the
+    residual once through the seeds and once through the problems). The problem term does not
+    shrink with more seeds: it sets the floor a study on a fixed problem set can reach."""
+    if seeds < 1 or problems < 2:
+        raise ValueError(f"expected seeds >= 1 and problems >= 2, got {seeds} and {problems}")
+    c = components
+    return 1.96 * math.sqrt(c["seed"] / seeds + c["problem"] / problems + 2 * c["residual"] / (seeds * problems))
+
 # ----------------------------------------------------------------------------- the verdict rule
 
 SCREEN_SEEDS = 5

@@ -106,3 +106,22 @@ def test_crossed_bootstrap_covers_both_sources_of_chance():
     assert high - low > 0.3  # resampling problems alone would give a zero-width interval
     with pytest.raises(ValueError, match="seeds, problems"):
         stats.crossed_bootstrap(np.zeros(5))
+
+
+def test_variance_components_recover_a_simulated_design_and_project_the_crossed_interval():
+    rng = np.random.default_rng(0)
+    S, N = 40, 400
+    values = rng.normal(0, 0.3, (S, 1)) + rng.normal(0, 0.5, (1, N)) + rng.normal(0, 0.2, (S, N))
+    c = stats.variance_components(values)
+    assert c["seed"] == pytest.approx(0.09, rel=0.5) and c["problem"] == pytest.approx(0.25, rel=0.2)
+    assert c["residual"] == pytest.approx(0.04, rel=0.1)
+    # the projection matches the crossed bootstrap's own width on data of that design
+    small = values[:8, :96]
+    low, high = stats.crossed_bootstrap(small, n=2000)
+    projected = stats.crossed_half_width(stats.variance_components(small), 8, 96)
+    assert projected == pytest.approx((high - low) / 2, rel=0.35)
+    # more seeds narrow it, down to the problems' floor
+    widths = [stats.crossed_half_width(c, s, 96) for s in (2, 8, 10_000)]
+    assert widths[0] > widths[1] > widths[2] >= 1.96 * math.sqrt(c["problem"] / 96) * 0.999
+    with pytest.raises(ValueError, match="seeds, problems"):
+        stats.variance_components(np.zeros((1, 5)))
