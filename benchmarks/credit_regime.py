@@ -20,6 +20,7 @@ import time
 
 from benchmarks import common
 from oar_lite.lab import cli, compare as cmp, regime
+from oar_lite.lab.findings import regimes as regime_findings
 from oar_lite.lab.report import markdown_table
 from oar_lite.train import OPTIMIZERS
 
@@ -51,7 +52,8 @@ def main(argv=None) -> dict | str:
     args = ap.parse_args(argv)
     if args.render:
         data = json.loads(args.out.read_text())
-        text = "\n".join([regime.regime_table(data), *("\n" + render(entry) for entry in data.values())])
+        text = "\n".join([regime_findings.text("table", regime_findings.rows(data)),
+                          *("\n" + render(entry) for entry in data.values())])
         print(text)
         return text
     if not args.name:

@@ -5,7 +5,7 @@ controls), the world the pre-registered follow-up rule picks for the confirmator
 that run. It trains nothing: the runs are ``benchmarks/credit_regime.py`` entries of
 ``positive_control.json`` and ``benchmarks/noise_share.py`` entries of ``noise_share.json``
 (commands in benchmarks/RESULTS.md, "When credit must pay"); the reading is
-`oar_lite.lab.findings.positive_findings`::
+`oar_lite.lab.findings.positive.findings`::
 
     python -m benchmarks.positive_control            # the sweep, the pick and the conclusion
     python -m benchmarks.positive_control --pick     # only the k the follow-up rule picks
@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from oar_lite.lab import cli, findings
+from oar_lite.lab import cli
+from oar_lite.lab.findings import positive
 
 
 def main(argv=None) -> dict | None:
@@ -28,7 +29,7 @@ def main(argv=None) -> dict | None:
     ap.add_argument("--shares", type=Path, default=None, help="noise_share.json (default: the shipped one)")
     args = ap.parse_args(argv)
     read = lambda p: None if p is None else json.loads(p.read_text())
-    f = findings.positive_findings(read(args.control), read(args.shares))
+    f = positive.findings(read(args.control), read(args.shares))
     if f is None:
         ap.exit(1, "no screened world yet: run the screens (benchmarks/RESULTS.md, 'When credit must pay')\n")
     if args.pick:
@@ -37,13 +38,13 @@ def main(argv=None) -> dict | None:
     if args.pooled:
         if f["pooled"] is None:
             ap.exit(1, f"fewer than 2 seed sets with per-seed readings in the k = {f['pick']['k']} world\n")
-        print(findings.pooled_table(f["pooled"]))
+        print(positive.pooled_table(f["pooled"]))
         print()
-        print(findings.pooled_sentence(f["pooled"]))
+        print(positive.pooled_sentence(f["pooled"]))
         return f
-    print(findings.positive_table(f["sweep"]))
+    print(positive.table(f["sweep"]))
     print()
-    print(findings.positive_conclusion(f))
+    print(positive.conclusion(f))
     return f
 
 

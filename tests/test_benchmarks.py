@@ -463,12 +463,12 @@ def test_documented_commands_still_parse(monkeypatch):
         raise Stop
 
     from benchmarks import gpu_memory, smollm2_learning
-    from oar_lite.lab import findings
+    from oar_lite.lab.findings import positive
     from oar_lite.course import models
 
     for owner, name in ((common, "load"), (toy, "load_model"), (compare, "compare"), (credit, "credit_benchmark"),
                         (step_cost, "measure_model"), (models, "load_smollm2"), (smollm2_learning, "collect"),
-                        (findings, "positive_findings"), (gpu_memory, "measure"), (gpu_memory, "table")):
+                        (positive, "findings"), (gpu_memory, "measure"), (gpu_memory, "table")):
         monkeypatch.setattr(owner, name, stop)
     monkeypatch.setitem(common.CLOCK, "clock", common.CLOCK["clock"])
     commands, threads = _documented_commands(), torch.get_num_threads()

@@ -65,7 +65,8 @@ def test_data_is_package_data():
     assert (toy.MODEL_DIR / "model.safetensors").is_file() and toy.EVAL_PATH.is_file()
     assert regime.RESULTS_DIR.parent == package / "lab" / "data" and (regime.RESULTS_DIR / "regimes.json").is_file()
     package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    assert package_data == {"oar_lite.course": ["data/**/*"], "oar_lite.lab": ["data/**/*"]}
+    assert package_data == {"oar_lite.course": ["data/**/*"], "oar_lite.lab": ["data/**/*"],
+                            "oar_lite.lab.findings": ["*.j2"]}
     assert not (ROOT / "data").exists() and not (package / "data").exists(), "one copy of the data only"
 
 

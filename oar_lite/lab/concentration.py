@@ -167,11 +167,12 @@ def shipped_concentration(log: dict | None = None, uniformity: dict | None = Non
     log) and the toy runs' effective share (`weight_uniformity.json`): the inverse-Simpson
     effective-token ratio. ``not_computable`` names what the stored summaries cannot give
     (the Gini and the entropy-form ratio need per-token weights, which neither stores)."""
-    from . import findings, lora_learning
+    from . import lora_learning
+    from .findings.conclusion import UNIFORMITY_PATH
 
     log = lora_learning.load_log() if log is None else log
     if uniformity is None:
-        uniformity = json.loads(Path(findings.UNIFORMITY_PATH).read_text())
+        uniformity = json.loads(Path(UNIFORMITY_PATH).read_text())
     smollm2 = {}
     for run in log["runs"]:
         values = [e["oar/effective_share"] for e in run["log"] if "oar/effective_share" in e]

@@ -9,7 +9,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .findings import RELEVANT
+from .findings.positive import RELEVANT
 from .ground_truth import PIVOT_THRESHOLD, probability_jumps
 from .report import by_method_and_seed, method_label, method_order, phase_times
 from ..train import PHASES
@@ -214,12 +214,12 @@ def save_figure(records: Sequence[dict], path, *, target: float | None = None, m
 
 
 def plot_positive_control(axes, sweep: Sequence[dict], *, confirm: dict | None = None, bar: float = 1.5):
-    """The positive control's sweep (`oar_lite.lab.findings.positive_sweep`), against the share of
+    """The positive control's sweep (`oar_lite.lab.findings.positive.sweep`), against the share of
     the gradient's variance carried by reward-irrelevant tokens: the oracle's speed-up in
     steps to the target (left, the project's bar dashed) and the mean held-out accuracy over
     the run minus GRPO's, for the oracle and its inverted and shuffled controls (right).
     Error bars are the 95% intervals of both axes; each point is labelled with its k. With
-    ``confirm`` (`findings.positive_findings`'s ``"confirm"``), the confirmatory run's oracle is
+    ``confirm`` (`findings.positive.findings`'s ``"confirm"``), the confirmatory run's oracle is
     drawn as a star at its world's share."""
     share = np.array([r["share"] for r in sweep])
     share_err = np.array([[r["share"] - r["share_ci"][0], r["share_ci"][1] - r["share"]] for r in sweep]).T
@@ -264,7 +264,7 @@ def plot_positive_control(axes, sweep: Sequence[dict], *, confirm: dict | None =
 
 
 def plot_batch_size(ax, batch: dict):
-    """One world of the batch-size study (`oar_lite.lab.findings.batch_findings`): GRPO's mean held-out
+    """One world of the batch-size study (`oar_lite.lab.findings.batch.worlds`: the pooled reading): GRPO's mean held-out
     accuracy over the run minus its smallest batch's, against prompts per step (95% intervals,
     log scale), with each credit method measured at the smallest batch drawn as a horizontal band
     at its own difference (its interval) and a star where it meets GRPO's curve: the batch size it

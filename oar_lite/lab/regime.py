@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .report import by_method_and_seed, markdown_table, steps_to_target
+from .report import by_method_and_seed, steps_to_target
 from . import stats
 from .stats import bootstrap_interval
 
@@ -171,14 +171,6 @@ def pays(table: dict, method: str = "oracle") -> bool:
             and stats.versus(m["speedup_ci"], seeds=len(table["seeds"]), no_effect=1.0) == stats.ABOVE)
 
 
-def verdict(table: dict, method: str = "oracle") -> str:
-    """`pays` in words; below `stats.SCREEN_SEEDS` seeds a screen, which only points the way."""
-    if stats.is_screen(len(table["seeds"])):
-        return f"screen ({len(table['seeds'])} seeds): {'promising' if pays(table, method) else 'no gain'}"
-    return (f"**pays** (>= {PAYS_SPEEDUP:g}x, speed-up interval above 1)" if pays(table, method)
-            else "does not pay")
-
-
 def same_settings(a: dict, b: dict) -> bool:
     """Whether two regime entries (``regimes.json``) trained with the same batch, boost,
     learning rate, digits and model."""
@@ -198,29 +190,6 @@ def oracle_regimes(regimes: dict) -> list[str]:
     """The entries that trained the oracle themselves (reused oracle runs listed once)."""
     return [n for n, e in regimes.items() if "oracle" in e["table"]["methods"]
             and "oracle" not in e.get("reused", {}).get("methods", [])]
-
-
-def regime_table(regimes: dict) -> str:
-    """The regimes tried, GRPO against the oracle in each, with their `verdict`, as markdown
-    (``regimes.json``; notebook 06 and ``benchmarks/credit_regime.py --render`` show it)."""
-    def ci(low_high, fmt=".1f"):
-        return f"{low_high[0]:{fmt}} to {low_high[1]:{fmt}}"
-
-    rows = []
-    for name in oracle_regimes(regimes):
-        e = regimes[name]
-        t, s = e["table"], e["settings"]
-        g, o = t["methods"]["uniform"], t["methods"]["oracle"]
-        a = e.get("area", {}).get("methods", {}).get("oracle")
-        later = superseded(name, regimes)
-        rows.append([name, e["note"], f"{s['prompts_per_step']}x{s['group_size']}, {s['steps']} steps", f"{t['target']:g}",
-                     len(t["seeds"]), f"{g['mean']:.1f} ({ci(g['ci'])})", f"{o['mean']:.1f} ({ci(o['ci'])})",
-                     f"{o['speedup']:.2f}x ({ci(o['speedup_ci'], '.2f')})",
-                     None if a is None else f"{a['diff']:+.3f} ({ci(a['diff_ci'], '+.3f')})",
-                     verdict(t) + (f"; not confirmed by '{later}'" if later else "")])
-    return "\n".join(markdown_table(["regime", "what changes", "batch, budget", "target", "seeds", "GRPO steps (95% CI)",
-                                     "oracle steps (95% CI)", "speed-up (95% CI)",
-                                     "mean accuracy, oracle - GRPO (95% CI)", "oracle credit"], rows))
 
 
 # ----------------------------------------------------------------------------- is the learner noise-limited?

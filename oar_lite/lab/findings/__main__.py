@@ -1,0 +1,31 @@
+"""``python -m oar_lite.lab.findings``: what the series found, from the shipped data."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from . import conclusion, readme, smollm2
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description="What the series found, from the shipped data.", allow_abbrev=False)
+    ap.add_argument("--write-readme", type=Path, metavar="README", help="rewrite that README's findings block")
+    ap.add_argument("--learning-tables", action="store_true",
+                    help="print the SmolLM2 studies' lead sentence and tables (benchmarks/RESULTS.md, notebook 07)")
+    args = ap.parse_args(argv)
+    if args.learning_tables:
+        found = smollm2.finale()
+        print(smollm2.text("lead", found))
+        print()
+        print(smollm2.text("tables", found))
+    elif args.write_readme:
+        readme.write(args.write_readme)
+        print(f"wrote the findings block of {args.write_readme}")
+    else:
+        print(conclusion.text("conclusion"))
+        print()
+        print(readme.block())
+
+
+if __name__ == "__main__":
+    main()
