@@ -28,6 +28,10 @@ A notebook split into parts (markdown cells opening ``## Part 1``, ``## Part 2``
 gets the estimate per part: a part runs from its heading to the next one (the cells before Part 1
 count to Part 1, the exercise section and what follows to the last part; the exercises' own cells
 to neither), and its exercises are the question names its heading cell cites in backticks.
+
+An appendix (a markdown cell opening ``## Appendix``, after everything else but the runtime cell;
+notebook 06's long tables) is read at home: it ends the last part, its reading is stated on its
+own, and it counts neither to the class time nor to the sessions.
 """
 from __future__ import annotations
 
@@ -53,6 +57,7 @@ SLOW_CELL_S = 1.0          # the notes list the cells whose recorded run took at
 
 WORD = re.compile(r"\S*[A-Za-z]\S*")
 PART = re.compile(r"^## Part (\d+)\b", re.MULTILINE)
+APPENDIX = re.compile(r"^## Appendix\b")
 EXERCISES_HEADING = "## Exercises"
 
 
@@ -106,6 +111,11 @@ def _parts(nb) -> list[dict]:
     return found
 
 
+def _appendix(nb) -> int | None:
+    """The index of the cell opening the appendix read at home, or None."""
+    return next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and APPENDIX.match(c.source)), None)
+
+
 def _cost(nb, cells: list[int], questions: list[dict]) -> dict:
     """Words, code lines and minutes of a set of cells (indices into ``nb.cells``) outside the
     exercises, and the exercise time of ``questions``."""
@@ -139,27 +149,33 @@ def pacing(path: Path) -> dict:
     run = course.run_record(nb)
     live_min = math.ceil(run["seconds"] / 60) if run else 0
     parts = _parts(nb)
+    appendix = _appendix(nb)
+    end = len(nb.cells) if appendix is None else appendix
     if parts:
         named = [name for p in parts for name in p["exercises"]]
         known = [q["name"] for q in questions]
         if sorted(named) != sorted(known):
             raise ValueError(f"{path.name}: the part headings must cite each exercise once, in backticks; "
                              f"they cite {named}, the notebook has {known}")
-        bounds = [0] + [p["first"] for p in parts[1:]] + [len(nb.cells)]
+        bounds = [0] + [p["first"] for p in parts[1:]] + [end]
         spans = [{"label": f"Part {part['number']}", "exercises": mine,
                   "cost": _cost(nb, list(range(bounds[k], bounds[k + 1])), mine)}
                  for k, part in enumerate(parts)
                  for mine in [[q for q in questions if q["name"] in part["exercises"]]]]
     else:
-        spans = [{"label": "", "cost": _cost(nb, list(range(len(nb.cells))), questions), "exercises": questions}]
+        spans = [{"label": "", "cost": _cost(nb, list(range(end)), questions), "exercises": questions}]
     # the whole notebook's live time is the printed runtime; a part's share is its recorded cell time
     for span in spans:
         span["live_min"] = (math.ceil(span["cost"]["recorded_s"] / 60) if len(spans) > 1 else live_min)
         span["total_min"] = span["cost"]["reading_min"] + span["live_min"] + span["cost"]["exercise_min"]
     total = sum(s["total_min"] for s in spans)
+    home = None
+    if appendix is not None:  # read at home: neither class time nor a session
+        cost = _cost(nb, list(range(appendix, len(nb.cells))), [])
+        home = {"label": "Appendix, at home", "cost": cost}
     return {"name": path.stem, "file": path.name, "title": head["title"], "prerequisites": head["prerequisites"],
             "questions": questions, "points": sum(q["points"] for q in questions), "run": run,
-            "live_min": live_min, "parts": spans, "total_min": total,
+            "live_min": live_min, "parts": spans, "home": home, "total_min": total,
             "sessions": max(len(spans), math.ceil(sum(s["cost"]["reading_min"] + s["live_min"] for s in spans)
                                                   / SESSION_MIN)),
             "slow_cells": _slow_cells(nb)}
@@ -211,6 +227,10 @@ def syllabus_block(info: dict) -> str:
                      f"output, {cost['code_lines']} lines of code) + live cells {span['live_min']} min ({live}) + "
                      f"exercises {cost['exercise_min']} min ({_plural(cost['exercises'], 'exercise')}) = "
                      f"**{span['total_min']} min**")
+    if info["home"] is not None:
+        cost = info["home"]["cost"]
+        lines.append(f"- **{info['home']['label']}**: reading {cost['reading_min']} min ({cost['words']:,} words of prose "
+                     f"and printed output, {cost['code_lines']} lines of code), not counted in class time")
     lines += [f"- class time **{info['total_min']} min**; {_plural(info['sessions'], 'session')} of "
               f"{SESSION_MIN} min", "", "**Prerequisites** (from the notebook)", "",
               info["prerequisites"] or "(none stated)", "",

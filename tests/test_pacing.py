@@ -129,3 +129,21 @@ def test_both_sites_carry_the_syllabus_and_only_the_teachers_the_notes():
     assert pages["student"] == {"docs/syllabus.md"}
     assert pages["teacher"] == {"docs/syllabus.md", "docs/teacher/instructor-notes.md", "docs/teacher/rubrics.md"}
     assert all((course.ROOT / page).is_file() for page in pages["teacher"])
+
+
+def test_an_appendix_is_read_at_home_not_in_class(tmp_path):
+    """Notebook 06's long tables sit in an appendix: it ends the last part, its reading is stated on
+    its own, and neither the class time nor the sessions count it."""
+    source = _by_prefix("06")
+    info = pacing.pacing(source)
+    assert info["home"] is not None and info["home"]["cost"]["words"] > 0
+    nb = _notebook(source)
+    heading = next(c for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("## Appendix"))
+    heading.source = heading.source.replace("## Appendix", "### Appendix", 1)  # no longer an appendix: Part 2's
+    path = tmp_path / source.name
+    nbformat.write(nb, path)
+    inline = pacing.pacing(path)
+    assert inline["home"] is None
+    assert inline["parts"][-1]["cost"]["words"] == info["parts"][-1]["cost"]["words"] + info["home"]["cost"]["words"]
+    assert inline["total_min"] > info["total_min"]
+    assert "**Appendix, at home**: reading" in pacing.syllabus_block(info)

@@ -3,8 +3,9 @@ measured claims and benchmarks/RESULTS.md, and the shipped results they read (``
 
 `compare` and `cli` (the toy comparison and its command line), `report`, `plots` and `stats`
 (tables, figures, intervals), `credit` (the credit benchmark), `gradient_quality`, `regime`,
-`ground_truth` (Monte-Carlo ground truth on SmolLM2), `lora_learning` and `findings` (the
-SmolLM2 study and the conclusions the notebooks and README print), `recipes` (the LoRA runs'
+`ground_truth` (Monte-Carlo ground truth on SmolLM2), `lora_learning` (the SmolLM2 study),
+`findings` (what the notebooks and the README say, in words: a number module and a template per
+topic), `recipes` (the LoRA runs'
 settings and trainer), `uniformity` (how far from uniform the weights are: tau, the floor; the
 hook the lab's training runs record it with), `concentration` (ARCA's weight Gini and
 effective-token ratio next to the effective share), `adapter_signal` (ARCA's adapter residual against

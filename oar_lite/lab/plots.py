@@ -288,3 +288,47 @@ def plot_batch_size(ax, batch: dict):
     ax.set_ylabel(f"mean held-out accuracy - {sizes[0]} prompts'")
     ax.set_title(f"{batch['world']}, {batch['optimizer']}")
     ax.legend(fontsize=7)
+
+
+def plot_confirmatory(axes, confirm: dict):
+    """The confirmatory regime (`oar_lite.lab.findings.regimes.confirmatory`): steps to each target,
+    GRPO and the oracle, mean over seeds with 95% intervals (a run that misses a target counts as
+    budget + 2; left), and the mean held-out accuracy over the run, oracle - GRPO, per seed with the
+    mean and its interval (right)."""
+    targets = confirm["targets"]
+    for k, (key, method, color) in enumerate((("grpo", "GRPO", method_color("uniform")),
+                                              ("oracle", "oracle", method_color("oracle", 1)))):
+        xs = np.arange(len(targets)) + (k - 0.5) * 0.3
+        e = [t[key] for t in targets.values()]
+        axes[0].bar(xs, [x["mean"] for x in e], width=0.3, color=color, label=method, capsize=3,
+                    yerr=np.array([[x["mean"] - x["ci"][0], x["ci"][1] - x["mean"]] for x in e]).T)
+    axes[0].set_xticks(range(len(targets)), [f"target {k}" for k in targets])
+    axes[0].set_ylabel(f"steps (mean over {confirm['seeds']} seeds, 95% CI)")
+    axes[0].set_title("steps to the target (a run that misses it counts as budget + 2)", fontsize=9)
+    axes[0].legend()
+    diffs, a = np.asarray(confirm["per_seed"]["diffs"]), confirm["area"]
+    axes[1].scatter(diffs, np.zeros_like(diffs), color=method_color("oracle", 1), alpha=0.6, label="one seed")
+    axes[1].errorbar([a["diff"]], [0.3], xerr=[[a["diff"] - a["diff_ci"][0]], [a["diff_ci"][1] - a["diff"]]], fmt="o",
+                     color="k", capsize=4, label="mean, 95% CI")
+    axes[1].axvline(0, color="tab:gray", lw=0.8, ls="--")
+    axes[1].set_ylim(-0.5, 0.8)
+    axes[1].set_yticks([])
+    axes[1].set_xlabel("mean held-out accuracy over the run: oracle - GRPO, same seed")
+    axes[1].legend(loc="upper left", fontsize=8)
+
+
+def plot_noise_shares(ax, shares: dict):
+    """Where a batch gradient's variance comes from (`oar_lite.lab.findings.noise.shares`' ``"toy"``):
+    per setting, the shares of the prompts drawn, the completions sampled and the tokens the reward
+    does not depend on, stacked to 1."""
+    names = list(shares)
+    left = np.zeros(len(names))
+    for part, color, label in (("prompts", "tab:gray", "prompts"), ("completions", "tab:blue", "completions"),
+                               ("irrelevant", "tab:red", "irrelevant tokens")):
+        values = np.array([shares[k][part] for k in names])
+        ax.barh(names, values, left=left, color=color, label=label)
+        left += values
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of a batch gradient's variance")
+    ax.legend(loc="lower right", fontsize=8)

@@ -126,3 +126,28 @@ def test_plot_batch_size_draws_grpo_s_curve_and_a_star_where_credit_meets_it():
     assert "GRPO at P prompts per step" in labels and "oracle at 2 prompts (2 seeds)" in labels
     assert [t.get_text() for t in ax.get_xticklabels()] == ["2", "4", "8"]
     plt.close(fig)
+
+
+def test_plot_confirmatory_draws_steps_per_target_and_the_per_seed_differences():
+    from oar_lite.lab.findings import regimes
+
+    confirm = regimes.confirmatory()
+    fig, axes = plt.subplots(1, 2)
+    plots.plot_confirmatory(axes, confirm)
+    assert len(axes[0].patches) == 2 * len(confirm["targets"])
+    assert [t.get_text() for t in axes[0].get_xticklabels()] == [f"target {k}" for k in confirm["targets"]]
+    assert len(axes[1].collections[0].get_offsets()) == confirm["seeds"]
+    plt.close(fig)
+
+
+def test_plot_noise_shares_stacks_the_three_parts_to_one():
+    shares = {"a": {"prompts": 0.2, "completions": 0.7, "irrelevant": 0.1},
+              "b": {"prompts": 0.5, "completions": 0.3, "irrelevant": 0.2}}
+    fig, ax = plt.subplots()
+    plots.plot_noise_shares(ax, shares)
+    ends = {}
+    for bar in ax.patches:
+        ends[bar.get_y()] = max(ends.get(bar.get_y(), 0), bar.get_x() + bar.get_width())
+    assert sorted(round(v, 9) for v in ends.values()) == [1.0, 1.0] and len(ax.patches) == 6
+    assert ax.get_legend_handles_labels()[1] == ["prompts", "completions", "irrelevant tokens"]
+    plt.close(fig)

@@ -89,8 +89,8 @@ def confirmatory(regimes: dict | None = None) -> dict:
                         for k, tab in targets.items()},
             "grpo_steps": t["methods"]["uniform"]["mean"], "oracle": t["methods"]["oracle"],
             "area": {"diff": area["oracle"]["diff"], "diff_ci": list(area["oracle"]["diff_ci"])},
-            "per_seed": {"above": int((diffs > 0).sum()), "n": len(diffs), "median": float(np.median(diffs)),
-                         "lowest": float(diffs.min())},
+            "per_seed": {"diffs": diffs.tolist(), "above": int((diffs > 0).sum()), "n": len(diffs),
+                         "median": float(np.median(diffs)), "lowest": float(diffs.min())},
             "oar": methods(OAR_SCREEN, lambda k: k.startswith("oar-")),
             "controls": methods(CONTROLS, lambda k: k.endswith(":oracle"))}
 

@@ -104,6 +104,12 @@ def _load(name: str) -> dict | None:
         return None
 
 
+def logs() -> list[dict]:
+    """The shipped studies' logs, the one the results lead with first: the clean split's (once
+    shipped), then the old split's."""
+    return [log for log in (_load(CLEAN), lora_learning.load_log(OLD)) if log is not None]
+
+
 def finale(clean: dict | None = None, old: dict | None = None, control: dict | None = None) -> dict:
     """Both studies (the clean one only once shipped) and the toy's positive control pooled (the
     last paragraph): ``{"clean": study or None, "old": study, "lead": the study the results lead

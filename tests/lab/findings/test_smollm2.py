@@ -85,7 +85,7 @@ def test_the_results_lead_with_the_clean_study_when_its_log_exists_and_label_the
     assert "on problems held out by their numbers (pre-registered, 6 seeds)" in readme
     assert readme.index("held out by their numbers") < readme.index("On the old split")
     takeaways = smollm2.text("takeaways", f)
-    assert "the pre-registered study on problems held out by their numbers, 6 seeds" in takeaways
+    assert "(pre-registered, problems held out by their numbers, 6 seeds)" in takeaways
     tables = smollm2.text("tables", f)
     assert tables.startswith("**The pre-registered study on problems held out by their numbers** (6 seeds).")
     assert "**The study on the old split (problems held out by their wording only)** (3 seeds)." in tables
@@ -138,6 +138,8 @@ def test_results_md_holds_the_current_learning_tables_and_lead():
 
 
 def test_runs_table_names_the_split():
+    shipped_logs = smollm2.logs()
+    assert shipped_logs[-1]["name"] == "main" and all(smollm2.split_of(l) == "numbers" for l in shipped_logs[:-1])
     table = smollm2.runs_table(lora_learning.load_log())
     assert "| held out | by their wording only (the old split) |" in table
     assert smollm2.runs_table(_clean_log()).count("by their numbers") == 1
