@@ -14,6 +14,7 @@ enters the pooled reading; the pooled reading comes first, each set beside it.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -42,9 +43,10 @@ def world_key(entry: dict) -> tuple:
 
 
 def set_label(name: str) -> str:
-    """``"plain toy, adamw: external replication, seeds 601-605"`` -> ``"external replication, seeds
-    601-605"``; a name without a label is the pre-registered set."""
-    return name.split(": ", 1)[1] if ": " in name else PRE_REGISTERED
+    """``"plain toy, adamw: external replication, seeds 601-605"`` -> ``"external replication"`` (the
+    seeds are printed beside every label, so a trailing ``", seeds ..."`` is dropped); a name without a
+    label is the pre-registered set."""
+    return re.sub(r", seeds [\d, -]+$", "", name.split(": ", 1)[1]) if ": " in name else PRE_REGISTERED
 
 
 def _per_seed(entry: dict) -> dict[int, dict]:

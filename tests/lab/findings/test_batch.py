@@ -62,7 +62,8 @@ def test_the_conclusion_says_what_holds_pooled_and_what_did_not_replicate():
     found = _study()
     text = batch.conclusion(found)
     assert "(10 seeds, pooled over 2 seed sets: pre-registered 300-305; external replication 601-604)" in text
-    assert "On the external replication's seeds alone the learner does not read as on the pre-registered seeds" in text
+    assert ("On the external replication's seeds alone the learner does not read as on the pre-registered seeds: "
+            "the pre-registered reading did not replicate on them (no bigger batch's interval lies above 0)") in text
     assert "Pooled, the effect of doubling the batch is smaller than the pre-registered seeds read it" in text
     assert "OAR-G on the external replication seeds alone:" in text and "where pooled it reads below 0" in text
     assert "without seed 300 (-0.130) OAR-G's pooled difference is" in text
@@ -76,6 +77,26 @@ def test_the_conclusion_says_what_holds_pooled_and_what_did_not_replicate():
     sentence = batch.sentence(found)
     assert sentence.startswith("- **Is the learner noise-limited at all?** Yes: in the plain toy (adamw, 10 seeds "
                                "pooled over 2 seed sets)") and "the pre-registered 6 seeds alone read" in sentence
+
+
+def test_a_set_is_labelled_without_the_seeds_printed_beside_it():
+    assert batch.set_label("plain toy, adamw: external replication, seeds 601-605") == "external replication"
+    assert batch.set_label("plain toy, adamw") == batch.PRE_REGISTERED
+    assert batch.set_label("k=64, adamw: confirmatory") == "confirmatory"
+
+
+def test_a_pooled_harm_that_rests_on_one_seed_says_so_where_it_is_stated():
+    """OAR-G's pooled interval lies below 0 only with its most extreme seed: the summary and the
+    'what holds' paragraph say it rests on that seed, beside the verdict, not only in a footnote."""
+    (b,) = _study()
+    g = b["marks"]["oar-g:answer_mean"]
+    g["without_extreme"] = {**g["without_extreme"], "diff": -0.005, "diff_ci": [-0.02, 0.01]}
+    assert f"OAR-G (pooled; resting on seed {g['without_extreme']['seed']}; not on the external replication seeds alone)" \
+        in batch.sentence([b])
+    assert "OAR-G reads below GRPO pooled (" in batch.conclusion([b]) and "a verdict that rests on one seed: without seed " \
+        f"{g['without_extreme']['seed']}" in batch.conclusion([b])
+    g["without_extreme"]["diff_ci"] = [-0.03, -0.001]
+    assert "resting on seed" not in batch.sentence([b]) and "and still without its most extreme seed" in batch.conclusion([b])
 
 
 def test_a_world_without_a_bigger_batch_that_helps_is_not_noise_limited_and_sgd_gets_no_credit_marks():
