@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from . import conclusion, readme, smollm2
+from . import batch, conclusion, readme, smollm2
 
 
 def main(argv=None) -> None:
@@ -12,8 +12,18 @@ def main(argv=None) -> None:
     ap.add_argument("--write-readme", type=Path, metavar="README", help="rewrite that README's findings block")
     ap.add_argument("--learning-tables", action="store_true",
                     help="print the SmolLM2 studies' lead sentence and tables (benchmarks/RESULTS.md, notebook 07)")
+    ap.add_argument("--batch", action="store_true",
+                    help="print the batch-size study pooled over every seed set: its table, the credit methods on "
+                         "GRPO's curve and its reading (notebook 06, section 10; benchmarks/RESULTS.md)")
     args = ap.parse_args(argv)
-    if args.learning_tables:
+    if args.batch:
+        found = batch.worlds()
+        print(batch.table(found))
+        print()
+        print(batch.prose.render(batch.TEMPLATE, "marks", worlds=found))
+        print()
+        print(batch.conclusion(found))
+    elif args.learning_tables:
         found = smollm2.finale()
         print(smollm2.text("lead", found))
         print()

@@ -150,3 +150,21 @@ def test_each_set_read_on_its_own_is_its_shipped_table():
                 assert row["diff"] == pytest.approx(area["diff"]) and row["diff_ci"] == pytest.approx(area["diff_ci"])
                 assert row["speedup_ci"] == pytest.approx(steps["speedup_ci"]) and row["reached"] == steps["reached"]
                 assert row["per_completion_ci"] == pytest.approx(t["per_completion"]["rows"][f"{p} prompts"]["diff_ci"])
+
+
+def test_results_md_holds_the_pooled_tables_the_cli_prints(capsys):
+    """benchmarks/RESULTS.md states the pooled batch-size study as the shipped data reads it, and
+    ``python -m oar_lite.lab.findings --batch`` prints those tables (rerun it when a seed set ships)."""
+    from pathlib import Path
+
+    from oar_lite.lab.findings.__main__ import main
+
+    found = batch.worlds()
+    tables = batch.table(found), batch.prose.render(batch.TEMPLATE, "marks", worlds=found)
+    results = (Path(__file__).resolve().parents[3] / "benchmarks" / "RESULTS.md").read_text()
+    for t in tables:
+        assert t in results, "rerun: python -m oar_lite.lab.findings --batch"
+    main(["--batch"])
+    printed = capsys.readouterr().out
+    assert all(t in printed for t in tables) and batch.conclusion(found) in printed
+    assert "| plain toy | adamw | pooled: 300-309, 601-605 (15) | 4 |" in tables[0]
