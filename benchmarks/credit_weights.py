@@ -9,7 +9,7 @@ reads the JSON.
 Batches as training draws them (`oar_lite.train.pick_problems` from the training pool,
 temperature 1); only the completions with a non-zero advantage, which are the ones reshaped::
 
-    python -m benchmarks.credit_weights --name "weights, k=16" --model /tmp/pos/worlds/scratch16 --scratch 16
+    python -m benchmarks.credit_weights --name "weights, k=16" --model $RUNS/pos/worlds/scratch16 --scratch 16
 
 Each run adds (or replaces) its ``--name`` entry in ``--json`` (default ``positive_control.json``
 of `oar_lite.lab.regime.RESULTS_DIR`, beside the sweep's entries).
