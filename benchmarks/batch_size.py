@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from benchmarks import common
-from oar_lite.lab import cli, compare as cmp, regime
+from oar_lite.lab import compare as cmp, regime
 from oar_lite.lab.report import markdown_table
 from oar_lite.train import OPTIMIZERS
 
@@ -50,8 +50,7 @@ def main(argv=None) -> dict:
                     help="a method's mean-accuracy gain over GRPO at the smallest batch (the oracle's): "
                          "reported as the batch size it is worth")
     args = ap.parse_args(argv)
-    common.require_inputs(ap, "--model", [args.model] if args.model else [], "config.json",
-                          "a toy model folder (scripts/pretrain_toy.py --out)")
+    common.require_toy_model(ap, args.model)
     if min(args.prompts) < 1 or len(set(args.prompts)) < 2:
         ap.error(f"--prompts: expected 2 or more distinct positive batch sizes, got {args.prompts}")
     overrides = {"group_size": args.group_size, "optimizer": args.optimizer}
@@ -78,7 +77,7 @@ def main(argv=None) -> dict:
     runs = {p: run(p, finished) for p in args.prompts}  # read back, not trained
     table = regime.batch_size_table(runs, target=args.target, group_size=args.group_size, max_step=args.steps)
     settings = {**overrides, "steps": args.steps, "target": args.target, "profile": args.profile,
-                "model": cli.portable(args.model) if args.model else "oar_lite/course/data/toy-model", "seeds_asked": args.seeds}
+                "model": common.portable(args.model) if args.model else "oar_lite/course/data/toy-model", "seeds_asked": args.seeds}
     entry = {"name": args.name, "command": command, "settings": settings,
              "table": table, "wall_s": time.time() - t0}
     if args.oracle_gain is not None:

@@ -314,6 +314,9 @@ def parser(doc: str, out: str | Path, *, timing: bool = True, device: bool | Non
     return ap
 
 
+portable = cli.portable  # a path as provenance records it ($RUNS/...)
+
+
 def require_inputs(ap: argparse.ArgumentParser, what: str, folders, name: str, expected: str) -> None:
     """A usage error (exit 2, before any work) naming the first of ``folders`` without ``name``
     in it: an input a command names (a trained adapter, a toy model, runs to read back) must
@@ -321,6 +324,11 @@ def require_inputs(ap: argparse.ArgumentParser, what: str, folders, name: str, e
     for folder in folders:
         if not (Path(folder) / name).exists():
             ap.error(f"{what} {folder}: no {name} there; expected {expected}")
+
+
+def require_toy_model(ap: argparse.ArgumentParser, folder: str | None) -> None:
+    """`require_inputs` for ``--model``, a toy model folder other than the shipped one (None)."""
+    require_inputs(ap, "--model", [folder] if folder else [], "config.json", "a toy model folder (scripts/pretrain_toy.py --out)")
 
 
 def command(module: str, argv: list[str] | None) -> str:

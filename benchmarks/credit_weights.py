@@ -65,8 +65,9 @@ def main(argv=None) -> dict:
                     help="the reshaping's boost, for the methods that reshape (default: the oracle's, 0.1 elsewhere)")
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
     args = ap.parse_args(argv)
+    common.require_toy_model(ap, args.model)
     _, report = common.start(args, "credit_weights", argv, name=args.name, settings={
-        "model": args.model or "shipped", "scratch": args.scratch, "batches": args.batches, "prompts": args.prompts,
+        "model": common.portable(args.model) if args.model else "shipped", "scratch": args.scratch, "batches": args.batches, "prompts": args.prompts,
         "group_size": args.group_size, "seed": args.seed, "boost": args.boost})
     model, tok = toy.load_model(args.model)
     task = compare.toy_task()
