@@ -11,7 +11,7 @@ export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export MPLBACKEND := Agg
 
-.PHONY: venv demo test test-fast test-notebooks test-slow test-slow-units test-slow-notebooks test-wheel test-trl-oldest test-newest lab bench bench-credit clean notebooks student grade check-student check-grade site check-site check-course release-student ground-truth
+.PHONY: venv demo test test-fast test-random test-notebooks test-slow test-slow-units test-slow-notebooks test-wheel test-trl-oldest test-newest lab bench bench-credit clean notebooks student grade check-student check-grade site check-site check-course release-student ground-truth
 
 venv: $(STAMP)
 
@@ -46,6 +46,13 @@ test: test-fast test-notebooks
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow" $(call junit,test-fast) tests
+
+# The fast unit tests in a random order (pytest-randomly, off in the other runs: pyproject.toml's
+# addopts), so that a test that depends on another's global state fails; the order's seed is printed,
+# SEED=n repeats it. .ci/run runs it once.
+test-random: $(STAMP)
+	@seed=$${SEED:-$$RANDOM}; echo "test-random: the fast unit tests in the order of seed $$seed (make test-random SEED=$$seed repeats it)"; \
+	$(PY) -m pytest -q -m "not slow" -p randomly --randomly-seed=$$seed tests
 
 test-notebooks: $(STAMP)
 	OAR_LITE_SIZE=test $(PY) -m pytest -q $(NBVAL) $(call junit,test-notebooks) $(NOTEBOOKS_FAST)

@@ -38,9 +38,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--methods", nargs="+", default=list(adapter_signal.METHODS))
     ap.add_argument("--ship", action="store_true", help=f"also write {adapter_signal.RESULT_PATH}")
     args = ap.parse_args(argv)
-    if not (args.adapter / "adapter_config.json").is_file():
-        ap.error(f"--adapter {args.adapter}: no adapter_config.json there; expected a peft adapter folder "
-                 "such as a TRL run's checkpoint-12")
+    common.require_inputs(ap, "--adapter", [args.adapter], "adapter_config.json",
+                          "a peft adapter folder such as a TRL run's checkpoint-12")
     from peft import PeftModel
 
     from oar_lite.course.models import load_smollm2

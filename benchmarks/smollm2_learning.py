@@ -245,6 +245,8 @@ def main(argv=None):
     p.set_defaults(func=power)
     args = ap.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else argv
+    if args.func is collect:
+        common.require_inputs(ap, "run folder", args.runs, "run.json", "a folder `smollm2_learning run` wrote")
     for name, key in RECIPE_FLAGS.items():
         if getattr(args, name, 0) is None:
             setattr(args, name, laptop[key])

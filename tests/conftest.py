@@ -1,4 +1,9 @@
 """Shared fixtures: tiny deterministic causal LMs built in-process (nothing downloaded)."""
+import isolation  # first: the session's HOME and caches are set before any library reads them
+
+isolation.install()
+from isolation import pytest_make_collect_report, pytest_runtest_call, pytest_runtest_setup, pytest_runtest_teardown  # noqa: F401
+
 import contextlib
 import dataclasses
 import os
