@@ -583,3 +583,28 @@ def test_the_shipped_data_the_benchmarks_name_exists():
 
     assert smollm2_learning.SHIPPED.is_dir() and any(smollm2_learning.SHIPPED.glob("*.json"))
     assert weight_uniformity.SHIPPED.is_file()
+
+
+def test_trl_step_cost_pieces():
+    """The TRL step-cost benchmark's methods, reward, prompt and its agreement of a budget's scores
+    with the default budget's (which can fail: a changed score or weight shows)."""
+    from benchmarks import trl_step_cost as tsc
+
+    assert tsc.method_names([1024, 16384]) == ["grpo", "oar-p", "oar-p@1024", "oar-p@16384"]
+    assert [tsc._budget(m) for m in tsc.method_names([1024])] == [None, None, 1024]
+    texts = ["a", "b", "c", "d"]
+    assert tsc.trl_spread_reward([[{"role": "assistant", "content": t}] for t in texts]) == \
+        [step_cost.spread_reward(t, {}) for t in texts] and set(tsc.trl_spread_reward(texts)) == {0.0, 1.0}
+    messages = tsc.long_prompt("Tom has 3 apples. How many?")
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"] and "The answer is 8." in messages[1]["content"]
+    s = torch.tensor([0.1, 0.5, 0.3, 0.9])
+    w = torch.tensor([0.5, 1.2, 0.9, 1.4])
+    same = tsc.score_agreement([(s, w)], [(s.clone(), w.clone())])
+    assert same == {"rows": 1, "min_spearman": pytest.approx(1.0), "max_abs_score_diff": 0.0, "max_abs_weight_diff": 0.0}
+    swapped = tsc.score_agreement([(s, w)], [(s[[1, 0, 2, 3]], w + 0.25)])
+    assert swapped["min_spearman"] < 1 and swapped["max_abs_score_diff"] == pytest.approx(0.4)
+    assert swapped["max_abs_weight_diff"] == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="different rows scored"):
+        tsc.score_agreement([(s, w)], [])
+    with pytest.raises(ValueError, match="--budgets must be >= 1"):
+        tsc.main(["--budgets", "0", "--no-progress"])
