@@ -320,6 +320,14 @@ def command(module: str, argv: list[str] | None) -> str:
     return f"python -m benchmarks.{module} " + shlex.join(sys.argv[1:] if argv is None else argv)
 
 
+def portable(text: str) -> str:
+    """``text`` with the run folder written as ``$RUNS`` (the value of the environment variable
+    ``RUNS``, where runs outside the checkout go), so that a shipped file names no folder of
+    this machine; unchanged when ``RUNS`` is not set."""
+    runs = os.environ.get("RUNS", "").rstrip("/")
+    return text.replace(runs, "$RUNS") if runs else text
+
+
 def start(args: argparse.Namespace, module: str, argv: list[str] | None, **fields) -> tuple[torch.device, dict]:
     """Threads, device, clock and dtype from the `parser` flags (`setup`); returns the device and
     the report's header: command, machine, warm-up and kept rounds (timing only), ``fields``."""
