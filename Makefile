@@ -63,13 +63,15 @@ test-wheel: $(STAMP)
 	$(PY) -m pytest -q -s -p no:cacheprovider $(call junit,test-wheel) tests_install
 
 # The TRL tests against the oldest TRL that oar_lite.trl supports (TRL_SUPPORTED's lower bound),
-# installed alone into a temporary folder put first on the path, over the tested stack.
+# installed alone into a temporary folder put first on the path, over the tested stack: the guard,
+# the package checks and the settings matrix (tests/test_trl_matrix.py, whose cases a release lacks
+# are selected by version).
 TRL_OLDEST := 1.6.0
 test-trl-oldest: $(STAMP)
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	$(PY) -m pip install -q --no-deps --target "$$tmp" "trl==$(TRL_OLDEST)" && \
 	PYTHONPATH="$$tmp$${PYTHONPATH:+:$$PYTHONPATH}" $(PY) -c "import trl; assert trl.__version__ == '$(TRL_OLDEST)', trl.__version__; print('trl', trl.__version__, trl.__file__)" && \
-	PYTHONPATH="$$tmp$${PYTHONPATH:+:$$PYTHONPATH}" $(PY) -m pytest -q -p no:cacheprovider $(call junit,test-trl-oldest) tests/test_trl.py tests/test_package.py
+	PYTHONPATH="$$tmp$${PYTHONPATH:+:$$PYTHONPATH}" $(PY) -m pytest -q -p no:cacheprovider $(call junit,test-trl-oldest) tests/test_trl.py tests/test_trl_matrix.py tests/test_package.py
 
 # The TRL and package tests against the newest release of each dependency pyproject.toml allows
 # (torch aside: its CPU build is pinned), installed into a temporary folder put first on the path
