@@ -107,17 +107,19 @@ def test_step_cost_runs(tmp_path):
 
 
 @toy_model
-def test_step_cost_times_trls_entropy_top(tmp_path):
-    """``--methods uniform entropy-top``: TRL's top_entropy_quantile as a method of the step-cost
-    benchmark, on the same rollouts as GRPO, its attribution phase timed (its entropy forward)."""
-    assert "entropy-top" in step_cost.EXTRA_METHODS and "entropy-top" not in step_cost.METHODS
+@pytest.mark.parametrize("method", ["entropy-top", "grail"])
+def test_step_cost_times_the_lab_baselines(tmp_path, method):
+    """``--methods uniform entropy-top`` (TRL's top_entropy_quantile) and ``--methods uniform grail``
+    (GRAIL's saliency, `oar_lite.lab.grail`) as methods of the step-cost benchmark, on the same
+    rollouts as GRPO, their attribution phase timed."""
+    assert method in step_cost.EXTRA_METHODS and method not in step_cost.METHODS
     report = step_cost.main(["--model", "toy", "--prompts", "2", "--group-size", "4", "--max-new-tokens", "40",
-                             "--methods", "uniform", "entropy-top", "--reward", "spread", "--warmup", "0",
+                             "--methods", "uniform", method, "--reward", "spread", "--warmup", "0",
                              "--repeats", "1", "--threads", "1", "--no-progress", "--out", str(tmp_path / "s.json")])
     res = report["models"][0]
-    assert set(res["methods"]) == {"uniform", "entropy-top"} and res["same_rollouts"]
-    assert res["methods"]["entropy-top"]["scored_rows"] > 0
-    assert "| entropy-top |" in report["markdown"]
+    assert set(res["methods"]) == {"uniform", method} and res["same_rollouts"]
+    assert res["methods"][method]["scored_rows"] > 0 and res["methods"][method]["phases"]["attribute"]["median"] > 0
+    assert f"| {method} |" in report["markdown"]
 
 
 @toy_model
@@ -466,7 +468,7 @@ def _documented_commands() -> list[tuple[str, list[str]]]:
                      (root / "benchmarks/RESULTS.md").read_text().replace("\\\n", " "))  # continued lines joined
     make = (root / "Makefile").read_text().replace("\\\n", " ")
     gpu_run = (root / "scripts/gpu_run.sh").read_text().replace("\\\n", " ").replace('"$dev"', "cpu").replace("$out", "$RUNS")
-    return [(m.group(1), shlex.split(m.group(2))) for text in (results, make, gpu_run)
+    return [(m.group(1), shlex.split(m.group(2), comments=True)) for text in (results, make, gpu_run)
             for m in re.finditer(r"-m benchmarks\.(\w+)([^`\n]*)", text)]
 
 
