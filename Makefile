@@ -88,7 +88,7 @@ test-newest: $(STAMP)
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	$(PY) scripts/newest_stack.py install "$$tmp/site" && \
 	PYTHONPATH="$$tmp/site$${PYTHONPATH:+:$$PYTHONPATH}" $(PY) scripts/newest_stack.py check "$$tmp/site" && \
-	PYTHONPATH="$$tmp/site$${PYTHONPATH:+:$$PYTHONPATH}" $(PY) -m pytest -q -p no:cacheprovider tests/test_trl.py tests/test_package.py
+	PYTHONPATH="$$tmp/site$${PYTHONPATH:+:$$PYTHONPATH}" $(PY) -m pytest -q -p no:cacheprovider tests/test_trl.py tests/test_trl_matrix.py tests/test_package.py
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks
