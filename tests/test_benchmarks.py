@@ -610,3 +610,49 @@ def test_trl_step_cost_pieces():
         tsc.score_agreement([(s, w)], [])
     with pytest.raises(ValueError, match="--budgets must be >= 1"):
         tsc.main(["--budgets", "0", "--no-progress"])
+
+
+def test_smollm2_collect_shares_one_step_zero_measurement_and_refuses_a_disagreeing_one(tmp_path):
+    """The pre-registered study measures step 0 (the base model) in the first seed's runs only;
+    `collect --step-zero-from` copies those records, marked, into the runs that did not measure it,
+    and stops when two runs measured the base model differently or a run is on another split."""
+    from benchmarks import smollm2_learning
+
+    split = dict(smollm2_learning.SPLIT)
+
+    def folder(name, seed, records, run_split=split):
+        out = tmp_path / name
+        out.mkdir()
+        settings = {"method": "uniform", "seed": seed, "learning_rate": 3e-4, "steps": 2, "split": run_split}
+        (out / "run.json").write_text(json.dumps({"command": "run", "machine": {}, "settings": settings,
+                                                  "trl_config": {}, "finished": True, "log": [{"step": 1}]}))
+        (out / "heldout.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+        return str(out)
+
+    def record(step, correct, decoding="greedy"):
+        return {"step": step, "decoding": decoding, "cpu_seconds": 1.0 + step, "correct": correct,
+                "answered": [[1]] * len(correct), "tokens": [[5]] * len(correct)}
+
+    base = [record(0, [[1], [0]]), record(0, [[0], [0]], "t1")]
+    first = folder("uniform-seed10", 10, [*base, record(2, [[1], [1]])])
+    same = folder("oar-g-seed10", 10, [{**r, "cpu_seconds": 9.0} for r in base] + [record(2, [[1], [0]])])
+    later = folder("uniform-seed11", 11, [record(2, [[0], [1]])])
+    out = tmp_path / "clean.json"
+    smollm2_learning.main(["collect", "--name", "clean", "--step-zero-from", "uniform-seed10", "--json", str(out),
+                           first, same, later])
+    runs = {r["name"]: r for r in json.loads(out.read_text())["runs"]}
+    copied = [r for r in runs["uniform-seed11"]["heldout"] if r["step"] == 0]
+    assert [(r["decoding"], r["correct"], r["copied_from"]) for r in copied] == \
+        [("greedy", [[1], [0]], "uniform-seed10"), ("t1", [[0], [0]], "uniform-seed10")]
+    assert not any("copied_from" in r for r in runs["oar-g-seed10"]["heldout"])  # measured its own, equal
+    assert [r["step"] for r in runs["uniform-seed11"]["heldout"]] == [0, 0, 2]
+    differ = folder("oar-g-seed11", 11, [record(0, [[0], [0]]), base[1]])
+    with pytest.raises(SystemExit, match=r"measured step 0 differently \(\['greedy'\]\)"):
+        smollm2_learning.main(["collect", "--name", "clean", "--step-zero-from", "uniform-seed10", "--json",
+                               str(out), first, differ])
+    other = folder("uniform-seed12", 12, [record(2, [[0], [1]])], {**split, "by": "question"})
+    with pytest.raises(SystemExit, match="on another split"):
+        smollm2_learning.main(["collect", "--name", "clean", "--step-zero-from", "uniform-seed10", "--json",
+                               str(out), first, other])
+    with pytest.raises(SystemExit, match="expected the folder name of one of the collected runs"):
+        smollm2_learning.main(["collect", "--name", "clean", "--step-zero-from", "seed99", "--json", str(out), first])
