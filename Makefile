@@ -11,7 +11,7 @@ export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export MPLBACKEND := Agg
 
-.PHONY: venv demo test test-fast test-notebooks test-slow test-slow-units test-slow-notebooks test-wheel test-trl-oldest test-newest lab bench bench-credit clean notebooks student grade check-student check-grade site check-site check-course release-student ground-truth
+.PHONY: venv demo test test-fast test-notebooks test-slow test-slow-units test-slow-notebooks test-wheel test-trl-oldest test-newest lab bench bench-credit clean notebooks student grade grade-report check-student check-grade site check-site check-course release-student ground-truth
 
 venv: $(STAMP)
 
@@ -128,11 +128,17 @@ student: $(STAMP)
 
 # Grade a folder of completed student notebooks (any file names): make grade SUBMISSIONS=path/to/folder
 # [JOBS=n, default one per core]. Points from the hidden tests; written answers collected into
-# build/course/grades/answers.{md,csv} (rubric: docs/teacher/rubrics.md); submissions that measured
-# before predicting flagged in report.md. Runs with OAR_LITE_SIZE=grading (smaller heavy cells).
+# build/course/grades/answers.{md,csv} (rubric: docs/teacher/rubrics.md; enter their points there, then
+# make grade-report); submissions to open before taking points (measured before predicting, code that
+# may get around the checks) listed in report.md. Runs with OAR_LITE_SIZE=grading (smaller heavy cells).
 grade: $(STAMP)
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-of-notebooks [JOBS=n]"; exit 2; }
 	$(PY) scripts/course.py grade "$(SUBMISSIONS)" $(if $(JOBS),--jobs $(JOBS))
+
+# After entering the written answers' points in build/course/grades/answers.csv: report.md and
+# totals.csv again, the written points added to the hidden tests' (nothing is re-run).
+grade-report: $(STAMP)
+	$(PY) scripts/course.py report
 
 # The student notebooks run without an error; every question fails with its blank stub, every
 # re-implementation exercise fails with its package shortcut, every well-typed wrong answer scores
