@@ -120,9 +120,9 @@ $(NPM_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund
 	touch $(NPM_STAMP)
 
-# Student notebooks (solutions, model answers and hidden tests removed; public checks kept) in
-# student/ (committed: their Colab badge opens them), autograder zips and the full tests in
-# build/course.
+# Student notebooks (solutions, model answers and hidden tests removed; public checks kept, in
+# oar_lite/course/data/checks) in student/ (committed: their Colab badge opens them), autograder
+# zips and the full tests in build/course.
 student: $(STAMP)
 	$(PY) scripts/course.py student
 
@@ -147,8 +147,10 @@ check-student: student
 	$(PY) scripts/course.py check-student
 
 # make grade on hand-made, renamed submissions, the exact score of each question: solved (full),
-# package shortcuts, well-typed wrong answers and blank (0), solved but measured before predicting
-# (flagged), not the course's (reported); the written answers collected.
+# solved and Run All twice (full, not flagged), package shortcuts, well-typed wrong answers and blank
+# (0), solved but measured before predicting (flagged), 06 with answer_mass and a copied package
+# function (0, the copy flagged), not the course's (reported); the written answers collected and
+# their points, once entered, in the totals.
 check-grade: student
 	$(PY) scripts/course.py check-grade
 

@@ -1020,8 +1020,11 @@ def write_report(grades_dir: Path = COURSE / "grades") -> str:
                "Cells the student wrote or changed that use a function's code object, rebuild a function from its "
                "source, or reload a module (`exercises.forbid` blocks the package functions and copies of them made "
                "with `types.FunctionType`; it cannot see code rebuilt from source):", ""]
-    report += [f"- **{f['student']}**: {f['notebook']} ({f['submission']}), cell {f['cell']}: `{f['what']}` in "
-               f"`{f['line']}`" for f in flags] or ["- none"]
+    by_line: dict[tuple, list[str]] = {}
+    for f in flags:                                   # one entry per line of code, with all it uses
+        by_line.setdefault((f["student"], f["notebook"], f["submission"], f["cell"], f["line"]), []).append(f["what"])
+    report += [f"- **{who}**: {nb} ({sub}), cell {cell}: {', '.join(f'`{w}`' for w in what)} in `{line}`"
+               for (who, nb, sub, cell, line), what in by_line.items()] or ["- none"]
     report.append("")
     for who in students:
         mine = [r for r in rows if r["student"] == who]
@@ -1423,7 +1426,7 @@ EXTRAS = ["docs/trl.md", "docs/oar-spec.md", "docs/gpu.md", "docs/scale.md", "be
           "docs/scaling.png", "docs/ground_truth.png"]
 # the pacing pages (scripts/pacing.py): the syllabus on both sites, the instructor notes for teachers only
 PACING = {"teacher": {"Syllabus": "docs/syllabus.md", "Instructor notes": "docs/teacher/instructor-notes.md",
-                      "Rubrics": "docs/teacher/rubrics.md"},
+                      "Rubrics": "docs/teacher/rubrics.md", "Grading": "docs/teacher/grading.md"},
           "student": {"Syllabus": "docs/syllabus.md"}}
 # mkdocs-jupyter's page template loads mermaid from a CDN whether or not a page has a diagram
 # (the notebooks have none): the site drops that script.

@@ -187,5 +187,6 @@ def test_the_series_map_check_catches_a_stale_title_or_a_runtime():
 def test_both_sites_carry_the_syllabus_and_only_the_teachers_the_notes():
     pages = {kind: set(titles.values()) for kind, titles in course.PACING.items()}
     assert pages["student"] == {"docs/syllabus.md"}
-    assert pages["teacher"] == {"docs/syllabus.md", "docs/teacher/instructor-notes.md", "docs/teacher/rubrics.md"}
+    assert pages["teacher"] == {"docs/syllabus.md", "docs/teacher/instructor-notes.md", "docs/teacher/rubrics.md",
+                                "docs/teacher/grading.md"}
     assert all((course.ROOT / page).is_file() for page in pages["teacher"])
