@@ -45,6 +45,7 @@ experiments keep their sizes), so a submission grades in well under a CPU-minute
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import csv
 import hashlib
@@ -267,6 +268,8 @@ def _fresh(value):
     import torch
     if isinstance(value, torch.Tensor):
         return value.clone()
+    if isinstance(value, tuple) and hasattr(value, "_fields"):          # a named tuple
+        return type(value)(*(_fresh(v) for v in value))
     if isinstance(value, (list, tuple)):
         return type(value)(_fresh(v) for v in value)
     if isinstance(value, dict):
@@ -278,6 +281,45 @@ class _TimeUp(BaseException):
     pass
 
 
+# package functions the search never calls: ones that write or delete files by name (a function
+# called with an exercise's arguments may fall back to its default path: toy.write_eval_set(scores)
+# emptied the shipped held-out set before this list and `_no_writes`), and the exercises' own tools
+SEARCH_SKIPS = re.compile(r"(^|\.)(write|save|dump|export|download|install|delete|remove|clean)\w*$|"
+                          r"^oar_lite\.course\.exercises\.")
+
+
+@contextlib.contextmanager
+def _no_writes():
+    """While a candidate runs in `package_shortcuts`: opening a file for writing, removing,
+    renaming or replacing one, and starting a process raise PermissionError (reading is left
+    alone)."""
+    import builtins
+    import io
+    saved = {(builtins, "open"): builtins.open, (io, "open"): io.open,
+             **{(os, n): getattr(os, n) for n in ("remove", "unlink", "rmdir", "rename", "replace", "truncate")},
+             (shutil, "rmtree"): shutil.rmtree, (shutil, "move"): shutil.move, (os, "system"): os.system,
+             (subprocess, "Popen"): subprocess.Popen, (subprocess, "run"): subprocess.run}
+    real_open = builtins.open
+
+    def guarded_open(file, mode="r", *args, **kwargs):
+        if any(c in mode for c in "wax+"):
+            raise PermissionError(f"the shortcut search does not let a candidate write {file!r}")
+        return real_open(file, mode, *args, **kwargs)
+
+    def refuse(*args, **kwargs):
+        raise PermissionError("the shortcut search does not let a candidate change files")
+
+    try:
+        builtins.open = io.open = guarded_open
+        for (module, name), _ in saved.items():
+            if name not in ("open",):
+                setattr(module, name, refuse)
+        yield
+    finally:
+        for (module, name), value in saved.items():
+            setattr(module, name, value)
+
+
 def package_shortcuts(namespace: dict, asked: list[dict], timeout: float = 20.0, max_calls: int = 12) -> dict:
     """Which package functions compute an exercise's answer, and whether its hidden test blocks
     them, derived from the hidden test itself (run in ``namespace``, a kernel's globals after the
@@ -286,8 +328,9 @@ def package_shortcuts(namespace: dict, asked: list[dict], timeout: float = 20.0,
     function recorded (the arguments it is called with, the solution's answers); every function
     of the package (`package_functions`) that accepts those arguments and returns the same
     answers on every call computes the answer; each of those then replaces the student's function
-    and the hidden test runs again: one that passes is a shortcut the test does not block.
-    ``{name: {"function", "calls", "computes": [...], "passes": [...]}}``."""
+    and the hidden test runs again: one that passes is a shortcut the test does not block. No
+    candidate may write or remove a file while it runs (`_no_writes`; `SEARCH_SKIPS` are never
+    called). ``{name: {"function", "calls", "solved", "computes": [...], "passes": [...]}}``."""
     import contextlib
     import inspect
     import io
@@ -309,7 +352,7 @@ def package_shortcuts(namespace: dict, asked: list[dict], timeout: float = 20.0,
         previous = limited(timeout)
         try:
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
-                    warnings.catch_warnings():
+                    warnings.catch_warnings(), _no_writes():
                 warnings.simplefilter("ignore")
                 for source in sources:
                     exec(compile(source, "<hidden test>", "exec"), namespace)
@@ -319,7 +362,7 @@ def package_shortcuts(namespace: dict, asked: list[dict], timeout: float = 20.0,
         finally:
             release(previous)
 
-    functions = package_functions()
+    functions = {name: f for name, f in package_functions().items() if not SEARCH_SKIPS.search(name)}
     found = {}
     for q in asked:
         for fname in q["functions"]:
@@ -350,7 +393,7 @@ def package_shortcuts(namespace: dict, asked: list[dict], timeout: float = 20.0,
                 previous = limited(timeout)
                 try:
                     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
-                            warnings.catch_warnings():
+                            warnings.catch_warnings(), _no_writes():
                         warnings.simplefilter("ignore")
                         same = all(_same(candidate(*_fresh(args), **_fresh(kwargs)), result)
                                    for args, kwargs, result in calls)
@@ -547,7 +590,9 @@ def check_student(student_dir: Path = STUDENT, course: Path = COURSE, only: list
     shortcuts, wrong = load_shortcuts(), load_wrong_answers()
     failures, seen = [], set()
     os.environ["PYTHONPATH"] = _environment()["PYTHONPATH"]
-    os.environ.update(GRADING_SIZE)
+    # one torch thread per kernel, as `grade` gives a submission per core: on a loaded machine two
+    # threads spin at their barriers (a 2-second training cell of 01 ran past 900 s at load 18)
+    os.environ.update({**GRADING_SIZE, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
     for path in notebooks():
         if only and not any(path.name.startswith(o) for o in only):
             continue

@@ -418,3 +418,23 @@ def test_synthetic_class_is_solved_and_answered(tmp_path):
     answers = [c.source for c in nb.cells if "otter_answer_cell" in c.metadata.get("tags", [])]
     assert answers and not any(a.rstrip().endswith("...") or "= ...\n" in a for a in answers)
     assert set(course.written_answers(nb).values()) == {"A written answer."}
+
+
+def test_the_shortcut_search_cannot_write_files(tmp_path):
+    """A candidate called with an exercise's arguments may fall back to a default path (before the
+    guard, toy.write_eval_set(scores) emptied the shipped held-out set): no write, rename or
+    removal while a candidate runs, and such functions are not called at all."""
+    target = tmp_path / "data.jsonl"
+    target.write_text("kept\n")
+    with course._no_writes():
+        assert target.read_text() == "kept\n" and open(target).read() == "kept\n"
+        for attempt in (lambda: open(target, "w"), lambda: target.write_text("x"), lambda: target.open("a"),
+                        lambda: __import__("os").remove(target), lambda: target.unlink(),
+                        lambda: __import__("subprocess").run(["true"])):
+            with pytest.raises(PermissionError):
+                attempt()
+    assert target.read_text() == "kept\n"
+    target.write_text("free again\n")                      # restored on exit
+    assert course.SEARCH_SKIPS.search("oar_lite.course.toy.write_eval_set")
+    assert course.SEARCH_SKIPS.search("oar_lite.course.exercises.predict")
+    assert not course.SEARCH_SKIPS.search("oar_lite.lab.concentration.answer_mass")
