@@ -320,7 +320,8 @@ def _no_writes():
             setattr(module, name, value)
 
 
-def package_shortcuts(namespace: dict, asked: list[dict], timeout: float = 20.0, max_calls: int = 12) -> dict:
+def package_shortcuts(namespace: dict, asked: list[dict], timeout: float = 20.0, max_calls: int = 12,
+                      hidden_timeout: float = 600.0) -> dict:
     """Which package functions compute an exercise's answer, and whether its hidden test blocks
     them, derived from the hidden test itself (run in ``namespace``, a kernel's globals after the
     notebook and its solutions ran). For each ``{"name", "functions", "hidden"}`` of ``asked``
@@ -330,7 +331,9 @@ def package_shortcuts(namespace: dict, asked: list[dict], timeout: float = 20.0,
     answers on every call computes the answer; each of those then replaces the student's function
     and the hidden test runs again: one that passes is a shortcut the test does not block. No
     candidate may write or remove a file while it runs (`_no_writes`; `SEARCH_SKIPS` are never
-    called). ``{name: {"function", "calls", "solved", "computes": [...], "passes": [...]}}``."""
+    called). ``timeout``: seconds for one call of a candidate; ``hidden_timeout``: for one run of
+    the hidden test. ``{name: {"function", "calls", "solved", "stopped" (what stopped the hidden
+    test with the solution, '' if nothing), "computes": [...], "passes": [...]}}``."""
     import contextlib
     import inspect
     import io
@@ -348,17 +351,20 @@ def package_shortcuts(namespace: dict, asked: list[dict], timeout: float = 20.0,
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
 
-    def run_hidden(sources) -> bool:
-        previous = limited(timeout)
+    def run_hidden(sources) -> str:
+        """'' when the hidden test passes, else what stopped it."""
+        previous = limited(hidden_timeout)
         try:
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
                     warnings.catch_warnings(), _no_writes():
                 warnings.simplefilter("ignore")
                 for source in sources:
                     exec(compile(source, "<hidden test>", "exec"), namespace)
-            return True
-        except (Exception, _TimeUp, SystemExit):
-            return False
+            return ""
+        except _TimeUp:
+            return f"the hidden test ran past {hidden_timeout:g} s"
+        except (Exception, SystemExit) as err:
+            return f"{type(err).__name__}: {str(err)[:300]}"
         finally:
             release(previous)
 
@@ -379,7 +385,7 @@ def package_shortcuts(namespace: dict, asked: list[dict], timeout: float = 20.0,
 
             namespace[fname] = recorder
             try:
-                solved = run_hidden(q["hidden"])
+                stopped = run_hidden(q["hidden"])
             finally:
                 namespace[fname] = mine
             computes = []
@@ -407,12 +413,12 @@ def package_shortcuts(namespace: dict, asked: list[dict], timeout: float = 20.0,
             for qualname in computes:
                 namespace[fname] = functions[qualname]
                 try:
-                    if run_hidden(q["hidden"]):
+                    if not run_hidden(q["hidden"]):
                         passes.append(qualname)
                 finally:
                     namespace[fname] = mine
-            found[q["name"]] = {"function": fname, "calls": len(calls), "solved": solved, "computes": computes,
-                                "passes": passes}
+            found[q["name"]] = {"function": fname, "calls": len(calls), "solved": not stopped, "stopped": stopped,
+                                "computes": computes, "passes": passes}
     return found
 
 
@@ -658,7 +664,7 @@ def check_student(student_dir: Path = STUDENT, course: Path = COURSE, only: list
                 problems.append("the solution fails")
             found = search.get(name)
             if found is not None and not found["solved"]:
-                problems.append("the shortcut search could not run the hidden test with the solution")
+                problems.append(f"the shortcut search could not run the hidden test with the solution: {found['stopped']}")
             for f in (found or {}).get("passes", []):
                 problems.append(f"the package function {f} computes the answer and passes the hidden test in place of "
                                 f"{found['function']}: block it in the hidden test's exercises.forbid(...)")

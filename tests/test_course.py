@@ -438,3 +438,19 @@ def test_the_shortcut_search_cannot_write_files(tmp_path):
     assert course.SEARCH_SKIPS.search("oar_lite.course.toy.write_eval_set")
     assert course.SEARCH_SKIPS.search("oar_lite.course.exercises.predict")
     assert not course.SEARCH_SKIPS.search("oar_lite.lab.concentration.answer_mass")
+
+
+def test_the_shortcut_search_says_what_stopped_the_hidden_test():
+    """check-student's message names why the hidden test did not pass with the solution: its
+    error, or the hidden test's own time limit (separate from a candidate's)."""
+    namespace = {"share_on_wrong": lambda x: x}
+    failing = [{"name": "q", "functions": ["share_on_wrong"],
+                "hidden": ["assert share_on_wrong is not None", "assert 1 == 2, 'expected a share of 0.25'"]}]
+    found = course.package_shortcuts(namespace, failing)["q"]
+    assert (found["solved"], found["stopped"], found["calls"]) == (False, "AssertionError: expected a share of 0.25", 0)
+    slow = [{**failing[0], "hidden": ["import time\nwhile True:\n    time.sleep(0.01)"]}]
+    found = course.package_shortcuts(namespace, slow, timeout=5.0, hidden_timeout=0.2)["q"]
+    assert (found["solved"], found["stopped"]) == (False, "the hidden test ran past 0.2 s")
+    passing = [{**failing[0], "hidden": ["assert share_on_wrong is not None"]}]
+    found = course.package_shortcuts(namespace, passing)["q"]
+    assert (found["solved"], found["stopped"]) == (True, "")
