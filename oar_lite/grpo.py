@@ -6,8 +6,24 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .checks import Setting
+
 SCALES = ("group", "batch", "none")
 LOSS_TYPES = ("grpo", "dapo")
+
+UPDATE = {
+    "learning_rate": Setting(1e-4, "Learning rate (AdamW).", dict(low=0, high=1, low_open=True), label="learning rate"),
+    "weight_decay": Setting(0.0, "Weight decay (AdamW).", dict(low=0)),
+    "num_iterations": Setting(1, "Optimizer steps per batch (PPO epochs); > 1 makes the ratio matter.",
+                              dict(integer=True, low=1)),
+    "clip_eps": Setting(0.2, "Clip range epsilon of the ratio, in (0, 1).",
+                        dict(low=0, high=1, low_open=True, high_open=True)),
+    "clip_eps_high": Setting(None, "DAPO's clip-higher (None: same as clip_eps).",
+                             dict(low=0, low_open=True, optional=True)),
+    "beta": Setting(0.0, "KL coefficient to the initial model (0: no reference kept).", dict(low=0)),
+}
+"""The GRPO update's settings, declared once: `oar_lite.train.TrainConfig` takes its fields from
+here, `oar_lite.trl.OARConfig` the ranges of TRL's fields of the same meaning."""
 
 
 def group_advantages(rewards: torch.Tensor, group_size: int, *, scale: str = "group", eps: float = 1e-4) -> torch.Tensor:

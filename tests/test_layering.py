@@ -229,7 +229,7 @@ def test_import_oar_lite_loads_the_library_alone():
     assert outside == "[]", f"import oar_lite loaded modules outside the library: {outside}"
     assert before == "['oar-g', 'oar-p', 'uniform'] []", before
     assert "oracle-relevant" in course and "random" not in course and course.endswith(" []"), course
-    for name in ("random", "entropy", "entropy-top", "captum-ig", "adapter-residual", "oracle"):
+    for name in ("random", "entropy", "entropy-top", "captum-ig", "adapter-residual", "grail", "oracle"):
         assert f"'{name}'" in lab, lab
     assert lab.endswith(" ['inverted', 'shuffled']"), lab
 

@@ -196,3 +196,19 @@ def test_line_count_puts_each_file_in_its_layer_before_and_after_the_move():
     counts = line_count.count(None)  # the working tree: every layer has lines, and the parts add up
     assert all(counts[layer]["total"] > 0 for layer in line_count.LAYERS)
     assert all(c["total"] == sum(c[k] for k in line_count.KINDS) for c in counts.values())
+
+
+def test_torch_floor_is_the_oldest_torch_tested():
+    """pyproject's torch floor is the torch the tested stack runs (constraints.txt, which the
+    Makefile installs first): no older release is tested here. FSDP2 support is tested with it."""
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    from oar_lite.trl import FSDP2_TESTED_TORCH
+
+    pinned = re.search(r"^torch==(\S+)$", (ROOT / "constraints.txt").read_text(), re.M).group(1)
+    assert f"torch=={pinned}" in (ROOT / "Makefile").read_text()
+    floor = [s.version for s in Requirement("torch" + _requirement("torch")).specifier if s.operator == ">="]
+    assert floor and Version(floor[0]) == Version(Version(pinned).base_version), (floor, pinned)
+    assert f"torch>={floor[0]}" in (ROOT / "environment.yml").read_text()  # the conda file mirrors pyproject
+    assert Requirement("torch" + FSDP2_TESTED_TORCH).specifier.contains(Version(pinned).base_version)

@@ -99,7 +99,7 @@ def test_compare_passes_a_credit_setting_to_the_methods_that_take_it(tmp_path):
     (["--boo", "9"], "unrecognized arguments: --boo 9"),  # no prefix matching
     (["--noise", "5"], "unrecognized arguments: --noise 5"),
     (["--quick", "--profile", "credit"], "--profile and --quick ask for different profiles"),
-    (["--methods", "oar-q"], "unknown method 'oar-q'; expected one of ['adapter-residual', 'captum-ig', 'entropy', 'entropy-top', 'oar-g', 'oar-p'"),
+    (["--methods", "oar-q"], "unknown method 'oar-q'; expected one of ['adapter-residual', 'captum-ig', 'entropy', 'entropy-top', 'grail', 'oar-g', 'oar-p'"),
     (["--digits", "1", "2", "3"], "--digits 1 2 3: expected one number or a low high pair"),
     (["--boost", "-1"], "--boost=-1.0 is out of range: expected a finite number >= 0"),
     (["--methods", "oar-p", "--noise-std", "0.5"], "['noise_std'] are taken by none of the methods ['oar-p']; they "

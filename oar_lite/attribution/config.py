@@ -77,11 +77,18 @@ class CreditConfig:
 
 
 def credit_settings(method: str | Method) -> set[str]:
-    """The `CreditConfig` settings ``method`` takes: the reshaping (but plain GRPO's, whose
-    weights are all 1) and the scorer settings its scorer declares (`takes`)."""
+    """The `CreditConfig` settings ``method`` takes: the reshaping (none for plain GRPO, whose
+    weights are all 1; for a method with its own weighting, `WEIGHTINGS`, those of its settings
+    that weighting declares: ``"entropy-top"`` takes ``quantile`` only) and the scorer settings
+    its scorer declares (`takes`). A setting outside these would be accepted without effect."""
     method = method_of(method)
     scorer = {k for k in SCORER_FIELDS if k in takes(method)}
-    return scorer | (set() if method.name == PLAIN_GRPO else set(RESHAPING))
+    if method.name == PLAIN_GRPO:
+        return scorer
+    weighting = WEIGHTINGS.get(method.name)
+    if weighting is not None:
+        return scorer | (set(RESHAPING) & set(inspect.signature(weighting).parameters))
+    return scorer | set(RESHAPING)
 
 
 def for_method(method: str, settings: dict | None = None) -> CreditConfig:

@@ -9,14 +9,15 @@ settings and trainer), `uniformity` (how far from uniform the weights are: tau, 
 hook the lab's training runs record it with), `concentration` (ARCA's weight Gini and
 effective-token ratio next to the effective share), `adapter_signal` (ARCA's adapter residual against
 the SmolLM2 ground truth and on an adapter's own completions), `progress` (bars);
-`baselines` (random, entropy, entropy-top, Captum's integrated gradients, ARCA's adapter residual)
-and `controls` (the ``inverted:`` and ``shuffled:`` prefixes), registered with the library's
-scorer registry when the lab is imported, and only then. benchmarks/ are thin command lines over it.
+`baselines` (random, entropy, entropy-top, Captum's integrated gradients, ARCA's adapter residual),
+`grail` (GRAIL's gradient-activation saliency and its own weights, arXiv 2606.04889) and
+`controls` (the ``inverted:`` and ``shuffled:`` prefixes), registered with the library's scorer
+registry when the lab is imported, and only then. benchmarks/ are thin command lines over it.
 """
 import importlib
 import pkgutil
 
-from . import baselines, controls  # noqa: F401  (register the comparison scorers and the controls)
+from . import baselines, controls, grail  # noqa: F401  (register the comparison scorers and the controls)
 
 MODULES = tuple(m.name for m in pkgutil.iter_modules(__path__))
 """The modules, each loaded on first use."""

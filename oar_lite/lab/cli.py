@@ -6,6 +6,8 @@ declaration (`oar_lite.checks.Setting`: type, range, help), so a bad value is a 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 
 from ..attribution import CreditConfig, parse_method
 from ..checks import check_number, describe_range, settings_of
@@ -48,6 +50,32 @@ def method_name(text: str) -> str:
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
     return text
+
+
+def portable(path: str | os.PathLike) -> str:
+    """``path`` as provenance records it: a path inside the folder the ``RUNS`` environment
+    variable names (where runs are written, outside the checkout) as ``$RUNS/...``, the
+    convention of benchmarks/RESULTS.md, so a shipped record names no folder of one machine;
+    any other path as given (relative ones are relative to the checkout, where commands run)."""
+    text = os.fspath(path)
+    runs = os.environ.get("RUNS", "").rstrip("/")
+    if runs and (text == runs or text.startswith(runs + "/")):
+        return "$RUNS" + text[len(runs):]
+    return text
+
+
+def command_line(words: list[str]) -> str:
+    """``words`` as one shell line, quoted (`shlex.join`) and each path `portable`: ``$RUNS`` is
+    left unquoted so that the line, pasted into a shell, expands it."""
+    def word(text: str) -> str:
+        flag, eq, value = text.partition("=") if text.startswith("--") else ("", "", text)
+        kept = portable(value)
+        if kept == value:
+            return shlex.quote(text)
+        rest = kept[len("$RUNS"):]
+        return flag + eq + "$RUNS" + (shlex.quote(rest) if rest else "")
+
+    return " ".join(word(w) for w in words)
 
 
 def parser(description: str, **kwargs) -> argparse.ArgumentParser:

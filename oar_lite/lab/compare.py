@@ -30,6 +30,7 @@ from ..course.oracle import ORACLE_BOOST
 from ..attribution import CREDIT_FIELDS, CreditConfig, for_method, for_methods
 from ..checkpoint import CHECKPOINT, METRICS, config_changes, read_jsonl, resumable, write_json, write_jsonl
 from ..checks import Setting, check_number
+from .cli import portable
 from .plots import save_figure
 from .progress import MethodBars
 # Re-exported from `oar_lite.lab.report`, which holds them: notebook 05 and scripts call compare.X.
@@ -273,7 +274,7 @@ def compare(
                            "jobs": jobs, "threads": threads, "profile": profile, "elapsed_s": elapsed,
                            "runs": len(runs), "read_back": read_back,
                            "digits": list(digits) if digits else list(TRAIN_POOL["digits"]),
-                           "model_dir": str(model_dir) if model_dir else "oar_lite/course/data/toy-model",
+                           "model_dir": portable(model_dir) if model_dir else "oar_lite/course/data/toy-model",
                            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform(terse=True)}"}
     summary["command"] = command
     write_json(out / "compare.json", summary)
