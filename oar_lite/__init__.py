@@ -6,7 +6,7 @@ docs/oar-spec.md in the repository, whose sections the docstrings cite.
 `import oar_lite` loads the library alone, the part a researcher puts into their own GRPO run:
 GRPO in `grpo`; the scorers (OAR-P, OAR-G, plain GRPO's uniform) and `token_weights` with its
 `CreditConfig` in `attribution`; scores -> weights in `reshape`; sampling in `rollout`; answer
-spans in `segment`; rewards in `reward`; settings in `checks`, seeds in `seeding`; the readable
+spans in `segment`; rewards in `reward`; settings in `settings`, seeds in `seeding`; the readable
 trainer in `train` (with `checkpoint` and `evaluate`); TRL's trainer in `trl` (imported on its
 own: it needs TRL).
 

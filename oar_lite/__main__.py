@@ -20,7 +20,7 @@ import sys
 
 from .lab import cli, compare
 from .course import toy
-from .checks import settings_of
+from .settings import settings_of
 from .lab.report import terminal_summary, verdict
 from .attribution import CreditConfig, for_methods
 from .train import TrainConfig

@@ -2,7 +2,7 @@
 replaced whole or not at all), metric records as JSONL (`write_jsonl`, `read_jsonl`,
 `JsonlLog`), and checkpoints that resume a run with the results of one that never stopped
 (`save_checkpoint`, `load_checkpoint`). Which settings may change on resume is declared
-once, on the config's fields (`oar_lite.checks.Setting.resume`, `resumable`).
+once, on the config's fields (`oar_lite.settings.Setting.resume`, `resumable`).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Iterator
 import torch
 
 from .attribution import CREDIT_FIELDS, credit_settings
-from .checks import settings_of
+from .settings import settings_of
 from .seeding import rng_state, set_rng_state
 
 CHECKPOINT = "checkpoint.pt"
@@ -91,7 +91,7 @@ class JsonlLog:
 
 def resumable(config) -> dict[str, str]:
     """``{field: how it may change}`` for the fields of ``config`` (a `TrainConfig`) that may
-    differ between a run and its resumption (`oar_lite.checks.Setting.resume`)."""
+    differ between a run and its resumption (`oar_lite.settings.Setting.resume`)."""
     return {name: s.resume for name, s in settings_of(config).items() if s.resume}
 
 

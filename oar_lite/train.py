@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 
 from .attribution import CREDIT_FIELDS, PLAIN_GRPO, CreditConfig, credit_settings, token_weights, uses_sampled_cache
 from .checkpoint import CHECKPOINT, METRICS, JsonlLog, load_checkpoint, save_checkpoint, write_jsonl
-from .checks import check_settings, setting, settings_of
+from .settings import check_settings, setting, settings_of
 from .evaluate import evaluate
 from .grpo import LOSS_TYPES, SCALES, group_advantages, policy_loss, sequence_logprobs, token_advantages
 from .reshape import effective_share
@@ -44,7 +44,7 @@ from .segment import FORMATS
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Everything a run depends on, each field a `oar_lite.checks.Setting` (default, range,
+    """Everything a run depends on, each field a `oar_lite.settings.Setting` (default, range,
     meaning: `settings_of`). Frozen: change it with ``dataclasses.replace``.
 
     ``credit`` is the credit assignment (`CreditConfig`; the default, ``"uniform"``, is
@@ -130,7 +130,7 @@ def make_optimizer(params, config: TrainConfig) -> torch.optim.Optimizer:
 
 
 NUMERIC_RANGES = {name: s.range for name, s in settings_of(TrainConfig).items() if s.range}
-"""The allowed range of every numeric `TrainConfig` field (`oar_lite.checks.check_number`)."""
+"""The allowed range of every numeric `TrainConfig` field (`oar_lite.settings.check_number`)."""
 
 
 @dataclass

@@ -65,7 +65,7 @@ else:  # TRL < 1.16 takes no such argument: it re-enables gradient checkpointing
 
 from .attribution import (CREDIT_FIELDS, CREDIT_RANGES, OLD_NAMES, PLAIN_GRPO, CreditConfig, Method,  # noqa: E402
                           credit_settings, method_of, token_weights)
-from .checks import check_number, settings_of  # noqa: E402
+from .settings import check_number, settings_of  # noqa: E402
 from .grpo import token_advantages  # noqa: E402
 from .reshape import effective_share  # noqa: E402
 from .seeding import derive_seed  # noqa: E402

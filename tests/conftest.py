@@ -133,7 +133,7 @@ def recorded(module: torch.nn.Module, what):
 def assert_refused_or_in_range(make, owner: str, field: str, value, ranges: dict) -> None:
     """``make(**{field: value})`` either refuses the value with a message naming
     ``owner.field`` and what is expected, or keeps a finite value inside ``ranges[field]``
-    (`oar_lite.checks.check_number`'s keywords: low, high, low_open, high_open, integer)."""
+    (`oar_lite.settings.check_number`'s keywords: low, high, low_open, high_open, integer)."""
     import math
 
     try:

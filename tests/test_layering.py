@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "oar_lite"
 LAYERS = [
-    {"checks", "seeding", "grpo", "reshape", "rollout", "segment", "reward", "attribution"},  # the algorithm
+    {"settings", "seeding", "grpo", "reshape", "rollout", "segment", "reward", "attribution"},  # the algorithm
     {"evaluate", "train", "checkpoint", "trl"},  # training: with the algorithm, the library
     {"course"},  # the course: the toy world, problems, models, viz, exercises
     {"lab", "__main__"},  # the lab (experiments, statistics, shipped results) and the command line over it

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from ..checks import Setting, check_settings, settings_of
+from ..settings import Setting, check_settings, settings_of
 from ..reshape import RESHAPING, bilevel_weights
 from .oar_g import NOISE_STD
 from .planning import BATCH_SIZE, TOKEN_BUDGET
@@ -25,7 +25,7 @@ METHOD = Setting("oar-g", "Token credit method: a scorer name (oar_lite.attribut
 class CreditConfig:
     """How credit is assigned to tokens: the scorer and the reshaping of its scores, checked
     on construction (ValueError). `token_weights` takes it, `oar_lite.train.TrainConfig`
-    nests it, `oar_lite.trl.OARConfig` builds it. Each field is a `oar_lite.checks.Setting`;
+    nests it, `oar_lite.trl.OARConfig` builds it. Each field is a `oar_lite.settings.Setting`;
     the reshaping's go to `bilevel_weights`, the others to the scorers that declare them."""
 
     method: str = METHOD.field()
@@ -115,7 +115,7 @@ SCORER_FIELDS = tuple(name for name in _DEFAULTS if name not in RESHAPING)
 """The `CreditConfig` fields that go to a scorer (each to the scorers that declare it)."""
 """The `CreditConfig` field names, which `token_weights` also takes as keywords."""
 CREDIT_RANGES = {name: s.range for name, s in settings_of(CreditConfig).items() if s.range}
-"""The allowed range of every numeric `CreditConfig` field (`oar_lite.checks.check_number`)."""
+"""The allowed range of every numeric `CreditConfig` field (`oar_lite.settings.check_number`)."""
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The command-line convention of ``python -m oar_lite`` and the benchmarks: a setting's flag
 is its field's name with dashes (``--group-size``, ``--noise-std``), generated from its
-declaration (`oar_lite.checks.Setting`: type, range, help), so a bad value is a usage error
+declaration (`oar_lite.settings.Setting`: type, range, help), so a bad value is a usage error
 (exit 2) that names the flag and the range. Parsers never take abbreviations.
 """
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from ..attribution import CreditConfig, parse_method
-from ..checks import check_number, describe_range, settings_of
+from ..settings import check_number, describe_range, settings_of
 from ..train import TrainConfig
 
 SHORT_FLAGS = {"learning_rate": "--lr", "prompts_per_step": "--prompts", "num_iterations": "--iterations"}

@@ -29,7 +29,7 @@ from ..course import toy
 from ..course.oracle import ORACLE_BOOST
 from ..attribution import CREDIT_FIELDS, CreditConfig, for_method, for_methods
 from ..checkpoint import CHECKPOINT, METRICS, config_changes, read_jsonl, resumable, write_json, write_jsonl
-from ..checks import Setting, check_number
+from ..settings import Setting, check_number
 from .plots import save_figure
 from .progress import MethodBars
 # Re-exported from `oar_lite.lab.report`, which holds them: notebook 05 and scripts call compare.X.

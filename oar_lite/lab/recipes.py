@@ -13,7 +13,7 @@ from transformers import TrainerCallback
 
 from ..checkpoint import append_jsonl, read_jsonl
 from ..attribution import CREDIT_FIELDS, credit_settings
-from ..checks import check_number
+from ..settings import check_number
 from ..evaluate import evaluate
 from ..rollout import SAMPLING
 from ..segment import FORMATS

@@ -11,7 +11,7 @@ from collections import defaultdict
 from typing import Iterable, Sequence
 
 from ..attribution import CreditConfig
-from ..checks import settings_of
+from ..settings import settings_of
 from ..train import PHASES
 from . import stats
 

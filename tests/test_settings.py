@@ -1,4 +1,4 @@
-"""`oar_lite.checks`: range checks, and every setting declared once (`Setting`): the functions'
+"""`oar_lite.settings`: range checks, and every setting declared once (`Setting`): the functions'
 defaults, `OARConfig`'s ``oar_*`` fields, the command line's flags, docs/trl.md's table and the
 report's settings line are generated from the declarations or checked against them here."""
 import argparse
@@ -17,7 +17,7 @@ from conftest import assert_refused_or_in_range
 from oar_lite.lab import cli
 from oar_lite.__main__ import _parser
 from oar_lite.attribution import CREDIT_RANGES, CreditConfig
-from oar_lite.checks import check_number, settings_of
+from oar_lite.settings import check_number, settings_of
 from oar_lite.lab.report import render_markdown
 from oar_lite.lab.uniformity import weight_uniformity
 from oar_lite.reshape import RESHAPING, bilevel_weights
