@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m oar_lite demo
+	$(PY) -m oar_lite.lab demo
 
 # Two suites; between them every test and every notebook cell runs at full size (CI runs both).
 # `make test`, the fast one (minutes; its time is in the README): the unit tests not marked `slow`,

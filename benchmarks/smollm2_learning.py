@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 
 from benchmarks import common
+from oar_lite.settings import parser
 from oar_lite.attribution import OLD_NAMES, PLAIN_GRPO
 
 OUT = Path("results/smollm2-learning")
@@ -202,9 +203,9 @@ def main(argv=None):
     from oar_lite.lab.recipes import RECIPES
 
     laptop = RECIPES["laptop"]
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
+    ap = parser(__doc__.split("\n")[0])
     sub = ap.add_subparsers(required=True)
-    r = sub.add_parser("run", help="train one run (resumes from its last checkpoint)", allow_abbrev=False)
+    r = sub.add_parser("run", help="train one run (resumes from its last checkpoint)")
     r.add_argument("--method", default=PLAIN_GRPO, type=_method,
                    help=f"{PLAIN_GRPO} (GRPO; the shipped logs record it as 'none') | oar-g | oar-p | a scorer name")
     r.add_argument("--seed", type=int, default=1)
@@ -225,7 +226,7 @@ def main(argv=None):
     r.add_argument("--threads", type=int, default=1)
     r.add_argument("--out", type=Path, default=OUT)
     r.set_defaults(func=run)
-    c = sub.add_parser("collect", help="gather finished runs into one JSON", allow_abbrev=False)
+    c = sub.add_parser("collect", help="gather finished runs into one JSON")
     c.add_argument("runs", nargs="+", type=Path)
     c.add_argument("--name", required=True)
     c.add_argument("--note", default="")
@@ -239,8 +240,7 @@ def main(argv=None):
                         "compare with nothing, so no step cost is read from them; repeatable")
     c.add_argument("--json", type=Path, default=None, help=f"default: {SHIPPED}/<name>.json")
     c.set_defaults(func=collect)
-    p = sub.add_parser("power", help="the pre-registration's calculation: projected interval widths from a shipped log",
-                       allow_abbrev=False)
+    p = sub.add_parser("power", help="the pre-registration's calculation: projected interval widths from a shipped log")
     p.add_argument("--name", default="main", help="the shipped log to read the seed-to-seed spread from")
     p.set_defaults(func=power)
     args = ap.parse_args(argv)

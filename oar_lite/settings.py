@@ -1,8 +1,16 @@
-"""Settings declared once (`Setting`: default, meaning, range) and their range checks, one
-helper so every config says the same, e.g.
-``TrainConfig.max_grad_norm=0 is out of range: expected a finite number > 0``."""
+"""The settings system: each setting declared once (`Setting`: default, meaning, range), its
+range check, one helper so every config says the same (e.g. ``TrainConfig.max_grad_norm=0 is
+out of range: expected a finite number > 0``), and its command-line flag.
+
+Flags: a setting's flag is its name with dashes (``--group-size``), generated from its
+declaration (`add_setting_flags`: type, range, help), so a bad value is a usage error (exit 2)
+that names the flag and the range. `parser` builds every command line of the repository (the
+lab's, the benchmarks', the scripts'; tests/test_silent_cases.py finds them by reading the
+tree): none takes an abbreviated flag.
+"""
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
 import numbers
@@ -86,3 +94,64 @@ def check_number(owner: str, name: str, value, *, integer: bool = False, low=Non
     if not ok:
         raise ValueError(f"{owner + '.' if owner else ''}{name}={value!r} is out of range: expected {expected}")
     return value
+
+
+# ----------------------------------------------------------------------------- flags
+
+class Parser(argparse.ArgumentParser):
+    """`argparse.ArgumentParser` that never takes an abbreviated flag (``--ste`` is not
+    ``--steps``); its subcommands' parsers are of this class too (``add_subparsers`` makes
+    them of the parser's own class). ``allow_abbrev=True`` is refused (ValueError)."""
+
+    def __init__(self, *args, allow_abbrev: bool = False, **kwargs):
+        if allow_abbrev:
+            raise ValueError("allow_abbrev=True: the repository's command lines take no abbreviated flags")
+        super().__init__(*args, allow_abbrev=False, **kwargs)
+
+
+def parser(description: str | None = None, *, dataclass_types=(), **kwargs) -> argparse.ArgumentParser:
+    """The one builder of the repository's command lines: a `Parser` (``kwargs``: argparse's),
+    or, given ``dataclass_types``, transformers' ``HfArgumentParser`` over them (one flag per
+    field, as ``scripts/train_trl.py`` reads `oar_lite.trl.OARConfig`), both without abbreviations."""
+    if kwargs.pop("allow_abbrev", False):
+        raise ValueError("allow_abbrev=True: the repository's command lines take no abbreviated flags")
+    if dataclass_types:
+        from transformers import HfArgumentParser
+
+        return HfArgumentParser(dataclass_types, description=description, allow_abbrev=False, **kwargs)
+    return Parser(description=description, **kwargs)
+
+
+def flag(name: str) -> str:
+    """A setting's flag: its name with dashes."""
+    return "--" + name.replace("_", "-")
+
+
+def checked(name: str, allowed: dict):
+    """An argparse ``type`` that reads a number and checks it against ``allowed``
+    (`check_number`'s range keywords), naming the flag and the range when it is refused."""
+    allowed = {**allowed, "optional": False}
+
+    def parse(text: str):
+        try:
+            return check_number("", flag(name), (int if allowed.get("integer") else float)(text), **allowed)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err) if "out of range" in str(err) else
+                                             f"{flag(name)}={text!r}: expected {describe_range(**allowed)}") from None
+    return parse
+
+
+def add_setting_flags(p: argparse.ArgumentParser, settings: dict, defaults: dict[str, str] | None = None, *,
+                      short: dict[str, str] | None = None) -> None:
+    """One flag per `Setting` in ``settings`` (``{name: Setting}``), default None (unchanged);
+    its help is the setting's, with ``defaults[name]`` (how the default reads) after it;
+    ``short``: a second, shorter flag of some (``{"learning_rate": "--lr"}``)."""
+    for name, declared in settings.items():
+        p.add_argument(flag(name), *([short[name]] if name in (short or {}) else []), dest=name, default=None,
+                       type=checked(name, declared.range), metavar=name.upper(),
+                       help=f"{declared.help} Default: {(defaults or {}).get(name, declared.default)}.")
+
+
+def changed_settings(args: argparse.Namespace, settings: dict) -> dict:
+    """``{name: value}`` of the `add_setting_flags` flags given on the command line."""
+    return {name: getattr(args, name) for name in settings if getattr(args, name) is not None}

@@ -7,14 +7,14 @@ layers: the library a researcher imports, the course and the lab beside it)::
     python scripts/line_count.py e2b1974 HEAD     # two revisions side by side
 
 Layers (`layer_of`): ``library`` is ``oar_lite/*.py`` and ``oar_lite/attribution/``;
-``course`` is ``oar_lite/course/``; ``lab`` is ``oar_lite/lab/`` and ``oar_lite/__main__.py``
-(the command line over the lab, in the lab's layer of tests/test_layering.py); ``benchmarks``.
+``course`` is ``oar_lite/course/``; ``lab`` is ``oar_lite/lab/`` (its command line,
+``lab/__main__.py``, included) and, at revisions before issue 47, ``oar_lite/__main__.py`` (the
+lab's command line then); ``benchmarks``.
 At revisions before the layers (e2b1974 and earlier) the course and lab modules stood flat in
 ``oar_lite/`` and are mapped by module name (`COURSE_MODULES`, `LAB_MODULES`).
 """
 from __future__ import annotations
 
-import argparse
 import ast
 import io
 import subprocess
@@ -87,7 +87,9 @@ def count(revision: str | None) -> dict[str, dict[str, int]]:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    from oar_lite.settings import parser
+
+    ap = parser(__doc__.split("\n\n")[0])
     ap.add_argument("revisions", nargs="*", help="git revisions (default: the working tree)")
     args = ap.parse_args(argv)
     print("| revision | layer | " + " | ".join(KINDS) + " | total |")

@@ -42,10 +42,10 @@ OFFLINE_MODELS = ("toy", "smollm2")
 
 def parse_args(argv=None):
     from oar_lite.lab.recipes import LORA_RANK, RECIPES
+    from oar_lite.settings import parser
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="Any other OARConfig / GRPOConfig field is accepted as --<field_name> VALUE.",
-                                 allow_abbrev=False)
+    ap = parser(__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+                epilog="Any other OARConfig / GRPOConfig field is accepted as --<field_name> VALUE.")
     ap.add_argument("--model", default="toy",
                     help="'toy' (oar_lite/course/data/toy-model), 'smollm2' (offline SmolLM2-135M-Instruct), or a hub id / local path")
     ap.add_argument("--dataset", default="toy", choices=DATASETS,
@@ -146,10 +146,9 @@ def default_device() -> str:
 def build_config(known, rest, formats, max_completion_length):
     """`OARConfig` from the recipe (`oar_lite.lab.recipes.recipe_fields`) and the short flags,
     overridden by any ``--<field>`` in ``rest``."""
-    from transformers import HfArgumentParser
-
     import oar_lite.lab  # noqa: F401  (registers the baseline scorers --method may name: entropy, random, ...)
     from oar_lite.lab.recipes import recipe_fields
+    from oar_lite.settings import parser
     from oar_lite.trl import OARConfig
 
     # On a CPU the recipe says use_cpu: `accelerate launch --multi_gpu --num_processes N` on CPUs then
@@ -165,12 +164,12 @@ def build_config(known, rest, formats, max_completion_length):
     if known.eval_problems:
         defaults.update(eval_strategy="steps", eval_steps=known.eval_steps,
                         per_device_eval_batch_size=defaults["num_generations"] * 2)
-    parser = HfArgumentParser(OARConfig, allow_abbrev=False)  # --oar_boo is no --oar_boost
-    parser.set_defaults(**defaults)
+    fields = parser(dataclass_types=OARConfig)  # no abbreviations: --oar_boo is no --oar_boost
+    fields.set_defaults(**defaults)
     try:
-        (config,) = parser.parse_args_into_dataclasses(rest)
+        (config,) = fields.parse_args_into_dataclasses(rest)
     except ValueError as err:  # an unknown field or a value out of range: a usage error, not a traceback
-        parser.error(str(err))
+        fields.error(str(err))
     return config
 
 

@@ -15,7 +15,7 @@ LAYERS = [
     {"settings", "seeding", "grpo", "reshape", "rollout", "segment", "reward", "attribution"},  # the algorithm
     {"evaluate", "train", "checkpoint", "trl"},  # training: with the algorithm, the library
     {"course"},  # the course: the toy world, problems, models, viz, exercises
-    {"lab", "__main__"},  # the lab (experiments, statistics, shipped results) and the command line over it
+    {"lab"},  # the lab: experiments, statistics, shipped results, and its command line (lab/__main__.py)
 ]
 """The layers of the README's "Layout": a module imports from its own layer or the ones before it.
 `oar_lite.course.*` and `oar_lite.lab.*` are one layer each; the library is the first two."""

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 import oar_lite as ol
 from conftest import assert_refused_or_in_range
-from oar_lite.lab import cli
-from oar_lite.__main__ import _parser
+from oar_lite.lab import compare
+from oar_lite.lab.__main__ import _parser
 from oar_lite.attribution import CREDIT_RANGES, CreditConfig
 from oar_lite.settings import check_number, settings_of
 from oar_lite.lab.report import render_markdown
@@ -134,7 +134,7 @@ def test_oar_config_fields_are_the_credit_settings():
 def test_command_line_flags_are_the_run_settings():
     parser = _parser()
     actions = {a.dest: a for a in parser._subparsers._group_actions[0].choices["compare"]._actions}
-    declared = cli.run_settings()
+    declared = compare.run_settings()
     assert set(declared) >= {"steps", "learning_rate", "quantile", "boost", "floor", "noise_std", "group_size"}
     for name, setting in declared.items():
         action = actions[name]

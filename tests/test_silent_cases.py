@@ -1,5 +1,6 @@
 """No option is dropped in silence (issue 29): each case that used to be accepted and ignored
 is now an error that names what is valid, or does what it says."""
+import ast
 import dataclasses
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from conftest import PAD, VOCAB
 
 import oar_lite as ol
 from oar_lite.lab import compare
-from oar_lite.__main__ import main
+from oar_lite.lab.__main__ import main
 from oar_lite.attribution import CreditConfig
 from oar_lite.train import TrainConfig
 
@@ -160,29 +161,85 @@ def _script(name):
     return module
 
 
-@pytest.mark.parametrize("where, argv, abbreviated", [
-    ("scripts/pretrain_toy", ["--ste", "5"], "--ste"),  # --steps
-    ("scripts/mc_ground_truth", ["--thresh", "0.5"], "--thresh"),  # --threshold
-    ("scripts/course", ["check-student", "--onl", "00"], "--onl"),  # --only
-    ("scripts/sync_setup_cell", ["--che"], "--che"),  # --check
-    ("scripts/line_count", ["--hel"], "--hel"),  # --help
-    ("benchmarks/smollm2_learning", ["run", "--meth", "oar-g"], "--meth"),  # --method
-    ("benchmarks/credit_weights", ["--name", "x", "--boo", "2"], "--boo"),  # --boost
-])
-def test_every_script_refuses_abbreviated_flags(where, argv, abbreviated, capsys):
-    """An abbreviation is a usage error (exit 2) naming it. The last flag, unknown to every
-    parser, stops a parser that would take the abbreviation before it does any work."""
-    folder, name = where.split("/")
-    if folder == "scripts":
-        main = _script(name).main
-    else:
-        import importlib
+SKIPPED = {".git", ".venv", "build", "node_modules", "student", "__pycache__", ".hypothesis", "results"}
+PARSER_CLASSES = {"ArgumentParser", "HfArgumentParser"}
 
-        main = importlib.import_module(f"benchmarks.{name}").main
-    with pytest.raises(SystemExit) as exit_info:
-        main([*argv, "--zz-never-a-flag"])
-    assert exit_info.value.code == 2
-    assert f"unrecognized arguments: {abbreviated}" in capsys.readouterr().err
+
+def python_files(root: Path) -> list[Path]:
+    """Every ``.py`` file of the repository at ``root`` (what git tracks: no virtual environment,
+    build output or generated student folder)."""
+    return sorted(p for p in root.rglob("*.py") if not SKIPPED & set(p.relative_to(root).parts))
+
+
+def parser_sites(root: Path) -> tuple[list[str], list[str]]:
+    """``(built elsewhere, command lines)``, read from the source (AST), not run: where a parser
+    class (`PARSER_CLASSES`, however imported) is called outside the builder
+    (`oar_lite.settings.parser`), and the files that parse a command line at all."""
+    elsewhere, command_lines = [], []
+    for path in python_files(root):
+        where = str(path.relative_to(root))
+        tree = ast.parse(path.read_text(), where)
+        classes = PARSER_CLASSES | {a.asname for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                                    for a in node.names if a.name in PARSER_CLASSES and a.asname}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+            if name in classes and where != "oar_lite/settings.py":
+                elsewhere.append(f"{where}:{node.lineno}")
+            if name in ("parse_args", "parse_known_args", "parse_args_into_dataclasses"):
+                command_lines.append(where)
+    return elsewhere, sorted(set(command_lines))
+
+
+def test_every_parser_in_the_repository_is_built_by_the_one_builder():
+    """Issue 47 item 4: a parser made any other way could take abbreviations again (``--ste``
+    read as ``--steps``). Found by reading every Python file of the tree, not from a list."""
+    elsewhere, command_lines = parser_sites(ROOT)
+    assert not elsewhere, f"parsers built outside oar_lite.settings.parser: {elsewhere}"
+    for known in ("oar_lite/lab/__main__.py", "scripts/train_trl.py", "scripts/pacing.py", "scripts/ci_durations.py",
+                  "benchmarks/gpu_memory.py", "oar_lite/lab/concentration.py", "benchmarks/credit_regime.py"):
+        assert known in command_lines, (known, command_lines)  # the scan reads the files at all
+
+
+def test_the_parser_scan_sees_a_parser_built_by_hand(tmp_path):
+    (tmp_path / "tool.py").write_text("import argparse as a\nfrom transformers import HfArgumentParser as H\n"
+                                      "p = a.ArgumentParser()\nq = H(dict)\np.parse_args()\n")
+    (tmp_path / ".venv").mkdir()
+    (tmp_path / ".venv" / "ignored.py").write_text("import argparse\nargparse.ArgumentParser()\n")
+    assert parser_sites(tmp_path) == (["tool.py:3", "tool.py:4"], ["tool.py"])
+
+
+def test_the_builder_refuses_abbreviations_in_subcommands_too(capsys):
+    from oar_lite.settings import Parser, parser
+
+    top = parser("test")
+    top.add_argument("--steps", type=int)
+    sub = top.add_subparsers(dest="command")
+    run = sub.add_parser("run")
+    run.add_argument("--method")
+    assert type(run) is Parser
+    for argv, abbreviated in ((["--ste=3", "run"], "--ste=3"), (["run", "--meth", "x"], "--meth")):
+        with pytest.raises(SystemExit) as exit_info:
+            top.parse_args(argv)
+        assert exit_info.value.code == 2 and f"unrecognized arguments: {abbreviated}" in capsys.readouterr().err
+    assert top.parse_args(["--steps", "3", "run", "--method", "x"]).method == "x"
+    for build in (lambda: parser("test", allow_abbrev=True), lambda: sub.add_parser("other", allow_abbrev=True)):
+        with pytest.raises(ValueError, match="no abbreviated flags"):
+            build()
+
+
+def test_the_builder_refuses_abbreviations_of_dataclass_fields():
+    from oar_lite.settings import parser
+
+    @dataclasses.dataclass
+    class Fields:
+        oar_boost: float = 1.0
+
+    fields = parser(dataclass_types=Fields)
+    assert fields.parse_args_into_dataclasses(["--oar_boost", "2"])[0].oar_boost == 2.0
+    with pytest.raises(ValueError, match="--oar_boo"):  # scripts/train_trl.py turns it into a usage error
+        fields.parse_args_into_dataclasses(["--oar_boo", "2"])
 
 
 def test_train_trl_refuses_abbreviated_flags():

@@ -1,4 +1,4 @@
-"""GRPO against OAR-G and OAR-P on the toy task: the main job (``python -m oar_lite compare``).
+"""GRPO against OAR-G and OAR-P on the toy task: the main job (``python -m oar_lite.lab compare``).
 
 Every method trains from the shipped toy model with the same seeds, prompts and budget
 (`oar_lite.train`), evaluated greedily on the held-out set along the way. One folder gets::
@@ -13,6 +13,7 @@ Runs resume from their checkpoints and a finished run is read back, not trained 
 """
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import multiprocessing as mp
@@ -27,9 +28,9 @@ import torch
 
 from ..course import toy
 from ..course.oracle import ORACLE_BOOST
-from ..attribution import CREDIT_FIELDS, CreditConfig, for_method, for_methods
+from ..attribution import CREDIT_FIELDS, CreditConfig, for_method, for_methods, method_of
 from ..checkpoint import CHECKPOINT, METRICS, config_changes, read_jsonl, resumable, write_json, write_jsonl
-from ..settings import Setting, check_number
+from ..settings import Setting, check_number, settings_of
 from .plots import save_figure
 from .progress import MethodBars
 # Re-exported from `oar_lite.lab.report`, which holds them: notebook 05 and scripts call compare.X.
@@ -84,10 +85,39 @@ RUN_OPTIONS = {
 }
 """`compare`'s own settings, beside the runs' `TrainConfig` (the command line's flags read them)."""
 CLI_JOBS = min(2, os.cpu_count() or 1)
-"""``python -m oar_lite compare``'s default ``--jobs``: one run per core, at most 2. Called from
+"""``python -m oar_lite.lab compare``'s default ``--jobs``: one run per core, at most 2. Called from
 Python, `compare` trains in its own process (``RUN_OPTIONS["jobs"]``, 1)."""
 RUN_SET = ("method", "seed", "progress")
 """Run settings `compare` sets itself (``methods``, ``seeds``, ``progress``): ``overrides`` may not."""
+SHORT_FLAGS = {"learning_rate": "--lr", "prompts_per_step": "--prompts", "num_iterations": "--iterations"}
+"""Shorter second flags of some run settings (`oar_lite.settings.add_setting_flags`' ``short``)."""
+
+
+def run_settings() -> dict:
+    """``{name: Setting}``: every numeric setting of a run (`TrainConfig`, its `CreditConfig`),
+    but the seed (runs take seeds by ``--seeds``): the flags of the command lines that train runs."""
+    return {name: s for name, s in {**settings_of(TrainConfig), **settings_of(CreditConfig)}.items()
+            if s.range and name != "seed"}
+
+
+def check_credit_flags(methods: Sequence[str], settings: dict) -> None:
+    """ValueError, worded for a command line, when a credit setting of ``settings`` (a command
+    line's, `oar_lite.settings.changed_settings`) is taken by none of ``methods``: a usage error
+    before anything trains, not a traceback from `compare`."""
+    try:
+        for_methods(methods, {k: v for k, v in settings.items() if k in CREDIT_FIELDS})
+    except ValueError as err:
+        raise ValueError(str(err).replace("credit setting(s) ", "flag(s) for the credit setting(s) ")) from None
+
+
+def method_name(text: str) -> str:
+    """An argparse ``type`` for methods: a name `oar_lite.attribution.method_of` knows (its error
+    lists them and says where the others come from)."""
+    try:
+        method_of(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
 
 
 def toy_task(*, eval_size: int | None = None, digits: int | tuple[int, int] | None = None) -> Task:

@@ -252,14 +252,14 @@ def concentration_reading(table: dict) -> str:
 def main(argv=None) -> str:
     """``python -m oar_lite.lab.concentration``: print `concentration_markdown` of the shipped
     data (benchmarks/RESULTS.md, "Concentration in ARCA's measures")."""
-    import argparse
+    from ..settings import parser
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = parser(__doc__.split("\n\n")[0])
     ap.add_argument("--rho", type=float, default=1 - ENTROPY_TOP_QUANTILE,
                     help="TRL's top_entropy_quantile for entropy-top (default 0.2, TRL's recommended)")
     args = ap.parse_args(argv)
     if not 0 <= args.rho <= 1:
-        raise ValueError(f"--rho must lie in [0, 1] (TRL's top_entropy_quantile), got {args.rho}")
+        ap.error(f"--rho must lie in [0, 1] (TRL's top_entropy_quantile), got {args.rho}")
     table = ground_truth_concentration(entropy_top_quantile=1 - args.rho)
     text = concentration_markdown(table, shipped_concentration()) + "\n\n" + concentration_reading(table)
     print(text)

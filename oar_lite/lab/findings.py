@@ -8,7 +8,6 @@ when the README and the shipped data disagree). Nothing here trains or samples: 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from pathlib import Path
@@ -17,6 +16,7 @@ import numpy as np
 import torch
 
 from ..attribution import PLAIN_GRPO
+from ..settings import parser
 from . import ground_truth, lora_learning, regime, stats
 from .report import markdown_table
 from .stats import ABOVE, BELOW, INCLUDES, bootstrap_interval, rank_agreement
@@ -1152,7 +1152,7 @@ def write_readme(path: Path) -> None:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description="What the series found, from the shipped data.", allow_abbrev=False)
+    ap = parser("What the series found, from the shipped data.")
     ap.add_argument("--write-readme", type=Path, metavar="README", help="rewrite that README's findings block")
     ap.add_argument("--learning-tables", action="store_true",
                     help="print the SmolLM2 runs' tables (benchmarks/RESULTS.md, notebook 07)")

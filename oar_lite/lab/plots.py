@@ -1,5 +1,5 @@
 """Matplotlib pictures of training runs, drawn on an axis you give, so notebooks and
-``python -m oar_lite compare`` draw the same: learning curves over seeds and time per phase
+``python -m oar_lite.lab compare`` draw the same: learning curves over seeds and time per phase
 from `oar_lite.train`'s metric records, TRL log histories, the Monte-Carlo ground truth, and
 ``compare.png`` (`save_figure`).
 """

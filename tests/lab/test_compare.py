@@ -1,4 +1,4 @@
-"""`python -m oar_lite compare` and `demo`: the files they write, and the summary they compute."""
+"""`python -m oar_lite.lab compare` and `demo`: the files they write, and the summary they compute."""
 import dataclasses
 import json
 
@@ -7,7 +7,7 @@ from conftest import old_flat_form
 
 from oar_lite.attribution import CreditConfig
 from oar_lite.lab import compare
-from oar_lite.__main__ import main
+from oar_lite.lab.__main__ import main
 from oar_lite.checkpoint import read_jsonl
 from oar_lite.lab.compare import load_records, render_markdown, summarize, toy_task, verdict
 from oar_lite.train import TrainConfig
@@ -34,7 +34,7 @@ def test_demo_at_tiny_size_writes_the_comparison(tmp_path, capsys):
     assert all(r["weight_std"] in (0.0, None) for r in uniform)  # plain GRPO never reshapes
     assert (out / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = (out / "compare.md").read_text()
-    assert "python -m oar_lite demo --tiny" in md
+    assert "python -m oar_lite.lab demo --tiny" in md
 
     # Run again: finished runs are read back from their checkpoints, not trained again.
     before = {p: p.read_bytes() for p in (out / "runs").glob("*/checkpoint.pt")}
@@ -237,7 +237,7 @@ def test_compare_refuses_an_unknown_override_before_writing(tmp_path):
 
 @pytest.mark.parametrize("form", ["old flat", "nested"])
 def test_a_run_recorded_in_either_form_is_reused(tmp_path, form):
-    from oar_lite.__main__ import main
+    from oar_lite.lab.__main__ import main
 
     tiny = ["compare", "--tiny", "--jobs", "1", "--quiet", "--methods", "uniform", "--out", str(tmp_path)]
     assert main(tiny) == 0
