@@ -19,7 +19,6 @@ import json
 import time
 
 from benchmarks import common
-from oar_lite import settings
 from oar_lite.lab import compare as cmp, regime
 from oar_lite.lab.report import markdown_table
 from oar_lite.train import OPTIMIZERS
@@ -48,8 +47,7 @@ def main(argv=None) -> dict | str:
                     help="the methods taken from --reuse folders (default: GRPO's runs only)")
     ap.add_argument("--optimizer", default=None, choices=sorted(OPTIMIZERS),
                     help="the runs' optimizer (default: the profile's, AdamW); sgd wants a far larger --learning-rate")
-    settings.add_setting_flags(ap, {**{k: cmp.RUN_OPTIONS[k] for k in ("target", "jobs")}, **cmp.run_settings()},
-                               short=cmp.SHORT_FLAGS)
+    cmp.add_run_flags(ap, {k: cmp.RUN_OPTIONS[k] for k in ("target", "jobs")})
     args = ap.parse_args(argv)
     if args.render:
         data = json.loads(args.out.read_text())
@@ -61,13 +59,9 @@ def main(argv=None) -> dict | str:
     out = args.folder or f"results/credit-{args.name}"
     command = common.command("credit_regime", argv)
     t0 = time.time()
-    overrides = {k: v for k, v in settings.changed_settings(args, cmp.run_settings()).items() if k != "steps"}
+    overrides = cmp.run_overrides(ap, args, args.methods)  # a flag without effect: a usage error, nothing trained
     if args.optimizer is not None:
         overrides["optimizer"] = args.optimizer
-    try:  # a credit flag none of the methods takes: a usage error before anything trains
-        cmp.check_credit_flags(args.methods, overrides)
-    except ValueError as err:
-        ap.error(str(err))
     summary = cmp.compare(args.methods, args.seeds, steps=args.steps, out=out, profile=args.profile,
                           target=args.target, jobs=cmp.RUN_OPTIONS["jobs"].default if args.jobs is None else args.jobs, threads=args.threads, model_dir=args.model,
                           overrides=overrides, digits=args.digits[0] if args.digits and len(args.digits) == 1

@@ -97,12 +97,13 @@ def resumable(config) -> dict[str, str]:
 
 def config_changes(saved: dict, config) -> dict[str, tuple]:
     """``{name: (saved, now)}`` for each setting in which ``saved`` (a config as checkpoints
-    and run.json store it, `dataclasses.asdict`, or the flat form of versions before
-    `CreditConfig`) differs from ``config``; credit settings are named ``credit.<field>``."""
+    and run.json store it, `dataclasses.asdict`) differs from ``config``; credit settings are
+    named ``credit.<field>``. A config in the flat form of versions before `CreditConfig` is a
+    ValueError that says how to migrate it."""
     saved = _jsonable(saved)
-    if "credit" not in saved:  # the older flat form
-        names = {"attribution_batch_size": "batch_size", "attribution_token_budget": "token_budget"}
-        saved["credit"] = {names.get(k, k): saved.pop(k) for k in list(saved) if names.get(k, k) in CREDIT_FIELDS}
+    if not isinstance(saved.get("credit"), dict):
+        raise ValueError("a config in the flat form of versions before CreditConfig (no 'credit'): migrate its files "
+                         "with `python scripts/migrate_logs.py FOLDER` (CHANGELOG, issue 47)")
 
     def flat(data: dict) -> dict:
         return {**{k: v for k, v in data.items() if k != "credit"}, **{f"credit.{k}": v for k, v in data["credit"].items()}}

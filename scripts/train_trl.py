@@ -52,14 +52,17 @@ def parse_args(argv=None):
                     help="toy: the toy addition problems; words: the project's word problems; "
                          "gsm8k: openai/gsm8k through `datasets` (needs the hub)")
     ap.add_argument("--method", default="oar-g",
-                    help="uniform (plain GRPO; its old name 'none' is refused) | oar-p | oar-g | a baseline scorer "
-                         "(entropy, random), with the P_final mode after a colon (oar-p:answer_mean; default per method)")
+                    help="uniform (plain GRPO) | oar-p | oar-g | one of the lab's methods (oar_lite.lab.scorers: the "
+                         "baselines such as entropy, random, entropy-top; the oracles; the controls), with the P_final "
+                         "mode after a colon (oar-p:answer_mean; default per method)")
     ap.add_argument("--lora", action=argparse.BooleanOptionalAction, default=None,
                     help="train a LoRA adapter instead of all weights (default: on, except for the toy model)")
     ap.add_argument("--recipe", default=DEFAULT_RECIPE, choices=sorted(RECIPES),
                     help="the settings to start from (oar_lite.lab.recipes.RECIPES): batch shape, learning rate and "
                          "schedule, checkpoints; any --<field> overrides one")
-    ap.add_argument("--lora-rank", type=int, default=LORA_RANK, help="LoRA rank r (alpha = 2r, all linear layers)")
+    ap.add_argument("--lora-rank", type=int, default=None,
+                    help=f"LoRA rank r (alpha = 2r, all linear layers; default {LORA_RANK}, the lab's recipes'); "
+                         "with LoRA only")
     ap.add_argument("--steps", type=int, default=100, help="optimizer steps (TRL's max_steps)")
     ap.add_argument("--output-dir", default=None, help="where checkpoints and logs go (default runs/trl-<model>-<method>)")
     ap.add_argument("--num-problems", type=int, default=2048, help="training problems to draw (toy, words)")
@@ -69,6 +72,12 @@ def parse_args(argv=None):
     ap.add_argument("--resume", default=None,
                     help="checkpoint folder to resume from, or 'last' for the newest one in --output-dir")
     known, rest = ap.parse_known_args(argv)
+    if known.lora is None:  # LoRA unless told: the toy model trains every weight
+        known.lora = known.model != "toy"
+    if known.lora_rank is not None and not known.lora:
+        ap.error(f"--lora-rank {known.lora_rank} has no effect without LoRA (off with --no-lora, and for the toy "
+                 "model unless --lora): drop --lora-rank, or pass --lora")
+    known.lora_rank = LORA_RANK if known.lora_rank is None else known.lora_rank
     if known.lora_rank < 1:
         ap.error(f"--lora-rank must be >= 1, got {known.lora_rank}")
     if known.steps < 1:
@@ -146,8 +155,7 @@ def default_device() -> str:
 def build_config(known, rest, formats, max_completion_length):
     """`OARConfig` from the recipe (`oar_lite.lab.recipes.recipe_fields`) and the short flags,
     overridden by any ``--<field>`` in ``rest``."""
-    import oar_lite.lab  # noqa: F401  (registers the baseline scorers --method may name: entropy, random, ...)
-    from oar_lite.lab.recipes import recipe_fields
+    from oar_lite.lab.recipes import recipe_fields  # with the lab's methods (oar_lite.lab.scorers), which it trains
     from oar_lite.settings import parser
     from oar_lite.trl import OARConfig
 
@@ -183,7 +191,7 @@ def main(argv=None):
     seed = 0
     train, evals, formats, cap = load_data(known.dataset, known.num_problems, known.eval_problems, seed)
     config = build_config(known, rest, formats, cap)
-    use_lora = known.lora if known.lora is not None else known.model != "toy"
+    use_lora = known.lora
     peft_config = None
     if use_lora:
         from oar_lite.lab.recipes import lora_adapter

@@ -19,6 +19,7 @@ hypothesis_settings.register_profile("reproducible", derandomize=True)
 hypothesis_settings.register_profile("explore", derandomize=False)
 hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "reproducible"))
 from oar_lite.course import toy
+from oar_lite.lab import scorers as _lab_scorers  # noqa: F401  (every test sees the same registry: the lab's methods)
 from oar_lite.train import TrainConfig
 
 torch.set_num_threads(2)
@@ -187,6 +188,20 @@ def marked(tok, ex, scores):
     ids = ex["input_ids"][ex["reasoning"]]
     top = scores.max()
     return [tok.decode([int(i)]) for i, s in zip(ids, scores) if s == top and not bool((scores == top).all())]
+
+
+@pytest.fixture
+def scorer_registry():
+    """The method registry (`oar_lite.attribution.registry`), as it was again after the test: a
+    test registers its own scorers freely, and no other test sees them."""
+    from oar_lite.attribution import registry
+
+    saved = dict(registry.SCORERS), dict(registry.BATCHED), set(registry.GIVES_WEIGHTS)
+    yield registry
+    for live, old in zip((registry.SCORERS, registry.BATCHED, registry.GIVES_WEIGHTS), saved):
+        live.clear()
+        live.update(old)
+    registry._parse.cache_clear()
 
 
 def toy_scores(method, ex, **options):

@@ -30,9 +30,9 @@ numbers = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(
 
 
 NUMERIC_FIELDS = sorted(NUMERIC_RANGES)
-ACCEPTS_ZERO = {"seed", "weight_decay", "beta", "quantile", "boost", "floor", "noise_std", "lora_dropout",
+ACCEPTS_ZERO = {"seed", "weight_decay", "beta", "quantile", "boost", "floor", "noise_std",
                 "eval_every", "eval_size", "checkpoint_every"}
-BOUNDED_ABOVE = {"seed", "top_p", "learning_rate", "clip_eps", "quantile", "floor", "lora_dropout"}
+BOUNDED_ABOVE = {"seed", "top_p", "learning_rate", "clip_eps", "quantile", "floor"}
 INTEGER_FIELDS = {name for name, r in NUMERIC_RANGES.items() if r.get("integer")}
 BAD = [math.nan, math.inf, -math.inf, -1, -1e-9, 0, 10**30, 1e30, True, "1", 2.5]
 

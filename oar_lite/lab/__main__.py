@@ -21,7 +21,7 @@ import shlex
 import sys
 
 from ..attribution import CreditConfig
-from ..settings import add_setting_flags, changed_settings, checked, parser, settings_of
+from ..settings import checked, parser, settings_of
 from ..train import TrainConfig
 
 try:  # the course and the lab need their extras (matplotlib, TRL, ...): without them, say what to install
@@ -72,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="budget and batch settings (oar_lite.lab.compare.PROFILES; default: default); "
                             "'credit': the regime of notebook 06")
         p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # test size
-        add_setting_flags(p, {**compare.RUN_OPTIONS, **compare.run_settings()}, defaults, short=compare.SHORT_FLAGS)
+        compare.add_run_flags(p, compare.RUN_OPTIONS, defaults)
 
     compare_ = sub.add_parser("compare", help="train GRPO, OAR-G and OAR-P on the toy task and compare them")
     compare_.add_argument("--quick", action="store_true", help="one seed, fewer steps (--profile quick): for trying it")
@@ -136,11 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             digits = toy.digit_range(digits[0] if len(digits) == 1 else tuple(digits))
         except ValueError as err:
             command_line.error(f"--digits {' '.join(map(str, args.digits))}: {err}")
-    overrides = {k: v for k, v in changed_settings(args, compare.run_settings()).items() if k != "steps"}
-    try:  # a credit flag is passed to the methods that take it; one that none of them takes is refused
-        compare.check_credit_flags(args.methods, overrides)
-    except ValueError as err:
-        command_line.error(str(err))
+    overrides = compare.run_overrides(command_line, args, args.methods)  # a flag without effect: a usage error
     summary = compare.compare(args.methods, args.seeds, steps=args.steps, out=args.out, profile=profile, target=args.target,
                       jobs=compare.CLI_JOBS if args.jobs is None else args.jobs,
                       threads=compare.RUN_OPTIONS["threads"].default if args.threads is None else args.threads, model_dir=args.model, overrides=overrides,

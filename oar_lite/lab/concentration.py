@@ -31,6 +31,8 @@ import torch
 from ..attribution import CreditConfig
 from ..reshape import effective_share
 from .stats import ci95, mean
+from . import scorers  # noqa: F401  (registers the lab's methods, which it runs by name)
+from .baselines import top_quantile_weights
 
 ENTROPY_TOP_QUANTILE = 0.8
 """The ``quantile`` (share below the threshold) at which ``"entropy-top"`` is compared: TRL's
@@ -147,7 +149,10 @@ def ground_truth_concentration(data=None, *, methods: Sequence[str] | None = Non
             if stored is None:
                 w = torch.ones(pivotal.numel(), dtype=torch.float64)
             elif stored in rec["scores"]:
-                w = config.reshape(torch.tensor(rec["scores"][stored], dtype=torch.float64))
+                scores = torch.tensor(rec["scores"][stored], dtype=torch.float64)
+                # entropy-top's scorer gives weights (TRL's mask of the entropy): its mask of the stored entropies
+                w = (top_quantile_weights(scores, quantile=config.quantile) if method == "entropy-top"
+                     else config.reshape(scores))
             else:
                 continue
             rows.append(concentration_row(w, pivotal if pivotal.any() else None))

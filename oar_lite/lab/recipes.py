@@ -19,6 +19,7 @@ from ..rollout import SAMPLING
 from ..segment import FORMATS
 from ..trl import OARConfig, OARGRPOTrainer
 from .uniformity import summarize_uniformity, weight_uniformity
+from . import scorers  # noqa: F401  (registers the lab's methods, which it runs by name)
 
 # ----------------------------------------------------------------------------- recipes: LoRA runs to start from
 
@@ -46,15 +47,23 @@ through the backward pass ``micro_batch`` at a time (gradient accumulation)."""
 
 LORA_RANK = 16
 """The recipes' LoRA rank (`lora_adapter`)."""
+LORA_ALPHA_PER_RANK = 2
+"""The recipes' LoRA alpha is this times the rank."""
+LORA_DROPOUT = 0.05
+"""The recipes' LoRA dropout (TRL's update runs in train mode: it acts there)."""
+# The SmolLM2 study's adapter, which its shipped runs record. The readable trainer's LoRA defaults
+# (`oar_lite.train.TrainConfig`: a smaller rank, no dropout, since its update runs with dropout off)
+# are the library's own; benchmarks/weight_uniformity.py trains this adapter's rank and alpha there.
 
 
 def lora_adapter(rank: int = LORA_RANK):
-    """The recipes' peft adapter: rank ``rank``, alpha ``2 * rank``, dropout 0.05, on every linear layer."""
+    """The recipes' peft adapter: rank ``rank``, alpha ``LORA_ALPHA_PER_RANK * rank``, dropout
+    `LORA_DROPOUT`, on every linear layer."""
     from peft import LoraConfig
 
     check_number("lora_adapter", "rank", rank, integer=True, low=1)
-    return LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.05, target_modules="all-linear",
-                      task_type="CAUSAL_LM")
+    return LoraConfig(r=rank, lora_alpha=LORA_ALPHA_PER_RANK * rank, lora_dropout=LORA_DROPOUT,
+                      target_modules="all-linear", task_type="CAUSAL_LM")
 
 
 def mixed_precision(device: str | torch.device) -> dict:

@@ -94,10 +94,12 @@ def test_register_scorer_plugs_into_token_weights(llama):
         ol.SCORERS.pop("position")
 
 
-def test_uses_sampled_cache():
-    assert ol.attribution.uses_sampled_cache("oar-p") and ol.attribution.uses_sampled_cache("inverted:oar-p:last")
-    assert ol.attribution.uses_sampled_cache("oar-g:answer_mean")
-    assert not ol.attribution.uses_sampled_cache("uniform") and not ol.attribution.uses_sampled_cache("entropy")
+def test_the_methods_that_continue_from_the_sampled_cache_declare_it():
+    """`oar_lite.train` keeps the sampling's KV cache for a method that takes ``sampled_cache``."""
+    takes = ol.attribution.takes
+    assert "sampled_cache" in takes("oar-p") and "sampled_cache" in takes("inverted:oar-p:last")
+    assert "sampled_cache" in takes("oar-g:answer_mean")
+    assert "sampled_cache" not in takes("uniform") and "sampled_cache" not in takes("entropy")
 
 
 def _toy_batch():
