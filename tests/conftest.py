@@ -211,8 +211,9 @@ def toy_scores(method, ex, **options):
 def old_flat_form(config: TrainConfig) -> dict:
     """A config as versions before `CreditConfig` stored it: the credit settings beside the others."""
     data = dataclasses.asdict(config)
+    credit = data.pop("credit")  # popped first: the flat form has no "credit"
     names = {"batch_size": "attribution_batch_size", "token_budget": "attribution_token_budget"}
-    return {**data, **{names.get(k, k): v for k, v in data.pop("credit").items()}}
+    return {**data, **{names.get(k, k): v for k, v in credit.items()}}
 
 
 def span_masks(attention_mask, reasoning, answer):

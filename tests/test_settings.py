@@ -122,7 +122,7 @@ def test_oar_config_fields_are_the_credit_settings():
 
     fields = {f.name: f for f in dataclasses.fields(OARConfig) if f.name.startswith("oar_")}
     twins = {name: s for name, s in settings_of(CreditConfig).items() if name != "method"}
-    assert set(fields) == {f"oar_{name}" for name in twins} | {"oar_method", "oar_mode", "oar_answer_formats"}
+    assert set(fields) == {f"oar_{name}" for name in twins} | {"oar_method", "oar_answer_formats"}
     for name, declared in twins.items():
         field = fields[f"oar_{name}"]
         assert field.metadata["help"] == declared.help
@@ -153,8 +153,8 @@ def test_docs_trl_table_lists_every_oar_field_with_its_default():
     assert [name for name, _ in table] == list(fields)
     for name, cell in table:
         default, cell = fields[name].default, cell.strip()
-        if name in ("oar_mode", "oar_answer_formats"):
-            continue  # "per method", "all": said in words
+        if name == "oar_answer_formats":
+            continue  # "all": said in words
         assert cell == (f'`"{default}"`' if isinstance(default, str) else str(default)) or float(cell) == default, name
 
 

@@ -68,8 +68,31 @@ def test_a_partial_credit_dict_updates_fields_the_method_takes():
         compare.with_overrides(compare.PROFILES["default"].config, {"credit": {"boost": 2.0}})
     with pytest.raises(ValueError, match=r"noise_std=0\.5, which 'oar-p' does not take"):
         TrainConfig(credit={"method": "oar-p", "noise_std": 0.5})
-    with pytest.raises(ValueError, match=r"'none' is the old name of 'uniform'"):
+    with pytest.raises(ValueError, match=r"unknown method 'none' \(plain GRPO is spelled 'uniform'\)"):
         TrainConfig(credit={"method": "none"})
+
+
+def test_a_stored_credit_is_read_whole_and_a_setting_its_method_ignores_refused():
+    """Issue 47 item 4: the stored form (every field, as `dataclasses.asdict` writes it) of
+    plain GRPO with boost 9 used to drop the boost in silence."""
+    stored = dataclasses.asdict(CreditConfig("uniform"))
+    assert set(stored) == set(ol.attribution.CREDIT_FIELDS) and TrainConfig(credit=stored).credit == CreditConfig("uniform")
+    stored_oar = dataclasses.asdict(CreditConfig("oar-p", boost=9.0))
+    assert TrainConfig(credit=stored_oar).credit == CreditConfig("oar-p", boost=9.0)
+    with pytest.raises(ValueError, match=r"CreditConfig\(method='uniform'\) got boost=9\.0, which 'uniform' does not "
+                                         r"take; it takes no settings: drop boost \(it would have no effect\)"):
+        TrainConfig(credit={**stored, "boost": 9.0})
+
+
+def test_lora_settings_without_lora_are_refused():
+    with pytest.raises(ValueError, match=r"TrainConfig\(lora=False\) got lora_rank=64, which only a LoRA run uses .*"
+                                         r"pass lora=True, or drop lora_rank"):
+        TrainConfig(lora_rank=64)
+    with pytest.raises(ValueError, match=r"lora_rank=64, lora_alpha=8"):
+        TrainConfig(lora=False, lora_rank=64, lora_alpha=8)
+    assert TrainConfig(lora=True, lora_rank=64).lora_rank == 64
+    with pytest.raises(TypeError, match="lora_dropout"):  # the update runs with dropout off: no such setting
+        TrainConfig(lora=True, lora_dropout=0.1)
 
 
 def test_token_weights_refuses_none_and_settings_the_new_method_does_not_take(llama):
@@ -100,7 +123,7 @@ def test_compare_passes_a_credit_setting_to_the_methods_that_take_it(tmp_path):
     (["--boo", "9"], "unrecognized arguments: --boo 9"),  # no prefix matching
     (["--noise", "5"], "unrecognized arguments: --noise 5"),
     (["--quick", "--profile", "credit"], "--profile and --quick ask for different profiles"),
-    (["--methods", "oar-q"], "unknown method 'oar-q'; expected one of ['adapter-residual', 'captum-ig', 'entropy', 'entropy-top', 'oar-g', 'oar-p'"),
+    (["--methods", "oar-q"], "unknown method 'oar-q'; registered: ['adapter-residual', 'captum-ig', 'entropy', 'entropy-top', "),
     (["--digits", "1", "2", "3"], "--digits 1 2 3: expected one number or a low high pair"),
     (["--boost", "-1"], "--boost=-1.0 is out of range: expected a finite number >= 0"),
     (["--methods", "oar-p", "--noise-std", "0.5"], "['noise_std'] are taken by none of the methods ['oar-p']; they "
@@ -108,7 +131,9 @@ def test_compare_passes_a_credit_setting_to_the_methods_that_take_it(tmp_path):
     (["--methods", "oar-g", "--batch-size", "4"], "['batch_size'] are taken by none of the methods ['oar-g']"),
     (["--methods", "uniform", "--boost", "9"], "['boost'] are taken by none of the methods ['uniform']; they take "
                                                "uniform: no settings (plain GRPO)"),
-    (["--methods", "none", "oar-g"], "method 'none' is the old name of 'uniform' (plain GRPO); write 'uniform'"),
+    (["--methods", "none", "oar-g"], "unknown method 'none' (plain GRPO is spelled 'uniform')"),
+    (["--lora-rank", "64"], "--lora-rank 64: no effect without --lora (every weight trains): pass --lora, or drop it"),
+    (["--lora-rank", "64", "--lora-alpha", "8"], "--lora-rank 64, --lora-alpha 8.0: no effect without --lora"),
 ])
 def test_the_command_line_refuses_with_a_usage_error(argv, says, capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_info:
@@ -245,3 +270,46 @@ def test_the_builder_refuses_abbreviations_of_dataclass_fields():
 def test_train_trl_refuses_abbreviated_flags():
     known, rest = _script("train_trl").parse_args(["--mod", "smollm2"])  # --model, else an OARConfig field
     assert known.model == "toy" and rest == ["--mod", "smollm2"]  # rest goes to OARConfig's parser, which refuses it
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--no-lora", "--lora-rank", "64"], "--lora-rank 64 has no effect without LoRA"),
+    (["--model", "toy", "--lora-rank", "8"], "--lora-rank 8 has no effect without LoRA (off with --no-lora, and for "
+                                             "the toy model unless --lora): drop --lora-rank, or pass --lora"),
+])
+def test_train_trl_refuses_a_lora_rank_without_lora(argv, says, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        _script("train_trl").parse_args(argv)
+    assert exit_info.value.code == 2 and says in capsys.readouterr().err
+    known, _ = _script("train_trl").parse_args(["--model", "toy", "--lora", "--lora-rank", "8"])
+    assert known.lora and known.lora_rank == 8
+
+
+def test_credit_regime_refuses_a_flag_no_method_takes_as_a_usage_error(capsys, tmp_path):
+    from benchmarks import credit_regime
+
+    with pytest.raises(SystemExit) as exit_info:
+        credit_regime.main(["--name", "x", "--methods", "oar-g", "--batch-size", "4", "--out", str(tmp_path / "never"),
+                            "--json", str(tmp_path / "never.json")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "['batch_size'] are taken by none of the methods ['oar-g']" in err
+    assert "Traceback" not in err and not (tmp_path / "never").exists()
+
+
+@pytest.mark.parametrize("where, argv, abbreviated", [
+    ("scripts/pacing", ["--che"], "--che"),  # --check
+    ("scripts/ci_durations", [".", "--to", "3"], "--to"),  # --top
+    ("benchmarks/gpu_memory", ["measure", "--ste", "2", "--out", "x"], "--ste"),  # --steps
+    ("oar_lite.lab.concentration", ["--rh", "0.5"], "--rh"),  # --rho
+])
+def test_the_scripts_that_took_abbreviations_refuse_them(where, argv, abbreviated, capsys):
+    """Issue 47 item 4: these four parsers were built without ``allow_abbrev=False``."""
+    import importlib
+
+    if where.startswith("scripts/"):
+        main = _script(where.split("/")[1]).main
+    else:
+        main = importlib.import_module(where.replace("/", ".")).main
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2 and f"unrecognized arguments: {abbreviated}" in capsys.readouterr().err

@@ -24,7 +24,6 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 from trl import GRPOConfig, GRPOTrainer
 
-import oar_lite.lab  # noqa: F401  (registers the lab's baselines and controls, used here as examples)
 from oar_lite.course import toy
 from oar_lite.attribution import CreditConfig, token_weights
 from oar_lite.grpo import group_advantages
@@ -269,9 +268,9 @@ def test_method_uniform_is_plain_grpo(stock_grpo, tmp_path):
 
 
 def test_uniform_weights_match_grpo_and_oar_g_differs(stock_grpo, tmp_path):
-    from oar_lite.attribution import SCORERS, register_scorer, uniform_scores
+    from oar_lite.attribution import SCORERS, register_scorer, uniform_weights
 
-    register_scorer("z-ones", uniform_scores)  # every weight 1, but through the scoring path ('uniform' skips it)
+    register_scorer("z-ones", uniform_weights)  # every weight 1, but through the scoring path ('uniform' skips it)
     try:
         uniform = run(OARGRPOTrainer, config(tmp_path=tmp_path / "u", oar_method="z-ones"))
     finally:
@@ -303,7 +302,6 @@ def test_plain_grpo_config_is_refused():
     ("oar_method", "oar-x", "oar_method"),
     ("oar_method", "oar-p:first", "oar_method"),
     ("oar_method", "entropy:last", "oar_method"),
-    ("oar_mode", "first", "oar_mode"),
     ("oar_quantile", 1.5, "oar_quantile"),
     ("oar_boost", -1.0, "oar_boost"),
     ("oar_floor", 2.0, "oar_floor"),
@@ -336,12 +334,12 @@ def test_config_defaults_and_modes():
     for bad in ("inverted", "inverted:none", "inverted:oar-x", "inverted:uniform"):
         with pytest.raises(ValueError, match="oar_method"):
             config(oar_method=bad)
-    with pytest.raises(ValueError, match="oar_method='none' is the old name of 'uniform'.*write oar_method='uniform'"):
+    with pytest.raises(ValueError, match=r"oar_method='none': unknown method 'none' \(plain GRPO is spelled 'uniform'\)"):
         config(oar_method="none")
     with pytest.raises(ValueError, match="no P_final mode"):
         config(oar_method="entropy:last")
-    # one grammar on every surface: the old separate field is refused with the spelling to use
-    with pytest.raises(ValueError, match="oar_mode='answer_joint'.*write oar_method='oar-g:answer_joint'"):
+    # one grammar on every surface: the mode is part of the method, no field of its own
+    with pytest.raises(TypeError, match="oar_mode"):
         config(oar_method="oar-g", oar_mode="answer_joint")
     args = config()
     assert args.beta == 0.0 and args.oar_boost == 1.0  # TRL's KL coefficient and OAR's boost stay apart

@@ -103,7 +103,7 @@ def test_a_method_is_parsed_once_into_a_typed_value(ramp):
         method_of(["oar-g"])
     assert method_of("ramp:answer_mean").name == "ramp"
     SCORERS.pop("ramp")  # unregistered after it was parsed: the kept value does not outlive it
-    with pytest.raises(ValueError, match="unknown method 'ramp'"):
+    with pytest.raises(ValueError, match="unknown method 'ramp:answer_mean'"):
         method_of("ramp:answer_mean")
 
 

@@ -5,7 +5,6 @@ import torch
 from conftest import PAD, VOCAB
 
 import oar_lite as ol
-import oar_lite.lab  # noqa: F401  (registers the lab's baselines and controls, used here as examples)
 from oar_lite.course import toy
 from oar_lite.attribution import CreditConfig
 from oar_lite.train import TrainConfig
