@@ -3,6 +3,7 @@ defaults, `OARConfig`'s ``oar_*`` fields, the command line's flags, docs/trl.md'
 report's settings line are generated from the declarations or checked against them here."""
 import argparse
 import dataclasses
+import functools
 import inspect
 import math
 import re
@@ -21,7 +22,7 @@ from oar_lite.settings import check_number, settings_of
 from oar_lite.lab.report import render_markdown
 from oar_lite.lab.uniformity import weight_uniformity
 from oar_lite.reshape import RESHAPING, bilevel_weights
-from oar_lite.train import NUMERIC_RANGES, TrainConfig
+from oar_lite.train import LORA_SETTINGS, NUMERIC_RANGES, TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -65,11 +66,12 @@ def _expected_refusal(field, value) -> bool:
 @pytest.mark.parametrize("field", NUMERIC_FIELDS)
 @pytest.mark.parametrize("value", BAD, ids=repr)
 def test_train_config_refuses_values_out_of_range(field, value):
+    lora = {"lora": True} if field in LORA_SETTINGS else {}  # a LoRA setting needs LoRA on (else it is refused)
     if _expected_refusal(field, value):
         with pytest.raises(ValueError, match=rf"TrainConfig\.{field}=.* is out of range: expected "):
-            TrainConfig(**{field: value})
+            TrainConfig(**{field: value}, **lora)
     else:
-        assert getattr(TrainConfig(**{field: value}), field) == value
+        assert getattr(TrainConfig(**{field: value}, **lora), field) == value
 
 
 def test_max_grad_norm_and_friends_from_the_issue():
@@ -86,7 +88,8 @@ def test_max_grad_norm_and_friends_from_the_issue():
 @given(field=st.sampled_from(NUMERIC_FIELDS), value=numbers)
 def test_train_config_property(field, value):
     """Any number: refused with a message naming the field, or kept, finite and in range."""
-    assert_refused_or_in_range(TrainConfig, "TrainConfig", field, value, NUMERIC_RANGES)
+    make = functools.partial(TrainConfig, lora=True) if field in LORA_SETTINGS else TrainConfig
+    assert_refused_or_in_range(make, "TrainConfig", field, value, NUMERIC_RANGES)
 
 
 def test_check_number_messages():

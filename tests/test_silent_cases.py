@@ -157,7 +157,7 @@ def test_trl_script_refuses_an_abbreviated_field():
     assert out.returncode == 2 and "--oar_boo" in out.stderr and "Traceback" not in out.stderr
 
 
-def test_every_credit_setting_reaches_trl():
+def test_every_credit_setting_reaches_trl(scorer_registry):
     """`OARConfig.oar_credit` reads every `CreditConfig` field from its ``oar_`` twin (no
     ``hasattr``: a field without a twin would silently keep its default under TRL)."""
     from oar_lite.trl import OARConfig
@@ -166,15 +166,12 @@ def test_every_credit_setting_reaches_trl():
         return torch.ones(reasoning.stop - reasoning.start)
 
     ol.register_scorer("z-every-setting", takes_every_setting)
-    try:
-        config = OARConfig(output_dir="/tmp/unused", report_to="none", bf16=False, use_cpu=True,
-                           oar_method="z-every-setting", oar_quantile=0.4, oar_boost=2.0, oar_floor=0.2,
-                           oar_preserve_mass=False, oar_noise_std=0.01, oar_batch_size=3, oar_token_budget=99)
-        assert dataclasses.asdict(config.oar_credit) == {
-            "method": "z-every-setting", "quantile": 0.4, "boost": 2.0, "floor": 0.2, "preserve_mass": False,
-            "noise_std": 0.01, "batch_size": 3, "token_budget": 99}
-    finally:
-        del ol.SCORERS["z-every-setting"]
+    config = OARConfig(output_dir="/tmp/unused", report_to="none", bf16=False, use_cpu=True,
+                       oar_method="z-every-setting", oar_quantile=0.4, oar_boost=2.0, oar_floor=0.2,
+                       oar_preserve_mass=False, oar_noise_std=0.01, oar_batch_size=3, oar_token_budget=99)
+    assert dataclasses.asdict(config.oar_credit) == {
+        "method": "z-every-setting", "quantile": 0.4, "boost": 2.0, "floor": 0.2, "preserve_mass": False,
+        "noise_std": 0.01, "batch_size": 3, "token_budget": 99}
 
 
 def _script(name):

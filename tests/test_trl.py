@@ -267,14 +267,11 @@ def test_method_uniform_is_plain_grpo(stock_grpo, tmp_path):
         assert torch.equal(_final_params(oar)[k], v), k
 
 
-def test_uniform_weights_match_grpo_and_oar_g_differs(stock_grpo, tmp_path):
-    from oar_lite.attribution import SCORERS, register_scorer, uniform_weights
+def test_uniform_weights_match_grpo_and_oar_g_differs(stock_grpo, tmp_path, scorer_registry):
+    from oar_lite.attribution import register_scorer, uniform_weights
 
     register_scorer("z-ones", uniform_weights)  # every weight 1, but through the scoring path ('uniform' skips it)
-    try:
-        uniform = run(OARGRPOTrainer, config(tmp_path=tmp_path / "u", oar_method="z-ones"))
-    finally:
-        SCORERS.pop("z-ones")
+    uniform = run(OARGRPOTrainer, config(tmp_path=tmp_path / "u", oar_method="z-ones"))
     oar_g = run(OARGRPOTrainer, config(tmp_path=tmp_path / "g", oar_method="oar-g"))
     assert uniform.seen[0][0]["advantages"].dim() == 2
     theirs = _final_params(stock_grpo)

@@ -10,7 +10,7 @@
 Every setting of a run has its flag, named, typed, range-checked and explained by its
 declaration (`oar_lite.settings`); flags are never abbreviated, contradictory ones are refused,
 and a bad value is a usage error (exit 2). ``--methods`` takes the library's methods and the
-course's and the lab's scorers (`oar_lite.lab.scorers`, imported here).
+course's and the lab's methods (`oar_lite.lab.scorers`, which `compare` imports).
 """
 from __future__ import annotations
 

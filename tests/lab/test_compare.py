@@ -48,7 +48,7 @@ def test_compare_rejects_an_unknown_method(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:  # a usage error, listing the methods
         main(["compare", "--tiny", "--jobs", "1", "--out", str(tmp_path), "--quiet", "--methods", "uniform", "oar-z"])
     assert exit_info.value.code == 2
-    assert "unknown method 'oar-z'; expected one of [" in capsys.readouterr().err
+    assert "unknown method 'oar-z'; registered: [" in capsys.readouterr().err
     with pytest.raises(ValueError, match="unknown method"):
         compare.compare(["uniform", "oar-z"], out=tmp_path, profile="tiny", progress=False)
 
