@@ -8,6 +8,17 @@ import torch.nn.functional as F
 
 SCALES = ("group", "batch", "none")
 LOSS_TYPES = ("grpo", "dapo")
+UPDATE_RANGES = {
+    "learning_rate": dict(low=0, high=1, low_open=True),
+    "weight_decay": dict(low=0),
+    "num_iterations": dict(integer=True, low=1),
+    "clip_eps": dict(low=0, high=1, low_open=True, high_open=True),
+    "clip_eps_high": dict(low=0, low_open=True, optional=True),
+    "beta": dict(low=0),
+}
+"""The allowed range of each numeric setting of the update (`oar_lite.settings.check_number`'s
+keywords), declared once: `oar_lite.train.TrainConfig` and `oar_lite.trl.OARConfig` (under TRL's
+names) both read it."""
 
 
 def group_advantages(rewards: torch.Tensor, group_size: int, *, scale: str = "group", eps: float = 1e-4) -> torch.Tensor:

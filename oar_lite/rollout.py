@@ -30,6 +30,8 @@ class Sampling:
 
 SAMPLING = Sampling()
 """The sampling defaults (`Sampling`)."""
+SAMPLING_RANGES = {"temperature": dict(low=0, low_open=True), "top_p": dict(low=0, high=1, low_open=True)}
+"""The allowed range of the sampling settings a trainer takes (`UPDATE_RANGES`' twin in `oar_lite.grpo`)."""
 GREEDY = 0.0
 """The temperature of greedy decoding, held-out evaluation's default (`oar_lite.evaluate.evaluate`)."""
 

@@ -39,7 +39,8 @@ def check_trl_version(version: str | None = None) -> str:
         try:
             version = installed_version("trl")
         except PackageNotFoundError:
-            raise ImportError(f"oar_lite.trl needs TRL: pip install 'trl{TRL_SUPPORTED}'") from None
+            raise ImportError("oar_lite.trl needs TRL, which the library alone does not install: "
+                              "pip install 'oar-lite[trl]'") from None
     if SpecifierSet(TRL_SUPPORTED).contains(version, prereleases=True):
         return version
     message = (f"oar_lite.trl supports trl{TRL_SUPPORTED}, but trl {version} is installed: OARGRPOTrainer overrides "
@@ -66,11 +67,11 @@ else:  # TRL < 1.16 takes no such argument: it re-enables gradient checkpointing
 from .attribution import (CREDIT_FIELDS, CREDIT_RANGES, PLAIN_GRPO, CreditConfig, Method,  # noqa: E402
                           credit_settings, method_of, token_weights)
 from .settings import check_number, settings_of  # noqa: E402
-from .grpo import token_advantages  # noqa: E402
+from .grpo import UPDATE_RANGES, token_advantages  # noqa: E402
 from .reshape import effective_share  # noqa: E402
 from .seeding import derive_seed  # noqa: E402
+from .rollout import SAMPLING_RANGES  # noqa: E402
 from .segment import FORMATS, check_formats, segment_completion_ids, segments_to_masks  # noqa: E402
-from .train import NUMERIC_RANGES  # noqa: E402
 
 _LIGER_MESSAGE = (
     "use_liger_kernel=True is not supported by OARGRPOTrainer: OAR hands TRL per-token advantages [B, T] through "
@@ -84,17 +85,19 @@ _LIGER_MESSAGE = (
 OAR_NUMERIC_RANGES = {f"oar_{name}": allowed for name, allowed in CREDIT_RANGES.items()}
 
 # TRL's numeric fields that the loss depends on, checked before TRL's checks (which let NaN and
-# infinities through); ``max_grad_norm=0`` turns clipping off, as in Hugging Face.
+# infinities through), with the ranges the readable trainer's settings have (`UPDATE_RANGES`,
+# `SAMPLING_RANGES`: this module does not import the trainer); ``max_grad_norm=0`` turns clipping
+# off, as in Hugging Face.
 TRL_NUMERIC_RANGES: dict[str, dict] = {
-    "learning_rate": NUMERIC_RANGES["learning_rate"],
-    "weight_decay": NUMERIC_RANGES["weight_decay"],
+    "learning_rate": UPDATE_RANGES["learning_rate"],
+    "weight_decay": UPDATE_RANGES["weight_decay"],
     "max_grad_norm": dict(low=0),
-    "temperature": NUMERIC_RANGES["temperature"],
-    "top_p": NUMERIC_RANGES["top_p"],
-    "beta": NUMERIC_RANGES["beta"],
-    "epsilon": NUMERIC_RANGES["clip_eps"],
-    "epsilon_high": NUMERIC_RANGES["clip_eps_high"],
-    "num_iterations": NUMERIC_RANGES["num_iterations"],
+    "temperature": SAMPLING_RANGES["temperature"],
+    "top_p": SAMPLING_RANGES["top_p"],
+    "beta": UPDATE_RANGES["beta"],
+    "epsilon": UPDATE_RANGES["clip_eps"],
+    "epsilon_high": UPDATE_RANGES["clip_eps_high"],
+    "num_iterations": UPDATE_RANGES["num_iterations"],
     "num_generations": dict(integer=True, low=2, optional=True),
 }
 
@@ -153,6 +156,11 @@ class OARConfig(GRPOConfig):
             if hasattr(self, name):  # TRL versions differ in their fields
                 check_number("OARConfig", name, getattr(self, name), **allowed)
         self.oar_answer_formats = list(check_formats(self.oar_answer_formats, "oar_answer_formats"))
+        if self.oar_method == PLAIN_GRPO and self.oar_answer_formats != list(FORMATS):
+            raise ValueError(f"OARConfig got oar_answer_formats={self.oar_answer_formats!r}, which "
+                             f"oar_method={PLAIN_GRPO!r} does not use (plain GRPO: TRL's loss untouched, no answer is "
+                             f"looked for; it would have no effect): drop oar_answer_formats, or name a method that "
+                             f"scores tokens ('oar-g', 'oar-p')")
         taken = credit_settings(self.oar_method)
         defaults = {f.name: f.default for f in dataclasses.fields(OARConfig) if f.name.startswith("oar_")}
         refused = {f"oar_{k}": getattr(self, f"oar_{k}") for k in CREDIT_FIELDS

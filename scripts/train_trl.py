@@ -155,6 +155,7 @@ def default_device() -> str:
 def build_config(known, rest, formats, max_completion_length):
     """`OARConfig` from the recipe (`oar_lite.lab.recipes.recipe_fields`) and the short flags,
     overridden by any ``--<field>`` in ``rest``."""
+    from oar_lite.attribution import PLAIN_GRPO
     from oar_lite.lab.recipes import recipe_fields  # with the lab's methods (oar_lite.lab.scorers), which it trains
     from oar_lite.settings import parser
     from oar_lite.trl import OARConfig
@@ -165,10 +166,11 @@ def build_config(known, rest, formats, max_completion_length):
         recipe_fields(known.recipe, oar_method=known.method, device=default_device()),
         output_dir=known.output_dir or f"runs/trl-{Path(known.model).name}-{known.method}",
         max_steps=known.steps,
-        oar_answer_formats=formats,
         max_completion_length=max_completion_length,
         seed=0,
     )
+    if known.method != PLAIN_GRPO:  # where the scorer looks for the answer; plain GRPO looks for none (refused with it)
+        defaults["oar_answer_formats"] = formats
     if known.eval_problems:
         defaults.update(eval_strategy="steps", eval_steps=known.eval_steps,
                         per_device_eval_batch_size=defaults["num_generations"] * 2)

@@ -227,6 +227,19 @@ def test_import_oar_lite_loads_the_library_alone():
     assert before == packages == "['oar-g', 'oar-p', 'uniform']", (before, packages)
 
 
+def test_the_trl_trainer_loads_neither_the_readable_trainer_nor_what_it_brings():
+    """Issue 47 item 1: `oar_lite.trl` shares the update's ranges (`oar_lite.grpo.UPDATE_RANGES`,
+    `oar_lite.rollout.SAMPLING_RANGES`) with `oar_lite.train` without importing it."""
+    import subprocess
+
+    code = "import sys, oar_lite.trl\nprint(sorted(m for m in sys.modules if m.startswith('oar_lite')))\n"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert "'oar_lite.trl'" in loaded
+    for trainer in ("oar_lite.train", "oar_lite.checkpoint", "oar_lite.evaluate"):
+        assert f"'{trainer}'" not in loaded, loaded
+    assert "oar_lite.train" not in {t for t, _, _ in imports(PACKAGE / "trl.py", modules())}
+
+
 def test_the_library_imports_neither_the_course_nor_the_lab():
     edges = graph()
     library = {m for m in edges if m != "oar_lite" and m.split(".")[1] in LIBRARY}

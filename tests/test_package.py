@@ -109,6 +109,21 @@ def test_unsupported_trl_gets_an_error_naming_the_supported_range(monkeypatch):
         assert check_trl_version(good) == good
 
 
+def test_missing_trl_names_the_extra_to_install(monkeypatch):
+    """Issue 47 item 1: the library alone has no TRL; `oar_lite.trl` says which extra brings it."""
+    import importlib.metadata
+
+    from oar_lite.trl import check_trl_version
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    with pytest.raises(ImportError, match=re.escape("oar_lite.trl needs TRL, which the library alone does not install: "
+                                                    "pip install 'oar-lite[trl]'")):
+        check_trl_version()
+
+
 def test_any_trl_override_warns_instead(monkeypatch):
     from oar_lite.trl import check_trl_version
 

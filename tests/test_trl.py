@@ -475,12 +475,17 @@ def test_oar_config_builds_the_credit_config():
     (dict(oar_method="uniform", oar_boost=9.0), r"oar_boost=9\.0, which oar_method='uniform' does not take; it takes "
                                                 r"none of the oar_ settings"),
     (dict(oar_method="oar-g", oar_boost=None), r"OARConfig\.oar_boost=None is out of range: expected a finite number"),
+    (dict(oar_method="uniform", oar_answer_formats=["boxed"]),  # issue 47 item 4: plain GRPO looks for no answer
+     r"oar_answer_formats=\['boxed'\], which oar_method='uniform' does not use .* drop oar_answer_formats, or name a "
+     r"method that scores tokens"),
 ])
 def test_oar_config_refuses_a_setting_its_method_does_not_take(kw, says):
     from oar_lite.trl import OARConfig
 
     with pytest.raises(ValueError, match=says):
         OARConfig(output_dir="/tmp/oar-config", report_to="none", use_cpu=True, **kw)
+    taken = {k: v for k, v in kw.items() if k == "oar_method"}  # the method alone is accepted
+    assert OARConfig(output_dir="/tmp/oar-config", report_to="none", use_cpu=True, **taken).oar_method == kw["oar_method"]
 
 
 def test_format_reward_counts_stated_answers_right_or_wrong():

@@ -118,6 +118,8 @@ def test_the_bare_wheel_runs_the_readme_library_example(wheel, tmp_path):
     assert "gradient norm" in proc.stdout and "OAR-G weights of row 0's reasoning: [" in proc.stdout, proc.stdout
     lab = _run([python, "-m", "oar_lite.lab", "demo", "--tiny"], cwd=work)
     assert lab.returncode != 0 and "pip install 'oar-lite[lab]'" in lab.stderr, lab.stderr[-2000:]
+    trl = _run([python, "-c", "import oar_lite.trl"], cwd=work)
+    assert trl.returncode != 0 and "pip install 'oar-lite[trl]'" in trl.stderr, trl.stderr[-2000:]
 
 
 def test_wheel_carries_the_data(wheel):

@@ -12,7 +12,7 @@ from accelerate.utils import gather_object
 from transformers import TrainerCallback
 
 from ..checkpoint import append_jsonl, read_jsonl
-from ..attribution import CREDIT_FIELDS, credit_settings
+from ..attribution import CREDIT_FIELDS, PLAIN_GRPO, credit_settings
 from ..settings import check_number
 from ..evaluate import evaluate
 from ..rollout import SAMPLING
@@ -112,8 +112,11 @@ def recipe_config(recipe: str, output_dir: str, *, steps: int, oar_method: str =
                   seed: int = 0, device: str | torch.device | None = None, **overrides) -> OARConfig:
     """The `OARConfig` of a `RECIPES` entry (`recipe_fields`) for ``steps`` optimizer steps; an
     override the method does not take is refused (`OARConfig`). Logs every step; checkpoints every
-    ``save_steps`` (resume with ``trainer.train(resume_from_checkpoint=True)``)."""
-    return OARConfig(output_dir=str(output_dir), max_steps=steps, seed=seed, oar_answer_formats=list(answer_formats),
+    ``save_steps`` (resume with ``trainer.train(resume_from_checkpoint=True)``). ``answer_formats``
+    tell the scorer where the answer is; plain GRPO looks for none (`OARConfig` refuses them with it),
+    so its rewards alone read them."""
+    formats = {} if oar_method == PLAIN_GRPO else {"oar_answer_formats": list(answer_formats)}
+    return OARConfig(output_dir=str(output_dir), max_steps=steps, seed=seed, **formats,
                      **recipe_fields(recipe, oar_method=oar_method, device=device, **overrides))
 
 
