@@ -11,7 +11,7 @@ export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export MPLBACKEND := Agg
 
-.PHONY: venv demo test test-fast test-notebooks test-slow test-slow-units test-slow-notebooks test-wheel test-trl-oldest test-newest lab bench bench-credit clean notebooks student grade check-student check-grade site check-site check-course release-student ground-truth
+.PHONY: venv demo test test-fast test-random test-notebooks test-slow test-slow-units test-slow-notebooks test-wheel test-trl-oldest test-newest lab bench bench-credit clean notebooks student grade check-student check-grade site check-site check-course release-student ground-truth
 
 venv: $(STAMP)
 
@@ -48,6 +48,13 @@ test: test-fast test-notebooks
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow" $(call junit,test-fast) tests
 
+# The fast unit tests in a random order (pytest-randomly, off in the other runs: pyproject.toml's
+# addopts), so that a test that depends on another's global state fails; the order's seed is printed,
+# SEED=n repeats it. .ci/run runs it once.
+test-random: $(STAMP)
+	@seed=$${SEED:-$$RANDOM}; echo "test-random: the fast unit tests in the order of seed $$seed (make test-random SEED=$$seed repeats it)"; \
+	$(PY) -m pytest -q -m "not slow" -p randomly --randomly-seed=$$seed tests
+
 test-notebooks: $(STAMP)
 	OAR_LITE_SIZE=test $(PY) -m pytest -q $(NBVAL) $(call junit,test-notebooks) $(NOTEBOOKS_FAST)
 
@@ -64,13 +71,15 @@ test-wheel: $(STAMP)
 	$(PY) -m pytest -q -s -p no:cacheprovider $(call junit,test-wheel) tests_install
 
 # The TRL tests against the oldest TRL that oar_lite.trl supports (TRL_SUPPORTED's lower bound),
-# installed alone into a temporary folder put first on the path, over the tested stack.
+# installed alone into a temporary folder put first on the path, over the tested stack: the guard,
+# the package checks and the settings matrix (tests/test_trl_matrix.py, whose cases a release lacks
+# are selected by version).
 TRL_OLDEST := 1.6.0
 test-trl-oldest: $(STAMP)
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	$(PY) -m pip install -q --no-deps --target "$$tmp" "trl==$(TRL_OLDEST)" && \
 	PYTHONPATH="$$tmp$${PYTHONPATH:+:$$PYTHONPATH}" $(PY) -c "import trl; assert trl.__version__ == '$(TRL_OLDEST)', trl.__version__; print('trl', trl.__version__, trl.__file__)" && \
-	PYTHONPATH="$$tmp$${PYTHONPATH:+:$$PYTHONPATH}" $(PY) -m pytest -q -p no:cacheprovider $(call junit,test-trl-oldest) tests/test_trl.py tests/test_package.py
+	PYTHONPATH="$$tmp$${PYTHONPATH:+:$$PYTHONPATH}" $(PY) -m pytest -q -p no:cacheprovider $(call junit,test-trl-oldest) tests/test_trl.py tests/test_trl_matrix.py tests/test_package.py
 
 # The TRL and package tests against the newest release of each dependency pyproject.toml allows
 # (torch aside: its CPU build is pinned), installed into a temporary folder put first on the path
@@ -80,7 +89,7 @@ test-newest: $(STAMP)
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	$(PY) scripts/newest_stack.py install "$$tmp/site" && \
 	PYTHONPATH="$$tmp/site$${PYTHONPATH:+:$$PYTHONPATH}" $(PY) scripts/newest_stack.py check "$$tmp/site" && \
-	PYTHONPATH="$$tmp/site$${PYTHONPATH:+:$$PYTHONPATH}" $(PY) -m pytest -q -p no:cacheprovider tests/test_trl.py tests/test_package.py
+	PYTHONPATH="$$tmp/site$${PYTHONPATH:+:$$PYTHONPATH}" $(PY) -m pytest -q -p no:cacheprovider tests/test_trl.py tests/test_trl_matrix.py tests/test_package.py
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks

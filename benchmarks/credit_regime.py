@@ -56,6 +56,8 @@ def main(argv=None) -> dict | str:
         return text
     if not args.name:
         ap.error("--name is required (the regime's entry in the JSON), unless --render")
+    common.require_toy_model(ap, args.model)
+    common.require_inputs(ap, "--reuse", args.reuse, "runs", "a compare folder (an earlier run's --out)")
     out = args.folder or f"results/credit-{args.name}"
     command = common.command("credit_regime", argv)
     t0 = time.time()
@@ -84,7 +86,7 @@ def main(argv=None) -> dict | str:
     entry = {"name": args.name, "note": args.note, "command": command, "settings": summary["settings"],
              "oracle": args.oracle,
              "table": table, "other_targets": others, "area": area, "wall_s": time.time() - t0,
-             "reused": {"folders": args.reuse, "methods": [m for m in methods if m not in args.methods]}}
+             "reused": {"folders": [common.portable(f) for f in args.reuse], "methods": [m for m in methods if m not in args.methods]}}
     common.write_entry(args.out, args.name, entry)
     print(render(entry))
     return entry

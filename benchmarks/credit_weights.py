@@ -9,7 +9,7 @@ reads the JSON.
 Batches as training draws them (`oar_lite.train.pick_problems` from the training pool,
 temperature 1); only the completions with a non-zero advantage, which are the ones reshaped::
 
-    python -m benchmarks.credit_weights --name "weights, k=16" --model /tmp/pos/worlds/scratch16 --scratch 16
+    python -m benchmarks.credit_weights --name "weights, k=16" --model $RUNS/pos/worlds/scratch16 --scratch 16
 
 Each run adds (or replaces) its ``--name`` entry in ``--json`` (default ``positive_control.json``
 of `oar_lite.lab.regime.RESULTS_DIR`, beside the sweep's entries).
@@ -66,8 +66,9 @@ def main(argv=None) -> dict:
                     help="the reshaping's boost, for the methods that reshape (default: the oracle's, 0.1 elsewhere)")
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
     args = ap.parse_args(argv)
+    common.require_toy_model(ap, args.model)
     _, report = common.start(args, "credit_weights", argv, name=args.name, settings={
-        "model": args.model or "shipped", "scratch": args.scratch, "batches": args.batches, "prompts": args.prompts,
+        "model": common.portable(args.model) if args.model else "shipped", "scratch": args.scratch, "batches": args.batches, "prompts": args.prompts,
         "group_size": args.group_size, "seed": args.seed, "boost": args.boost})
     model, tok = toy.load_model(args.model)
     task = compare.toy_task()

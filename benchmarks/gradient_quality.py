@@ -101,9 +101,10 @@ def main(argv=None) -> dict:
     ap.add_argument("--boost", type=float, default=None,
                     help="reshaping boost for every weighting (default: bilevel's 1, the oracle rows their own)")
     args = ap.parse_args(argv)
+    common.require_toy_model(ap, args.model)
     _, report = common.start(args, "gradient_quality", argv, settings={
         "batches": args.batches, "prompts": args.prompts, "group_size": args.group_size, "digits": list(args.digits),
-        "seed": args.seed, "model": args.model or "shipped", "boost": args.boost,
+        "seed": args.seed, "model": common.portable(args.model) if args.model else "shipped", "boost": args.boost,
         "weightings": {k: list(v) if isinstance(v, tuple) else v for k, v in WEIGHTINGS.items()}})
     model, tok = toy.load_model(args.model)
     problems = toy.make_problems(2000, seed=777, digits=tuple(args.digits), exclude=toy.load_eval_set())

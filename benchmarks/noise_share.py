@@ -164,9 +164,10 @@ def main(argv=None) -> dict:
     ap.add_argument("--weightings", nargs="*", default=[], choices=sorted(WEIGHTINGS),
                     help="credit weightings whose SNR against uniform's is reported beside the share")
     args = ap.parse_args(argv)
+    common.require_toy_model(ap, args.model)
     settings = {"threshold": args.threshold} if args.smollm2 else {
         "prompts": args.prompts, "group_size": args.group_size, "prompt_sets": args.prompt_sets, "draws": args.draws,
-        "digits": list(args.digits), "seed": args.seed, "model": args.model or "shipped", "scratch": args.scratch,
+        "digits": list(args.digits), "seed": args.seed, "model": common.portable(args.model) if args.model else "shipped", "scratch": args.scratch,
         "model_label": args.model_label or ("shipped model" if args.model is None else Path(args.model).name),
         "weightings": args.weightings}
     _, report = common.start(args, "noise_share", argv, name=args.name, settings=settings)

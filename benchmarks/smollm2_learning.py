@@ -142,6 +142,8 @@ def collect(args) -> Path:
                      "learning_rate": meta["settings"]["learning_rate"], "command": meta["command"],
                      "machine": meta["machine"], "settings": meta["settings"], "trl_config": meta["trl_config"],
                      "log": meta["log"], "heldout": sorted(evals, key=lambda r: (r["step"], r["decoding"]))})
+    if args.step_zero_from:
+        share_step_zero(runs, args.step_zero_from)
     unknown = sorted(set(args.untimed) - {r["method"] for r in runs})
     if unknown or PLAIN_GRPO in args.untimed:
         raise SystemExit(f"--untimed {unknown or [PLAIN_GRPO]}: expected methods of the collected "
@@ -152,6 +154,40 @@ def collect(args) -> Path:
                        **({"untimed": sorted(args.untimed)} if args.untimed else {}), "runs": runs}, path)
     print(f"{len(runs)} runs -> {path}")
     return path
+
+
+MEASURED = ("correct", "answered", "tokens")
+"""What a held-out record measured, per problem (its ``cpu_seconds`` differ from one process to the next)."""
+
+
+def share_step_zero(runs: list[dict], source: str) -> None:
+    """Give every collected run without a step-0 measurement the step-0 records of the run named
+    ``source`` (one of ``runs``), marked ``"copied_from": source``. Step 0 is the base model (LoRA
+    starts at zero, the T = 1 draws are fixed per problem), so one measurement serves every run on
+    the same split; a run that measured step 0 itself must agree with ``source`` on every problem,
+    and a run on another split is refused. ``runs``: `collect`'s records, changed in place."""
+    by_name = {r["name"]: r for r in runs}
+    if source not in by_name:
+        raise SystemExit(f"--step-zero-from {source}: expected the folder name of one of the collected runs "
+                         f"({sorted(by_name)})")
+    base = [r for r in by_name[source]["heldout"] if r["step"] == 0]
+    if not base:
+        raise SystemExit(f"--step-zero-from {source}: that run measured no step 0 (its --eval-at); expected one that did")
+    split = by_name[source]["settings"]["split"]
+    for run in runs:
+        if run["settings"]["split"] != split:
+            raise SystemExit(f"{run['name']}: held out on another split ({run['settings']['split']}) than {source} "
+                             f"({split}); step 0 can be shared only on the same split")
+        own = {r["decoding"]: r for r in run["heldout"] if r["step"] == 0}
+        if own:
+            differ = [r["decoding"] for r in base if r["decoding"] not in own or
+                      any(own[r["decoding"]][k] != r[k] for k in MEASURED)]
+            if differ:
+                raise SystemExit(f"{run['name']} and {source} measured step 0 differently ({differ}): the base "
+                                 "model's answers must be the same in every run; the study stops here")
+            continue
+        run["heldout"] = sorted([{**r, "copied_from": source} for r in base] + run["heldout"],
+                                key=lambda r: (r["step"], r["decoding"]))
 
 
 def power(args) -> dict:
@@ -230,6 +266,9 @@ def main(argv=None):
     c.add_argument("--untimed", action="append", default=[],
                    help="a method none of whose runs ran beside a GRPO run of its seed: its wall-clock step times "
                         "compare with nothing, so no step cost is read from them; repeatable")
+    c.add_argument("--step-zero-from", default=None, metavar="RUN",
+                   help="the folder name of a collected run that measured step 0: its step-0 records are copied "
+                        "(marked copied_from) into the runs that did not; runs that did must agree with it")
     c.add_argument("--json", type=Path, default=None, help=f"default: {SHIPPED}/<name>.json")
     c.set_defaults(func=collect)
     p = sub.add_parser("power", help="the pre-registration's calculation: projected interval widths from a shipped log")
@@ -237,6 +276,8 @@ def main(argv=None):
     p.set_defaults(func=power)
     args = ap.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else argv
+    if args.func is collect:
+        common.require_inputs(ap, "run folder", args.runs, "run.json", "a folder `smollm2_learning run` wrote")
     for name, key in RECIPE_FLAGS.items():
         if getattr(args, name, 0) is None:
             setattr(args, name, laptop[key])

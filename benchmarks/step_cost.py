@@ -13,6 +13,7 @@ Run (offline, from the repository root)::
     .venv/bin/python -m benchmarks.step_cost --model smollm2 --methods uniform oar-g --scored-rounds
     .venv/bin/python -m benchmarks.step_cost --model smollm2 --device cuda
     .venv/bin/python -m benchmarks.step_cost --model toy --methods uniform oar-g entropy-top
+    .venv/bin/python -m benchmarks.step_cost --model toy smollm2 --methods uniform oar-g grail
 
 Writes ``benchmarks/results/step_cost.json`` and prints a markdown table.
 """
@@ -32,7 +33,8 @@ from oar_lite.train import PHASES
 
 METHODS = ("uniform", "oar-g", "oar-p")
 EXTRA_METHODS = ("oar-g-per-row", "oar-p-per-row",  # scored one row at a time (the paths before), for comparison
-                 "entropy-top")  # TRL's top_entropy_quantile (one forward for the entropies), a baseline every TRL user has
+                 "entropy-top",  # TRL's top_entropy_quantile (one forward for the entropies), a baseline every TRL user has
+                 "grail")  # GRAIL's gradient saliency (oar_lite.lab.grail: one forward + backward for all rows)
 TARGETS = {"toy": {"oar-g": 1.3, "oar-p": 2.0}, "smollm2": {"oar-g": 1.10}}
 """Issue 17, per model: the most a method's step may cost, as a multiple of GRPO's step
 (paired median over >= 5 interleaved rounds; SmolLM2 with LoRA)."""

@@ -6,19 +6,23 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .settings import Setting
+
 SCALES = ("group", "batch", "none")
 LOSS_TYPES = ("grpo", "dapo")
-UPDATE_RANGES = {
-    "learning_rate": dict(low=0, high=1, low_open=True),
-    "weight_decay": dict(low=0),
-    "num_iterations": dict(integer=True, low=1),
-    "clip_eps": dict(low=0, high=1, low_open=True, high_open=True),
-    "clip_eps_high": dict(low=0, low_open=True, optional=True),
-    "beta": dict(low=0),
+UPDATE = {
+    "learning_rate": Setting(1e-4, "Learning rate (AdamW).", dict(low=0, high=1, low_open=True), label="learning rate"),
+    "weight_decay": Setting(0.0, "Weight decay (AdamW).", dict(low=0)),
+    "num_iterations": Setting(1, "Optimizer steps per batch (PPO epochs); > 1 makes the ratio matter.",
+                              dict(integer=True, low=1)),
+    "clip_eps": Setting(0.2, "Clip range epsilon of the ratio, in (0, 1).",
+                        dict(low=0, high=1, low_open=True, high_open=True)),
+    "clip_eps_high": Setting(None, "DAPO's clip-higher (None: same as clip_eps).",
+                             dict(low=0, low_open=True, optional=True)),
+    "beta": Setting(0.0, "KL coefficient to the initial model (0: no reference kept).", dict(low=0)),
 }
-"""The allowed range of each numeric setting of the update (`oar_lite.settings.check_number`'s
-keywords), declared once: `oar_lite.train.TrainConfig` and `oar_lite.trl.OARConfig` (under TRL's
-names) both read it."""
+"""The GRPO update's settings, declared once: `oar_lite.train.TrainConfig` takes its fields from
+here, `oar_lite.trl.OARConfig` the ranges of TRL's fields of the same meaning."""
 
 
 def group_advantages(rewards: torch.Tensor, group_size: int, *, scale: str = "group", eps: float = 1e-4) -> torch.Tensor:

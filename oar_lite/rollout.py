@@ -8,7 +8,7 @@ from typing import Sequence
 
 import torch
 
-from .settings import check_number
+from .settings import Setting, check_number
 from .seeding import derive_seed, pick_problems
 from .segment import FORMATS, Segments, segment_completion_ids, segments_to_masks
 
@@ -30,8 +30,13 @@ class Sampling:
 
 SAMPLING = Sampling()
 """The sampling defaults (`Sampling`)."""
-SAMPLING_RANGES = {"temperature": dict(low=0, low_open=True), "top_p": dict(low=0, high=1, low_open=True)}
-"""The allowed range of the sampling settings a trainer takes (`UPDATE_RANGES`' twin in `oar_lite.grpo`)."""
+SAMPLING_SETTINGS = {
+    "temperature": Setting(SAMPLING.temperature, "Sampling temperature (> 0: greedy gives every row of a group the "
+                                                 "same text).", dict(low=0, low_open=True)),
+    "top_p": Setting(SAMPLING.top_p, "Nucleus sampling's p, in (0, 1].", dict(low=0, high=1, low_open=True)),
+}
+"""The sampling settings a trainer's config checks: `oar_lite.train.TrainConfig`'s fields,
+the ranges of `oar_lite.trl.OARConfig`'s TRL fields of the same meaning."""
 GREEDY = 0.0
 """The temperature of greedy decoding, held-out evaluation's default (`oar_lite.evaluate.evaluate`)."""
 

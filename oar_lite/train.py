@@ -32,10 +32,10 @@ from .attribution import PLAIN_GRPO, CreditConfig, takes, token_weights
 from .checkpoint import CHECKPOINT, METRICS, JsonlLog, load_checkpoint, save_checkpoint, write_jsonl
 from .settings import check_settings, setting, settings_of
 from .evaluate import evaluate
-from .grpo import LOSS_TYPES, SCALES, UPDATE_RANGES, group_advantages, policy_loss, sequence_logprobs, token_advantages
+from .grpo import LOSS_TYPES, SCALES, UPDATE, group_advantages, policy_loss, sequence_logprobs, token_advantages
 from .reshape import effective_share
 from .reward import math_reward
-from .rollout import SAMPLING, SAMPLING_RANGES, sample_batch
+from .rollout import SAMPLING, SAMPLING_SETTINGS, sample_batch
 from .seeding import seed_everything
 from .segment import FORMATS
 
@@ -64,22 +64,19 @@ class TrainConfig:
     seed: int = setting(0, "Seed: it gives every method the same prompts.", integer=True, low=0, high=2**63, high_open=True)
     # sampling
     max_new_tokens: int = setting(SAMPLING.max_new_tokens, "Most new tokens per completion.", integer=True, low=1)
-    temperature: float = setting(SAMPLING.temperature, "Sampling temperature (> 0: greedy gives every row of a group the same text).",
-                                 **SAMPLING_RANGES["temperature"])
-    top_p: float = setting(SAMPLING.top_p, "Nucleus sampling's p, in (0, 1].", **SAMPLING_RANGES["top_p"])
+    temperature: float = SAMPLING_SETTINGS["temperature"].field()
+    top_p: float = SAMPLING_SETTINGS["top_p"].field()
     # the GRPO update
-    learning_rate: float = setting(1e-4, "Learning rate (AdamW).", label="learning rate", **UPDATE_RANGES["learning_rate"])
-    weight_decay: float = setting(0.0, "Weight decay (AdamW).", **UPDATE_RANGES["weight_decay"])
+    learning_rate: float = UPDATE["learning_rate"].field()
+    weight_decay: float = UPDATE["weight_decay"].field()
     optimizer: str = setting("adamw", "'adamw' (the default) or 'sgd' (plain SGD, no momentum: the optimizer a "
                              "summed-gradient SNR speaks of; it wants a far larger learning rate).")
     max_grad_norm: float = setting(1.0, "Gradient clipping norm (> 0; 0 would zero every gradient).", low=0,
                                    low_open=True)
-    num_iterations: int = setting(1, "Optimizer steps per batch (PPO epochs); > 1 makes the ratio matter.",
-                                  **UPDATE_RANGES["num_iterations"])
-    clip_eps: float = setting(0.2, "Clip range epsilon of the ratio, in (0, 1).", **UPDATE_RANGES["clip_eps"])
-    clip_eps_high: float | None = setting(None, "DAPO's clip-higher (None: same as clip_eps).",
-                                          **UPDATE_RANGES["clip_eps_high"])
-    beta: float = setting(0.0, "KL coefficient to the initial model (0: no reference kept).", **UPDATE_RANGES["beta"])
+    num_iterations: int = UPDATE["num_iterations"].field()
+    clip_eps: float = UPDATE["clip_eps"].field()
+    clip_eps_high: float | None = UPDATE["clip_eps_high"].field()
+    beta: float = UPDATE["beta"].field()
     loss_type: str = setting("grpo", "'grpo' (mean per sequence) or 'dapo' (mean per token).")
     advantage_scale: str = setting("group", "'group', 'batch' or 'none' (TRL's scale_rewards).")
     micro_batch_size: int | None = setting(None, "Rows per forward/backward in the update (None: all at once).",

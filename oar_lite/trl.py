@@ -25,6 +25,22 @@ taking ``[B, C]`` advantages, ``_metrics``, ``_logs``, ``_dist``; tests/test_trl
 names each); huggingface/trl#4525 asks for a hook, #7298 (open) proposes one."""
 
 
+TRL_EXTRA = ("trl", "peft", "accelerate")
+"""What `oar_lite.trl` imports beyond the library (``pip install 'oar-lite[trl]'`` installs them)."""
+
+
+def check_trl_installed() -> None:
+    """ImportError naming ``pip install 'oar-lite[trl]'`` if a module of `TRL_EXTRA` cannot be imported."""
+    import importlib
+
+    for name in TRL_EXTRA:
+        try:
+            importlib.import_module(name)
+        except ImportError as err:
+            raise ImportError(f"oar_lite.trl needs {name}, which cannot be imported ({err}); install the TRL extra: "
+                              f"pip install 'oar-lite[trl]' (trl{TRL_SUPPORTED} with peft and accelerate)") from err
+
+
 def check_trl_version(version: str | None = None) -> str:
     """Raise ImportError unless TRL ``version`` (default: the installed one) is in
     `TRL_SUPPORTED`; returns the version. ``OAR_LITE_ANY_TRL=1`` makes it a warning."""
@@ -52,6 +68,7 @@ def check_trl_version(version: str | None = None) -> str:
     raise ImportError(message)
 
 
+check_trl_installed()
 check_trl_version()
 
 from accelerate.utils import gather_object  # noqa: E402
@@ -64,40 +81,52 @@ else:  # TRL < 1.16 takes no such argument: it re-enables gradient checkpointing
     def unwrap_model_for_generation(model, accelerator, gradient_checkpointing_kwargs=None, **kwargs):
         return _trl_unwrap_model_for_generation(model, accelerator, **kwargs)
 
-from .attribution import (CREDIT_FIELDS, CREDIT_RANGES, PLAIN_GRPO, CreditConfig, Method,  # noqa: E402
-                          credit_settings, method_of, token_weights)
+from .attribution import (CREDIT_FIELDS, CREDIT_RANGES, PLAIN_GRPO, WEIGHTINGS, CreditConfig,  # noqa: E402
+                          Method, credit_settings, method_of, token_weights)
 from .settings import check_number, settings_of  # noqa: E402
-from .grpo import UPDATE_RANGES, token_advantages  # noqa: E402
+from .grpo import UPDATE, token_advantages  # noqa: E402
 from .reshape import effective_share  # noqa: E402
+from .rollout import SAMPLING_SETTINGS  # noqa: E402
 from .seeding import derive_seed  # noqa: E402
-from .rollout import SAMPLING_RANGES  # noqa: E402
-from .segment import FORMATS, check_formats, segment_completion_ids, segments_to_masks  # noqa: E402
+from .segment import FORMATS, Segments, check_formats, segment_completion_ids, segments_to_masks  # noqa: E402
+
+LIGER_REPLACES_LOSS = hasattr(GRPOTrainer, "compute_liger_loss")
+"""Whether this TRL's ``use_liger_kernel=True`` computes the loss with Liger's fused GRPO loss
+(``GRPOTrainer.compute_liger_loss``, TRL < 1.14), which takes one advantage per sequence,
+instead of `_compute_loss`. From TRL 1.14 on, Liger only speeds up the log-probabilities (1.14)
+or patches layer kernels (1.15, deprecated), and `_compute_loss` reads OAR's token advantages."""
 
 _LIGER_MESSAGE = (
-    "use_liger_kernel=True is not supported by OARGRPOTrainer: OAR hands TRL per-token advantages [B, T] through "
-    "GRPOTrainer._compute_loss, and Liger's fused GRPO loss takes one advantage per sequence [B] (in TRL versions "
-    "where it replaces _compute_loss the token weights would be silently dropped). Set use_liger_kernel=False, "
-    f"or use trl.GRPOTrainer for plain GRPO with Liger (oar_method={PLAIN_GRPO!r} is TRL's GRPO untouched)."
+    "use_liger_kernel=True is not supported by OARGRPOTrainer with this TRL: here Liger's fused GRPO loss "
+    "(GRPOTrainer.compute_liger_loss) replaces GRPOTrainer._compute_loss and takes one advantage per sequence [B], so "
+    "OAR's token weights would be silently dropped. Set use_liger_kernel=False, install trl>=1.14 (where Liger no "
+    f"longer replaces the loss), or use trl.GRPOTrainer for plain GRPO with Liger (oar_method={PLAIN_GRPO!r} is "
+    "TRL's GRPO untouched)."
 )
+
+TOKEN_RATIO_LOSSES = ("cispo", "vespo")
+"""TRL loss types whose per-token loss multiplies the advantage by the token's log-probability
+(a sequence-level ratio, if any, is a detached or separate factor): token weights act under
+``importance_sampling_level="sequence"`` too. In the others (grpo, bnpo, dr_grpo, dapo, sapo,
+luspo) the advantage multiplies the importance ratio, one per sequence at that level."""
 
 
 # Each numeric ``oar_`` field's range: its `CreditConfig` field's, checked under the name the user wrote.
 OAR_NUMERIC_RANGES = {f"oar_{name}": allowed for name, allowed in CREDIT_RANGES.items()}
 
 # TRL's numeric fields that the loss depends on, checked before TRL's checks (which let NaN and
-# infinities through), with the ranges the readable trainer's settings have (`UPDATE_RANGES`,
-# `SAMPLING_RANGES`: this module does not import the trainer); ``max_grad_norm=0`` turns clipping
-# off, as in Hugging Face.
+# infinities through), with the ranges of the library's settings of the same meaning;
+# ``max_grad_norm=0`` turns clipping off, as in Hugging Face.
 TRL_NUMERIC_RANGES: dict[str, dict] = {
-    "learning_rate": UPDATE_RANGES["learning_rate"],
-    "weight_decay": UPDATE_RANGES["weight_decay"],
+    "learning_rate": UPDATE["learning_rate"].range,
+    "weight_decay": UPDATE["weight_decay"].range,
     "max_grad_norm": dict(low=0),
-    "temperature": SAMPLING_RANGES["temperature"],
-    "top_p": SAMPLING_RANGES["top_p"],
-    "beta": UPDATE_RANGES["beta"],
-    "epsilon": UPDATE_RANGES["clip_eps"],
-    "epsilon_high": UPDATE_RANGES["clip_eps_high"],
-    "num_iterations": UPDATE_RANGES["num_iterations"],
+    "temperature": SAMPLING_SETTINGS["temperature"].range,
+    "top_p": SAMPLING_SETTINGS["top_p"].range,
+    "beta": UPDATE["beta"].range,
+    "epsilon": UPDATE["clip_eps"].range,
+    "epsilon_high": UPDATE["clip_eps_high"].range,
+    "num_iterations": UPDATE["num_iterations"].range,
     "num_generations": dict(integer=True, low=2, optional=True),
 }
 
@@ -141,11 +170,38 @@ class OARConfig(GRPOConfig):
     )
 
     def __post_init__(self):
-        # Before TRL's checks, so the reason OAR refuses Liger is the first thing a user reads.
-        if self.use_liger_kernel:
-            raise ValueError(_LIGER_MESSAGE)
-        self._check_oar_fields()
+        self._check_oar_fields()  # before TRL's checks, which let NaN and infinities through
         super().__post_init__()
+        self._check_trl_combination()  # after them: TRL's own errors come first
+
+    def _check_trl_combination(self) -> None:
+        """ValueError for a TRL setting under which OAR's token weights would change nothing, or
+        not what ``oar_preserve_mass`` promises (docs/trl.md, "What OAR does under each TRL setting")."""
+        if self.oar_method == PLAIN_GRPO or method_of(self.oar_method).name in WEIGHTINGS:
+            return  # plain GRPO; a method with its own weighting (the lab's) promises no mass
+        if not self.oar_preserve_mass:
+            return
+        level = getattr(self, "importance_sampling_level", "token")
+        if level == "sequence" and self.loss_type not in TOKEN_RATIO_LOSSES:
+            raise ValueError(
+                f"importance_sampling_level='sequence' with loss_type={self.loss_type!r} (GSPO; luspo needs it) and "
+                f"oar_method={self.oar_method!r}: OAR would change nothing. With one importance ratio per sequence, "
+                f"every token of a completion shares it, so the token advantages A_i * w_t enter its loss only through "
+                f"their mean over the completion's loss tokens, and oar_preserve_mass=True makes that mean 1: the loss "
+                f"is exactly {self.loss_type}'s without OAR, after OAR's scoring passes. Use "
+                f"importance_sampling_level='token' (TRL's default), or loss_type in {list(TOKEN_RATIO_LOSSES)} (their "
+                f"per-token log-probabilities carry the weights at either level), or oar_method={PLAIN_GRPO!r} for "
+                f"GSPO as it is. (With oar_preserve_mass=False the weights would act only as one scale of A_i per "
+                f"completion, their mean, not as token credit.)")
+        if getattr(self, "top_entropy_quantile", 1.0) < 1.0:
+            raise ValueError(
+                f"top_entropy_quantile={self.top_entropy_quantile} with oar_method={self.oar_method!r} and "
+                f"oar_preserve_mass=True: TRL's entropy filter zeroes the loss of the low-entropy tokens inside "
+                f"_compute_loss, after OAR reshaped them (from the policy at loss time, per micro-batch), so the "
+                f"weights of the tokens the loss keeps no longer average 1 per completion and the mass OAR "
+                f"preserves is not the mass trained. Use top_entropy_quantile=1.0 with OAR; or "
+                f"oar_preserve_mass=False to combine the two knowingly (the filter then masks OAR's weights); or "
+                f"oar_method={PLAIN_GRPO!r} for TRL's entropy filter alone.")
 
     def _check_oar_fields(self) -> None:
         try:  # the mode follows a colon
@@ -156,15 +212,12 @@ class OARConfig(GRPOConfig):
             if hasattr(self, name):  # TRL versions differ in their fields
                 check_number("OARConfig", name, getattr(self, name), **allowed)
         self.oar_answer_formats = list(check_formats(self.oar_answer_formats, "oar_answer_formats"))
-        if self.oar_method == PLAIN_GRPO and self.oar_answer_formats != list(FORMATS):
-            raise ValueError(f"OARConfig got oar_answer_formats={self.oar_answer_formats!r}, which "
-                             f"oar_method={PLAIN_GRPO!r} does not use (plain GRPO: TRL's loss untouched, no answer is "
-                             f"looked for; it would have no effect): drop oar_answer_formats, or name a method that "
-                             f"scores tokens ('oar-g', 'oar-p')")
         taken = credit_settings(self.oar_method)
         defaults = {f.name: f.default for f in dataclasses.fields(OARConfig) if f.name.startswith("oar_")}
         refused = {f"oar_{k}": getattr(self, f"oar_{k}") for k in CREDIT_FIELDS
                    if k != "method" and k not in taken and getattr(self, f"oar_{k}") != defaults[f"oar_{k}"]}
+        if self.oar_method == PLAIN_GRPO and self.oar_answer_formats != list(FORMATS):
+            refused["oar_answer_formats"] = self.oar_answer_formats  # plain GRPO looks for no answer
         if refused:
             raise ValueError(f"OARConfig got {', '.join(f'{k}={v!r}' for k, v in refused.items())}, which "
                              f"oar_method={self.oar_method!r} does not take; it takes "
@@ -189,6 +242,36 @@ class OARConfig(GRPOConfig):
         return CreditConfig(**{**settings, "method": self.oar_method_spec})
 
 
+FSDP2_TESTED_TORCH = ">=2.13,<2.14"
+"""The torch releases `fsdp2_unsharded` was tested with (tests/test_scale.py). It restores each
+module's reshard settings through torch's private FSDP2 state (there is no public getter, and the
+public setters overwrite them), which may change in any release: under FSDP2, other torch versions
+are refused (``OAR_LITE_ANY_TORCH=1`` makes that a warning)."""
+
+
+def check_fsdp2_torch(version: str | None = None) -> None:
+    """RuntimeError unless torch ``version`` (default: the installed one) is in
+    `FSDP2_TESTED_TORCH`; a warning instead with ``OAR_LITE_ANY_TORCH=1``."""
+    import os
+    import warnings
+
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    version = version or torch.__version__
+    if SpecifierSet(FSDP2_TESTED_TORCH).contains(Version(version).base_version):
+        return
+    message = (f"OARGRPOTrainer under FSDP2 holds each layer's parameters whole while OAR scores, and restores the "
+               f"layers' reshard settings through torch's private FSDP2 state (FSDPState._auto_reshard_after_forward, "
+               f"FSDPParamGroup.post_forward_mesh_info and reshard_after_backward; torch has no public getter for them). "
+               f"That was tested with torch{FSDP2_TESTED_TORCH} only, and torch {version} is installed: install a "
+               f"tested torch, train without FSDP2 (DDP or DeepSpeed ZeRO), or set OAR_LITE_ANY_TORCH=1 to try this one")
+    if os.environ.get("OAR_LITE_ANY_TORCH") == "1":
+        warnings.warn(message, stacklevel=3)
+        return
+    raise RuntimeError(message)
+
+
 @contextmanager
 def fsdp2_unsharded(model):
     """Under FSDP2 (``fully_shard``), hold every sharded module's parameters whole while OAR
@@ -197,13 +280,16 @@ def fsdp2_unsharded(model):
     backward), and the number of OAR's passes differs between processes (OAR-P's spans, rows
     without an answer): gloo reports "a distributed collective mismatch", NCCL would hang.
     One all-gather per module on entry; on exit each module's reshard settings are restored and
-    its parameters resharded (local)."""
+    its parameters resharded (local). Torch versions outside `FSDP2_TESTED_TORCH` are refused
+    under FSDP2 (`check_fsdp2_torch`): the settings are read from torch's private state."""
     try:
         from torch.distributed.fsdp import FSDPModule
     except ImportError:  # torch without FSDP2
         yield
         return
     modules = [m for m in model.modules() if isinstance(m, FSDPModule)]
+    if modules:
+        check_fsdp2_torch()
     saved = []  # torch's private per-module settings (2.13), which the public setters overwrite
     for module in modules:
         state = module._get_fsdp_state()
@@ -240,14 +326,15 @@ class OARGRPOTrainer(GRPOTrainer):
         if not isinstance(args, OARConfig):
             raise ValueError(f"args must be an OARConfig (a GRPOConfig with the oar_ fields), got "
                              f"{type(args).__name__}; build it with OARConfig(...)")
-        if args.use_liger_kernel:
-            raise ValueError(_LIGER_MESSAGE)
         # Seed before TRL builds the peft adapter in its __init__ (older releases seed after it),
         # so a seed gives the same LoRA init on every supported release.
         from transformers.trainer_utils import enable_full_determinism, set_seed
 
         enable_full_determinism(args.seed) if args.full_determinism else set_seed(args.seed)
         super().__init__(model, reward_funcs, args, *pargs, **kwargs)
+        # After TRL's own checks, so that its errors about Liger (not installed, entropy filter...) come first.
+        if args.use_liger_kernel and LIGER_REPLACES_LOSS and args.oar_method != PLAIN_GRPO:
+            raise ValueError(_LIGER_MESSAGE)
 
     # ------------------------------------------------------------------ the one override
 
@@ -288,17 +375,28 @@ class OARGRPOTrainer(GRPOTrainer):
             return
         extra[self.TOKEN_ADVANTAGES_COLUMN].extend(gather_object(rows))
 
-    def _oar_segments(self, completion_ids: torch.Tensor, completion_mask: torch.Tensor) -> list:
-        """Reasoning/answer `Segments` of each local completion (``None``: no answer found)."""
+    def _oar_segments(self, completion_ids: torch.Tensor, completion_mask: torch.Tensor,
+                      tool_mask: torch.Tensor | None = None) -> list:
+        """Reasoning/answer `Segments` of each local completion (``None``: no answer found).
+
+        With TRL's ``tool_mask`` ``[B, C]`` (0 on the tokens of a tool's output), the answer is
+        looked for only after a completion's last tool output (the model's own last turn), so a
+        tool's text is never read as the answer; the reasoning runs from the completion's start."""
         tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
         trailing = set(getattr(self, "eos_token_ids", None) or [tokenizer.eos_token_id]) | {tokenizer.pad_token_id}
         segments = []
-        for ids, n in zip(completion_ids.tolist(), completion_mask.sum(1).tolist()):
+        for row, (ids, n) in enumerate(zip(completion_ids.tolist(), completion_mask.sum(1).tolist())):
             ids = ids[: int(n)]
             # The end-of-text token's text ("</s>", "<|im_end|>") is not part of an answer.
             while ids and ids[-1] in trailing:
                 ids = ids[:-1]
-            segments.append(segment_completion_ids(tokenizer, ids, self.args.oar_answer_formats) if ids else None)
+            tool = [] if tool_mask is None else (tool_mask[row, : len(ids)] == 0).nonzero().flatten().tolist()
+            start = tool[-1] + 1 if tool else 0  # the first token of the model's last turn
+            found = segment_completion_ids(tokenizer, ids[start:], self.args.oar_answer_formats) if ids[start:] else None
+            if found is not None and start:
+                found = Segments(slice(0, found.reasoning.stop + start), slice(found.answer.start + start,
+                                 found.answer.stop + start), found.answer_text, found.format)
+            segments.append(found)
         return segments
 
     def _oar_weights(self, output: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -308,8 +406,11 @@ class OARGRPOTrainer(GRPOTrainer):
         prompt_ids, prompt_mask = output["prompt_ids"], output["prompt_mask"]
         completion_ids, completion_mask = output["completion_ids"], output["completion_mask"]
         P, C = prompt_ids.shape[1], completion_ids.shape[1]
-        segments = self._oar_segments(completion_ids, completion_mask)
+        tool_mask = output.get("tool_mask")  # TRL's: 0 on the tokens of a tool's output, [B, C]
+        segments = self._oar_segments(completion_ids, completion_mask, tool_mask)
         reasoning_mask, answer_mask = segments_to_masks(segments, P, P + C)
+        if tool_mask is not None:  # a tool's output keeps weight 1 and is out of the reshaping and its mass
+            reasoning_mask[:, P:] &= tool_mask.bool().cpu()
         device = prompt_ids.device
         args = self.args
         tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)

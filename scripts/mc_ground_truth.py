@@ -27,6 +27,13 @@ there, so a killed run resumes where it stopped):
 3. ``score``: the methods of ``--methods`` on each completion (`oar_lite.attribution.token_scores`).
 4. ``assemble``: writes the data file with all settings, seeds and CPU seconds.
 
+``--phase rescore`` (separately; the model, not ``--work``) scores the completions of the data
+file (``--out``) with ``--methods`` again, on their prompts rebuilt as the file was made: a method
+the file lacks is added to every completion, one it has is compared with what it stores and left
+as it is; the file's settings record each rescore (methods added, largest differences, command)::
+
+    python scripts/mc_ground_truth.py --phase rescore --methods grail entropy oar-g:answer_mean oar-p:last
+
 ``--phase report`` (separately; no model) prints the table of `oar_lite.lab.ground_truth.ground_truth_table`
 and the summary, and draws docs/ground_truth.png.
 """
@@ -217,9 +224,7 @@ def score(args, model, tokenizer, chosen: list[dict]) -> dict:
         ids = torch.tensor(rec["prompt_ids"] + rec["completion_ids"])
         reasoning = slice(P + rec["reasoning"][0], P + rec["reasoning"][1])
         answer = slice(P + rec["answer_span"][0], P + rec["answer_span"][1])
-        limits = {"batch_size": args.oar_p_batch, "n_steps": args.ig_steps}  # OAR-P's and captum-ig's, where scored
-        options = route_options(args.methods, {"pad_token_id": tokenizer.pad_token_id, "generator": generator,
-                                               **{k: v for k, v in limits.items() if any(k in takes(m) for m in args.methods)}})
+        options = _scorer_options(args, tokenizer, generator)
         for m in args.methods:
             key = f"{i}/{m}"
             if key in done:
@@ -231,6 +236,48 @@ def score(args, model, tokenizer, chosen: list[dict]) -> dict:
             write_json(path, done)
             log(f"score: completion {i + 1}/{len(chosen)} {m}: {done[key]['cpu_seconds']:.1f} CPU s")
     return done
+
+
+def _scorer_options(args, tokenizer, generator) -> dict:
+    """Per method of ``--methods``, its options (`route_options`): the pad token, the generator, and
+    OAR-P's and captum-ig's limits where one of them is scored."""
+    limits = {"batch_size": args.oar_p_batch, "n_steps": args.ig_steps}
+    return route_options(args.methods, {"pad_token_id": tokenizer.pad_token_id, "generator": generator,
+                                        **{k: v for k, v in limits.items() if any(k in takes(m) for m in args.methods)}})
+
+
+def rescore(args, model, tokenizer) -> dict:
+    """``--phase rescore``: every completion of the data file scored with ``--methods`` (seeded as
+    `score` seeds them), added where the file lacks the method, compared where it has it; returns and
+    records ``{"added", "compared": {method: largest absolute difference}, ...}``."""
+    data = ground_truth.load_ground_truth(args.out)
+    stored = set(data["completions"][0]["scores"]) if data["completions"] else set()
+    generator = torch.Generator().manual_seed(args.seed)
+    options = _scorer_options(args, tokenizer, generator)
+    compared = {m: 0.0 for m in args.methods if m in stored}
+    cpu = {m: 0.0 for m in args.methods}
+    for i, rec in enumerate(data["completions"]):
+        ids, _, reasoning, answer = ground_truth.rebuilt_sequence(rec, tokenizer)
+        for m in args.methods:
+            generator.manual_seed(derive_seed(args.seed, i))
+            t0 = time.process_time()
+            s = [round(float(x), 7) for x in token_scores(m, model, ids, reasoning, answer, **options[m]).tolist()]
+            cpu[m] += time.process_time() - t0
+            if m in compared:
+                compared[m] = max(compared[m], max((abs(a - b) for a, b in zip(s, rec["scores"][m])), default=0.0))
+            else:
+                rec["scores"][m] = s
+                rec.setdefault("score_cpu_seconds", {})[m] = round(time.process_time() - t0, 2)
+        log(f"rescore: completion {i + 1}/{len(data['completions'])}")
+    record = {"added": [m for m in args.methods if m not in compared], "compared": compared,
+              "cpu_seconds": {m: round(v, 1) for m, v in cpu.items()}, "seed": args.seed,
+              "torch": torch.__version__, "platform": platform.platform(), "threads": torch.get_num_threads(),
+              "command": "python scripts/mc_ground_truth.py " + " ".join(sys.argv[1:] if args.argv is None else args.argv)}
+    data["settings"]["methods"] = list(data["settings"].get("methods", [])) + record["added"]
+    data["settings"].setdefault("rescored", []).append(record)
+    write_json(args.out, data)
+    log(f"rescore: added {record['added']}; largest differences from the stored scores {compared}")
+    return record
 
 
 def assemble(args, tokenizer, chosen: list[dict], mc: dict, scores: dict) -> None:
@@ -267,7 +314,7 @@ def assemble(args, tokenizer, chosen: list[dict], mc: dict, scores: dict) -> Non
             "mc_cpu_seconds": round(sum(mc[f"{i}/{p}"]["cpu_seconds"] for p in (1, 2) if f"{i}/{p}" in mc), 1),
         })
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
-                if k not in ("out", "work", "phase", "figure", "threshold")}
+                if k not in ("out", "work", "phase", "figure", "threshold", "argv")}
     settings.update({
         "model": "SmolLM2-135M-Instruct (oar_lite.course.models.load_smollm2, float32 from the Q4_1 GGUF)",
         "prefix_definition": "p[t] = P(correct | prompt + completion[:t]), t = 0..R; reasoning token t moves p[t] to p[t+1]",
@@ -361,7 +408,7 @@ def _wrap(text: str, width: int) -> list[str]:
 
 def main(argv=None) -> None:
     ap = parser(__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--phase", default="all", choices=["select", "mc", "score", "assemble", "all", "report"])
+    ap.add_argument("--phase", default="all", choices=["select", "mc", "score", "assemble", "all", "report", "rescore"])
     ap.add_argument("--threshold", type=float, default=ground_truth.PIVOT_THRESHOLD, help="pivot threshold (report)")
     ap.add_argument("--figure", type=Path, default=Path(__file__).resolve().parent.parent / "docs" / "ground_truth.png")
     ap.add_argument("--out", type=Path, default=ground_truth.GROUND_TRUTH_PATH)
@@ -393,9 +440,13 @@ def main(argv=None) -> None:
     ap.add_argument("--shard", type=lambda s: tuple(int(x) for x in s.split("/")), default=(0, 1),
                     help="'i/n': the Monte-Carlo phase does completions with index %% n == i (run n processes)")
     args = ap.parse_args(argv)
+    args.argv = argv
     torch.set_num_threads(args.threads)
     if args.phase == "report":
         return report(args)
+    if args.phase == "rescore":
+        model, tokenizer = load_smollm2()
+        return rescore(args, model, tokenizer)
     args.work.mkdir(parents=True, exist_ok=True)
     if args.phase == "assemble":  # the tokenizer is all it needs
         from transformers import AutoTokenizer

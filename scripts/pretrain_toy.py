@@ -48,6 +48,7 @@ from tqdm.auto import tqdm
 
 from oar_lite.course import toy
 from oar_lite.settings import parser
+from oar_lite.lab.provenance import portable
 
 
 SCRATCH_SEED_OFFSET = 7_777_777
@@ -250,7 +251,7 @@ def main(argv=None):
             by_digits[d] = round(toy.evaluate(model, tokenizer, subset, **cap)["accuracy"], 3)
     metrics = {
         "params": n_params,
-        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "args": {k: (portable(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "train_seconds": round(train_seconds, 1),
         "final_loss": round(loss.item(), 4),
         "selected": selected,

@@ -1,4 +1,9 @@
 """Shared fixtures: tiny deterministic causal LMs built in-process (nothing downloaded)."""
+import isolation  # first: the session's HOME and caches are set before any library reads them
+
+isolation.install()
+from isolation import pytest_make_collect_report, pytest_runtest_call, pytest_runtest_setup, pytest_runtest_teardown  # noqa: F401
+
 import contextlib
 import dataclasses
 import os
@@ -54,6 +59,26 @@ def tiny_qwen2(seed: int = 0, dtype=torch.float64):
     cfg = Qwen2Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128, pad_token_id=PAD)
     return Qwen2ForCausalLM(cfg).to(dtype).eval()
+
+
+def tiny_hybrid(seed: int = 0, dtype=torch.float64, vocab_size: int = VOCAB, pad_token_id: int = PAD):
+    """A 3-block Nemotron-H: a Mamba-2 block, an attention block and an MLP block
+    (``hybrid_override_pattern="M*-"``), in transformers' reference PyTorch kernels (no
+    mamba_ssm or causal_conv1d needed). Its cache holds a recurrent and a convolution state
+    (``LinearAttentionLayer``), which cannot be cut back or row-selected like keys and values."""
+    import warnings
+
+    from transformers import NemotronHConfig, NemotronHForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = NemotronHConfig(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                          hybrid_override_pattern="M*-", num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                          mamba_num_heads=4, mamba_head_dim=8, ssm_state_size=8, n_groups=1, mamba_chunk_size=16,
+                          max_position_embeddings=128, pad_token_id=pad_token_id, bos_token_id=1, eos_token_id=2,
+                          tie_word_embeddings=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return NemotronHForCausalLM(cfg).to(dtype).eval()
 
 
 @pytest.fixture(scope="session")
@@ -196,9 +221,9 @@ def scorer_registry():
     test registers its own scorers freely, and no other test sees them."""
     from oar_lite.attribution import registry
 
-    saved = dict(registry.SCORERS), dict(registry.BATCHED), set(registry.GIVES_WEIGHTS)
+    saved = dict(registry.SCORERS), dict(registry.BATCHED), dict(registry.WEIGHTINGS)
     yield registry
-    for live, old in zip((registry.SCORERS, registry.BATCHED, registry.GIVES_WEIGHTS), saved):
+    for live, old in zip((registry.SCORERS, registry.BATCHED, registry.WEIGHTINGS), saved):
         live.clear()
         live.update(old)
     registry._parse.cache_clear()

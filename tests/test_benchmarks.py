@@ -7,6 +7,7 @@ import importlib
 import json
 import re
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -106,17 +107,19 @@ def test_step_cost_runs(tmp_path):
 
 
 @toy_model
-def test_step_cost_times_trls_entropy_top(tmp_path):
-    """``--methods uniform entropy-top``: TRL's top_entropy_quantile as a method of the step-cost
-    benchmark, on the same rollouts as GRPO, its attribution phase timed (its entropy forward)."""
-    assert "entropy-top" in step_cost.EXTRA_METHODS and "entropy-top" not in step_cost.METHODS
+@pytest.mark.parametrize("method", ["entropy-top", "grail"])
+def test_step_cost_times_the_lab_baselines(tmp_path, method):
+    """``--methods uniform entropy-top`` (TRL's top_entropy_quantile) and ``--methods uniform grail``
+    (GRAIL's saliency, `oar_lite.lab.grail`) as methods of the step-cost benchmark, on the same
+    rollouts as GRPO, their attribution phase timed."""
+    assert method in step_cost.EXTRA_METHODS and method not in step_cost.METHODS
     report = step_cost.main(["--model", "toy", "--prompts", "2", "--group-size", "4", "--max-new-tokens", "40",
-                             "--methods", "uniform", "entropy-top", "--reward", "spread", "--warmup", "0",
+                             "--methods", "uniform", method, "--reward", "spread", "--warmup", "0",
                              "--repeats", "1", "--threads", "1", "--no-progress", "--out", str(tmp_path / "s.json")])
     res = report["models"][0]
-    assert set(res["methods"]) == {"uniform", "entropy-top"} and res["same_rollouts"]
-    assert res["methods"]["entropy-top"]["scored_rows"] > 0
-    assert "| entropy-top |" in report["markdown"]
+    assert set(res["methods"]) == {"uniform", method} and res["same_rollouts"]
+    assert res["methods"][method]["scored_rows"] > 0 and res["methods"][method]["phases"]["attribute"]["median"] > 0
+    assert f"| {method} |" in report["markdown"]
 
 
 @toy_model
@@ -367,6 +370,21 @@ def test_parser_and_start_record_the_command_and_machine():
     common.setup(1, "cpu")  # back to CPU seconds for the other tests
 
 
+def test_the_recorded_command_names_run_folders_by_runs(monkeypatch, tmp_path):
+    """Provenance names no folder of one machine: a path inside ``$RUNS`` is recorded as
+    ``$RUNS/...``, left unquoted, so the line pasted into a shell gives back the same words."""
+    runs = tmp_path / "runs"
+    monkeypatch.setenv("RUNS", f"{runs}/")
+    argv = ["--out", f"{runs}/a b", f"--json={runs}", "--model", f"{runs}-other", "--note", "two words", str(runs)]
+    line = common.command("demo", argv)
+    assert line == f"python -m benchmarks.demo --out $RUNS'/a b' --json=$RUNS --model {runs}-other --note 'two words' $RUNS"
+    words = line.removeprefix("python -m benchmarks.demo ")
+    echoed = subprocess.run(["bash", "-c", f'printf "%s\\n" {words}'], env={"RUNS": str(runs)}, capture_output=True, text=True)
+    assert echoed.stdout.splitlines() == argv
+    monkeypatch.delenv("RUNS")
+    assert common.command("demo", argv[:2]) == f"python -m benchmarks.demo --out '{runs}/a b'"  # no $RUNS: as given
+
+
 def test_run_all_skips_learning_without_a_comparison(tmp_path, capsys):
     run_all.main(["--only", "learning", "--compare-folder", str(tmp_path / "none"), "--out", str(tmp_path)])
     assert "no comparison" in capsys.readouterr().out
@@ -443,19 +461,39 @@ def test_setup_rejects_an_unknown_dtype(monkeypatch):
 
 def _documented_commands() -> list[tuple[str, list[str]]]:
     """Every ``python -m benchmarks.X ...`` of benchmarks/RESULTS.md, the Makefile and
-    scripts/gpu_run.sh (its device and output folder as a CPU run here would give them), as (X, argv)."""
+    scripts/gpu_run.sh (its device as a CPU run here would give it, its output folder under
+    ``$RUNS``), as (X, argv); run folders stay ``$RUNS/...``."""
     root = Path(__file__).resolve().parents[1]
     results = re.sub(r"`[^`]*`", lambda m: m.group(0).replace("\n", " "),
                      (root / "benchmarks/RESULTS.md").read_text().replace("\\\n", " "))  # continued lines joined
     make = (root / "Makefile").read_text().replace("\\\n", " ")
-    gpu_run = (root / "scripts/gpu_run.sh").read_text().replace("\\\n", " ").replace('"$dev"', "cpu").replace("$out", "/tmp")
-    return [(m.group(1), shlex.split(m.group(2))) for text in (results, make, gpu_run)
+    gpu_run = (root / "scripts/gpu_run.sh").read_text().replace("\\\n", " ").replace('"$dev"', "cpu").replace("$out", "$RUNS")
+    return [(m.group(1), shlex.split(m.group(2), comments=True)) for text in (results, make, gpu_run)
             for m in re.finditer(r"-m benchmarks\.(\w+)([^`\n]*)", text)]
 
 
-def test_documented_commands_still_parse(monkeypatch):
-    """Each command RESULTS.md and the Makefile give gets through its benchmark's command line
-    and `common.start`; the first expensive call stops it before any work or file."""
+DOCUMENTED = _documented_commands()
+
+
+def test_the_documented_commands_are_found():
+    assert len(DOCUMENTED) >= 20 and {m for m, _ in DOCUMENTED} >= {"credit_toy", "smollm2_baseline", "step_cost",
+                                                                    "oar_p_implementations", "scaling", "gradient_quality",
+                                                                    "credit_regime", "run_all", "answer_checking"}
+    assert not [argv for _, argv in DOCUMENTED if any(w.startswith("/") for w in argv)], \
+        "a documented command names an absolute path: write run folders as $RUNS/... (RESULTS.md says what it is)"
+
+
+@pytest.mark.parametrize("module, argv", [pytest.param(m, argv, id=f"{i}-{m}") for i, (m, argv) in enumerate(DOCUMENTED)])
+def test_documented_commands_still_parse(module, argv, monkeypatch, tmp_path, capsys):
+    """Each command RESULTS.md, the Makefile and scripts/gpu_run.sh give gets through its
+    benchmark's command line and `common.start`, with ``$RUNS`` an empty temporary folder; the
+    first expensive call stops it before any work or file (a command with none, such as
+    ``smollm2_learning power``, runs to its end on the shipped data). A command naming an input
+    under ``$RUNS`` that a run must have written first (an adapter, a toy model, runs to read
+    back) refuses it by name before any work: skipped, with that refusal as the reason."""
+    if "cuda" in argv:
+        pytest.skip("needs a GPU")
+
     class Stop(BaseException):  # not an Exception: run_all goes on past a benchmark's Exception
         pass
 
@@ -471,16 +509,20 @@ def test_documented_commands_still_parse(monkeypatch):
                         (findings, "positive_findings"), (gpu_memory, "measure"), (gpu_memory, "table")):
         monkeypatch.setattr(owner, name, stop)
     monkeypatch.setitem(common.CLOCK, "clock", common.CLOCK["clock"])
-    commands, threads = _documented_commands(), torch.get_num_threads()
-    assert len(commands) >= 20 and {m for m, _ in commands} >= {"credit_toy", "smollm2_baseline", "step_cost",
-                                                                 "oar_p_implementations", "scaling", "gradient_quality",
-                                                                 "credit_regime", "run_all", "answer_checking"}
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    argv, threads = [w.replace("$RUNS", str(runs)) for w in argv], torch.get_num_threads()
     try:
-        for module, argv in commands:
-            if argv == ["--render"] or "cuda" in argv:  # --render reads the shipped JSON; no GPU here
-                continue
-            with pytest.raises(Stop):
-                importlib.import_module(f"benchmarks.{module}").main(argv)
+        importlib.import_module(f"benchmarks.{module}").main(argv)
+    except Stop:
+        pass
+    except SystemExit as exit_:
+        said = (capsys.readouterr().err.strip().splitlines() or [""])[-1]
+        refused = re.search(r"error: .* (\S+): no \S+ there; expected", said)  # common.require_inputs
+        # an input under $RUNS, or under results/ (the Makefile's runs, ignored by git), a command before it writes
+        if exit_.code == 2 and refused and (Path(refused[1]).is_relative_to(runs) or refused[1].startswith("results/")):
+            pytest.skip(said.replace(str(runs), "$RUNS"))
+        raise
     finally:
         torch.set_num_threads(threads)
 
@@ -543,3 +585,74 @@ def test_the_shipped_data_the_benchmarks_name_exists():
 
     assert smollm2_learning.SHIPPED.is_dir() and any(smollm2_learning.SHIPPED.glob("*.json"))
     assert weight_uniformity.SHIPPED.is_file()
+
+
+def test_trl_step_cost_pieces():
+    """The TRL step-cost benchmark's methods, reward, prompt and its agreement of a budget's scores
+    with the default budget's (which can fail: a changed score or weight shows)."""
+    from benchmarks import trl_step_cost as tsc
+
+    assert tsc.method_names([1024, 16384]) == ["grpo", "oar-p", "oar-p@1024", "oar-p@16384"]
+    assert [tsc._budget(m) for m in tsc.method_names([1024])] == [None, None, 1024]
+    texts = ["a", "b", "c", "d"]
+    assert tsc.trl_spread_reward([[{"role": "assistant", "content": t}] for t in texts]) == \
+        [step_cost.spread_reward(t, {}) for t in texts] and set(tsc.trl_spread_reward(texts)) == {0.0, 1.0}
+    messages = tsc.long_prompt("Tom has 3 apples. How many?")
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"] and "The answer is 8." in messages[1]["content"]
+    s = torch.tensor([0.1, 0.5, 0.3, 0.9])
+    w = torch.tensor([0.5, 1.2, 0.9, 1.4])
+    same = tsc.score_agreement([(s, w)], [(s.clone(), w.clone())])
+    assert same == {"rows": 1, "min_spearman": pytest.approx(1.0), "max_abs_score_diff": 0.0, "max_abs_weight_diff": 0.0}
+    swapped = tsc.score_agreement([(s, w)], [(s[[1, 0, 2, 3]], w + 0.25)])
+    assert swapped["min_spearman"] < 1 and swapped["max_abs_score_diff"] == pytest.approx(0.4)
+    assert swapped["max_abs_weight_diff"] == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="different rows scored"):
+        tsc.score_agreement([(s, w)], [])
+    with pytest.raises(ValueError, match="--budgets must be >= 1"):
+        tsc.main(["--budgets", "0", "--no-progress"])
+
+
+def test_smollm2_collect_shares_one_step_zero_measurement_and_refuses_a_disagreeing_one(tmp_path):
+    """The pre-registered study measures step 0 (the base model) in the first seed's runs only;
+    `collect --step-zero-from` copies those records, marked, into the runs that did not measure it,
+    and stops when two runs measured the base model differently or a run is on another split."""
+    from benchmarks import smollm2_learning
+
+    split = dict(smollm2_learning.SPLIT)
+
+    def folder(name, seed, records, run_split=split):
+        out = tmp_path / name
+        out.mkdir()
+        settings = {"method": "uniform", "seed": seed, "learning_rate": 3e-4, "steps": 2, "split": run_split}
+        (out / "run.json").write_text(json.dumps({"command": "run", "machine": {}, "settings": settings,
+                                                  "trl_config": {}, "finished": True, "log": [{"step": 1}]}))
+        (out / "heldout.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+        return str(out)
+
+    def record(step, correct, decoding="greedy"):
+        return {"step": step, "decoding": decoding, "cpu_seconds": 1.0 + step, "correct": correct,
+                "answered": [[1]] * len(correct), "tokens": [[5]] * len(correct)}
+
+    base = [record(0, [[1], [0]]), record(0, [[0], [0]], "t1")]
+    first = folder("uniform-seed10", 10, [*base, record(2, [[1], [1]])])
+    same = folder("oar-g-seed10", 10, [{**r, "cpu_seconds": 9.0} for r in base] + [record(2, [[1], [0]])])
+    later = folder("uniform-seed11", 11, [record(2, [[0], [1]])])
+    out = tmp_path / "clean.json"
+    smollm2_learning.main(["collect", "--name", "clean", "--step-zero-from", "uniform-seed10", "--json", str(out),
+                           first, same, later])
+    runs = {r["name"]: r for r in json.loads(out.read_text())["runs"]}
+    copied = [r for r in runs["uniform-seed11"]["heldout"] if r["step"] == 0]
+    assert [(r["decoding"], r["correct"], r["copied_from"]) for r in copied] == \
+        [("greedy", [[1], [0]], "uniform-seed10"), ("t1", [[0], [0]], "uniform-seed10")]
+    assert not any("copied_from" in r for r in runs["oar-g-seed10"]["heldout"])  # measured its own, equal
+    assert [r["step"] for r in runs["uniform-seed11"]["heldout"]] == [0, 0, 2]
+    differ = folder("oar-g-seed11", 11, [record(0, [[0], [0]]), base[1]])
+    with pytest.raises(SystemExit, match=r"measured step 0 differently \(\['greedy'\]\)"):
+        smollm2_learning.main(["collect", "--name", "clean", "--step-zero-from", "uniform-seed10", "--json",
+                               str(out), first, differ])
+    other = folder("uniform-seed12", 12, [record(2, [[0], [1]])], {**split, "by": "question"})
+    with pytest.raises(SystemExit, match="on another split"):
+        smollm2_learning.main(["collect", "--name", "clean", "--step-zero-from", "uniform-seed10", "--json",
+                               str(out), first, other])
+    with pytest.raises(SystemExit, match="expected the folder name of one of the collected runs"):
+        smollm2_learning.main(["collect", "--name", "clean", "--step-zero-from", "seed99", "--json", str(out), first])

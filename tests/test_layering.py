@@ -228,8 +228,8 @@ def test_import_oar_lite_loads_the_library_alone():
 
 
 def test_the_trl_trainer_loads_neither_the_readable_trainer_nor_what_it_brings():
-    """Issue 47 item 1: `oar_lite.trl` shares the update's ranges (`oar_lite.grpo.UPDATE_RANGES`,
-    `oar_lite.rollout.SAMPLING_RANGES`) with `oar_lite.train` without importing it."""
+    """Issue 47 item 1: `oar_lite.trl` shares the update's settings (`oar_lite.grpo.UPDATE`,
+    `oar_lite.rollout.SAMPLING_SETTINGS`) with `oar_lite.train` without importing it."""
     import subprocess
 
     code = "import sys, oar_lite.trl\nprint(sorted(m for m in sys.modules if m.startswith('oar_lite')))\n"

@@ -308,3 +308,17 @@ def test_dispatch_is_no_larger_than_the_algorithms_it_dispatches():
     algorithms, dispatch = groups["algorithms (OAR-P, OAR-G)"], groups["dispatch (registry, config, scoring, controls)"]
     assert algorithms["code"] > 200  # the files are read at all
     assert dispatch["code"] <= algorithms["code"] and dispatch["total"] <= algorithms["total"], (dispatch, algorithms)
+def test_torch_floor_is_the_oldest_torch_tested():
+    """pyproject's torch floor is the torch the tested stack runs (constraints.txt, which the
+    Makefile installs first): no older release is tested here. FSDP2 support is tested with it."""
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    from oar_lite.trl import FSDP2_TESTED_TORCH
+
+    pinned = re.search(r"^torch==(\S+)$", (ROOT / "constraints.txt").read_text(), re.M).group(1)
+    assert f"torch=={pinned}" in (ROOT / "Makefile").read_text()
+    floor = [s.version for s in Requirement("torch" + _requirement("torch")).specifier if s.operator == ">="]
+    assert floor and Version(floor[0]) == Version(Version(pinned).base_version), (floor, pinned)
+    assert f"torch>={floor[0]}" in (ROOT / "environment.yml").read_text()  # the conda file mirrors pyproject
+    assert Requirement("torch" + FSDP2_TESTED_TORCH).specifier.contains(Version(pinned).base_version)

@@ -125,15 +125,26 @@ with fsdp2_unsharded(model):
         assert all(g.is_unsharded for g in groups), "a pass resharded a layer: the next one would gather again"
 assert not any(g.is_unsharded for g in groups) and settings() == before
 print("ok")
+torch.__version__ = "2.12.0"  # a torch whose private FSDP2 state was never tested: refused under FSDP2 only
+with fsdp2_unsharded(torch.nn.Linear(4, 1)):
+    pass
+try:
+    with fsdp2_unsharded(model):
+        raise AssertionError("entered under an untested torch")
+except RuntimeError as err:
+    assert "torch 2.12.0 is installed" in str(err) and "OAR_LITE_ANY_TORCH=1" in str(err), err
+    assert not any(g.is_unsharded for g in groups) and settings() == before  # refused before touching a module
+    print("refused")
 """
 
 
 def test_fsdp2_unsharded_holds_parameters_whole_through_passes_and_restores():
     """`fsdp2_unsharded` on one gloo process: inside, forward and backward passes leave every
     FSDP2 layer whole (no gather per pass, whose count would differ between processes); after,
-    the layers are sharded again with their reshard settings as before."""
+    the layers are sharded again with their reshard settings as before. Under a torch outside
+    `FSDP2_TESTED_TORCH` (whose private state it restores) it refuses FSDP2 models, not others."""
     pytest.importorskip("torch.distributed.fsdp", reason="FSDP2")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-c", FSDP2_UNSHARDED.format(port=_free_port())], env=env,
                           capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-3000:]
+    assert proc.returncode == 0 and "ok" in proc.stdout and "refused" in proc.stdout, proc.stderr[-3000:]

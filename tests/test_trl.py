@@ -284,9 +284,61 @@ def test_uniform_weights_match_grpo_and_oar_g_differs(stock_grpo, tmp_path, scor
 
 # ----------------------------------------------------------------------------- refusals and validation
 
-def test_liger_kernel_is_refused():
-    with pytest.raises(ValueError, match="use_liger_kernel"):
-        config(use_liger_kernel=True)
+def test_liger_kernel_is_left_to_the_trainer_and_trls_checks():
+    """OARConfig accepts use_liger_kernel (TRL checks it first); the trainer refuses it only where
+    TRL's fused Liger loss replaces `_compute_loss` (tests/test_trl_matrix.py trains or refuses it)."""
+    import trl.trainer.grpo_trainer as grpo_module
+
+    from oar_lite.trl import LIGER_REPLACES_LOSS
+
+    assert config(use_liger_kernel=True).use_liger_kernel
+    assert LIGER_REPLACES_LOSS == hasattr(grpo_module.GRPOTrainer, "compute_liger_loss")
+
+
+@pytest.mark.parametrize("kw, says", [
+    (dict(loss_type="grpo", importance_sampling_level="sequence"),
+     r"importance_sampling_level='sequence' with loss_type='grpo' \(GSPO; luspo needs it\).*exactly grpo's without "
+     r"OAR.*Use importance_sampling_level='token'.*loss_type in \['cispo', 'vespo'\].*oar_method='uniform' for GSPO"),
+    (dict(loss_type="luspo", importance_sampling_level="sequence"), r"loss_type='luspo'.*OAR would change nothing"),
+    (dict(top_entropy_quantile=0.2), r"top_entropy_quantile=0\.2 with oar_method='oar-g' and oar_preserve_mass=True.*"
+                                     r"Use top_entropy_quantile=1\.0 with OAR.*oar_preserve_mass=False"),
+])
+def test_settings_under_which_oar_would_change_nothing_are_refused(kw, says):
+    with pytest.raises(ValueError, match=says):
+        config(oar_method="oar-g", **kw)
+    config(oar_method="uniform", **kw)  # plain GRPO: TRL's setting as it is
+    config(oar_method="oar-g", oar_preserve_mass=False, **kw)  # no mass promised: OAR acts (the matrix trains it)
+
+
+def test_sequence_level_is_taken_by_losses_whose_token_log_probs_carry_the_weights():
+    for loss in ("cispo", "vespo"):
+        assert config(oar_method="oar-p", loss_type=loss, importance_sampling_level="sequence").loss_type == loss
+
+
+def _python(code: str):
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+
+
+@pytest.mark.parametrize("missing", ["trl", "peft"])
+def test_import_without_the_trl_extra_says_how_to_install_it(missing):
+    proc = _python(f"import sys; sys.modules[{missing!r}] = None\nimport oar_lite.trl")
+    assert proc.returncode != 0
+    assert f"oar_lite.trl needs {missing}" in proc.stderr and "pip install 'oar-lite[trl]'" in proc.stderr, \
+        proc.stderr[-2000:]
+
+
+def test_trl_path_does_not_load_the_readable_trainer():
+    proc = _python("import sys, oar_lite.trl\nprint(sorted(m for m in sys.modules if m.startswith('oar_lite')))")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    loaded = proc.stdout
+    assert "'oar_lite.trl'" in loaded
+    for module in ("oar_lite.train", "oar_lite.checkpoint", "oar_lite.evaluate", "oar_lite.course", "oar_lite.lab"):
+        assert f"'{module}'" not in loaded, f"import oar_lite.trl loads {module}"
 
 
 def test_plain_grpo_config_is_refused():
@@ -474,10 +526,11 @@ def test_oar_config_builds_the_credit_config():
     (dict(oar_method="oar-g", oar_token_budget=4096), r"oar_token_budget=4096, which oar_method='oar-g' does not take"),
     (dict(oar_method="uniform", oar_boost=9.0), r"oar_boost=9\.0, which oar_method='uniform' does not take; it takes "
                                                 r"none of the oar_ settings"),
+    (dict(oar_method="uniform", oar_answer_formats=["boxed"]), r"oar_answer_formats=\['boxed'\], which "
+                                                               r"oar_method='uniform' does not take"),
     (dict(oar_method="oar-g", oar_boost=None), r"OARConfig\.oar_boost=None is out of range: expected a finite number"),
     (dict(oar_method="uniform", oar_answer_formats=["boxed"]),  # issue 47 item 4: plain GRPO looks for no answer
-     r"oar_answer_formats=\['boxed'\], which oar_method='uniform' does not use .* drop oar_answer_formats, or name a "
-     r"method that scores tokens"),
+     r"oar_answer_formats=\['boxed'\], which oar_method='uniform' does not take; it takes none of the oar_ settings"),
 ])
 def test_oar_config_refuses_a_setting_its_method_does_not_take(kw, says):
     from oar_lite.trl import OARConfig

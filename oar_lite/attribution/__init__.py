@@ -17,8 +17,8 @@ Every scorer shares one calling convention (as Captum's attribution methods do):
 
 ``input_ids`` is one unpadded sequence (prompt + completion), ``reasoning`` and ``answer``
 half-open `slice`s into it, R the reasoning length; a larger score means the token moves the
-final answer more (a scorer registered with ``weights=True`` returns the weights themselves:
-plain GRPO's ones). A method name may add a P_final mode (``"oar-p:answer_joint"``).
+final answer more; `register_scorer`'s ``weighting`` turns a method's scores into weights in
+place of the bi-level reshaping (`WEIGHTINGS`: plain GRPO's ones are its weights). A method name may add a P_final mode (``"oar-p:answer_joint"``).
 """
 from .config import (CONTEXT_FIELDS, CREDIT_DEFAULTS, CREDIT_FIELDS, CREDIT_RANGES, CreditConfig, ScorerContext,
                      credit_settings)
@@ -27,6 +27,6 @@ from .oar_p import perturbation_scores, perturbation_scores_batch, perturbation_
 from .outcome import MODES, eval_mode, final_outcome, mask_to_span
 from .planning import (BATCH_SIZE, DEFAULT_MAX_WASTE, DEFAULT_TOKEN_BUDGET, TOKEN_BUDGET, default_token_budget,
                        plan_passes)
-from .registry import (GIVES_WEIGHTS, LIBRARY_METHODS, PLAIN_GRPO, SCORERS, Method, Scorer, declared_options,
+from .registry import (WEIGHTINGS, LIBRARY_METHODS, PLAIN_GRPO, SCORERS, Method, Scorer, declared_options,
                        default_mode, display_name, method_of, register_scorer, uniform_weights)
 from .scoring import takes, token_scores, token_weights

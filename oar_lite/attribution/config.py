@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +13,7 @@ from ..settings import Setting, check_settings, settings_of
 from ..reshape import RESHAPING, bilevel_weights
 from .oar_g import NOISE_STD
 from .planning import BATCH_SIZE, TOKEN_BUDGET
-from .registry import GIVES_WEIGHTS, Method, method_of, takes
+from .registry import WEIGHTINGS, Method, method_of, takes
 
 METHOD = Setting("oar-g", "Token credit method: 'uniform' (plain GRPO), 'oar-p', 'oar-g', or a scorer registered with "
                           "oar_lite.attribution.register_scorer (the course's and the lab's join when their module is "
@@ -57,10 +58,11 @@ class CreditConfig:
         return method_of(self.method)
 
     def reshape(self, scores: torch.Tensor) -> torch.Tensor:
-        """``[R]`` scores -> ``[R]`` weights with this config's `bilevel_weights` settings; a
-        method whose scorer gives the weights themselves (`GIVES_WEIGHTS`) keeps them."""
-        if self.parsed.name in GIVES_WEIGHTS:
-            return scores
+        """``[R]`` scores -> ``[R]`` weights with this config's `bilevel_weights` settings, or with the
+        method's own weighting (`WEIGHTINGS`) and the reshaping settings it declares."""
+        weighting = WEIGHTINGS.get(self.parsed.name)
+        if weighting is not None:
+            return weighting(scores, **{name: getattr(self, name) for name in _declared(weighting)})
         return bilevel_weights(scores, **{name: getattr(self, name) for name in RESHAPING})
 
     def changed(self) -> dict:
@@ -73,10 +75,16 @@ class CreditConfig:
 
 
 def credit_settings(method: str | Method) -> set[str]:
-    """The `CreditConfig` settings ``method`` takes: those its scorer declares (`takes`) and,
-    when its scores are reshaped (not `GIVES_WEIGHTS`), the reshaping's."""
+    """The `CreditConfig` settings ``method`` takes: those its scorer declares (`takes`) and the
+    reshaping's, or those its own weighting declares (`WEIGHTINGS`: none for plain GRPO)."""
     method = method_of(method)
-    return {k for k in CREDIT_DEFAULTS if k in takes(method)} | (set() if method.name in GIVES_WEIGHTS else set(RESHAPING))
+    weighting = WEIGHTINGS.get(method.name)
+    return {k for k in CREDIT_DEFAULTS if k in takes(method)} | (set(RESHAPING) if weighting is None else _declared(weighting))
+
+
+def _declared(weighting) -> set[str]:
+    """The reshaping settings (`RESHAPING`) a weighting declares as parameters."""
+    return set(RESHAPING) & set(inspect.signature(weighting).parameters)
 
 
 CREDIT_DEFAULTS = {f.name: f.default for f in dataclasses.fields(CreditConfig) if f.name != "method"}

@@ -8,6 +8,7 @@ import copy
 import functools
 import inspect
 import operator
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +28,36 @@ def cache_kwargs(model, cache) -> dict:
         return {"use_cache": False}
     base = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft's PeftModel
     return {cache_argument(type(base)): cache, "use_cache": True}
+
+
+def prefix_reusable(cache) -> bool:
+    """Whether a pass can continue from ``cache`` cut back to an earlier column, its rows
+    selected (`select_cache`, `cache_rows`): True when every layer holds keys and values per
+    column (attention) or nothing; False when a layer holds a recurrent or convolution state
+    (Mamba and linear-attention layers, transformers' ``LinearAttentionLayer``; older
+    transformers' hybrid caches), which sums up all columns and cannot be cut back."""
+    layers = getattr(cache, "layers", None)
+    if layers is None:  # older transformers: the cache is one object
+        return not hasattr(cache, "conv_states") and all(
+            callable(getattr(cache, name, None)) for name in ("crop", "batch_select_indices"))
+    return all(hasattr(layer, "keys") and not hasattr(layer, "conv_states") for layer in layers)
+
+
+_TOLD_NO_REUSE: set = set()
+
+
+def tell_no_prefix_reuse(model, scorer: str, tokens: int, with_reuse: int) -> None:
+    """Warn, once per scorer and model class, that ``scorer`` ran its passes from the first
+    column because the model's cache cannot be cut back (`prefix_reusable`), with the cost on
+    this batch: ``tokens`` run instead of about ``with_reuse``."""
+    key = (scorer, type(model).__name__)
+    if key in _TOLD_NO_REUSE:
+        return
+    _TOLD_NO_REUSE.add(key)
+    warnings.warn(f"{scorer}: {type(model).__name__}'s cache holds a recurrent or convolution state (Mamba or "
+                  f"linear-attention layers), which cannot be cut back to an earlier column nor have its rows selected, so {scorer} runs its "
+                  f"passes without reusing the prefix: on this batch {tokens} forward tokens instead of about "
+                  f"{with_reuse} ({tokens / max(with_reuse, 1):.1f}x). Said once per model class.", stacklevel=3)
 
 
 def select_cache(cache, rows: torch.Tensor, length: int):

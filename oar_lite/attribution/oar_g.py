@@ -9,7 +9,7 @@ import torch
 
 from ..settings import Setting
 from ..rollout import output_cache
-from .kv import cache_kwargs, check_sampled_cache, per_layer_copy
+from .kv import cache_kwargs, check_sampled_cache, per_layer_copy, prefix_reusable, tell_no_prefix_reuse
 from .outcome import (check_mode, check_sequence, divergence, eval_mode, final_logits, outcome_span, p_final,
                       padded_rows, upcast)
 
@@ -101,7 +101,10 @@ def gradient_scores_batch(
         mode, noise_std, generator: as `gradient_scores`.
         reuse_prefix: run the columns before every row's reasoning (the prompts) once per
             distinct prefix, without grad, and continue both passes from their KV cache
-            (the gradient never needs the prompt's embeddings).
+            (the gradient never needs the prompt's embeddings). A model whose cache cannot
+            have its rows selected (Mamba or linear-attention layers:
+            `oar_lite.attribution.kv.prefix_reusable`) runs both passes from column 0
+            instead, with a one-time warning giving the cost.
         sampled_cache: a KV cache of the model's forward over these very rows and columns
             (the sampling's, `oar_lite.rollout.sample_completions` ``keep_cache``), at least
             up to the last column P_final reads: the prompt columns are taken from it, and
@@ -121,11 +124,31 @@ def gradient_scores_batch(
         return []
     spans = [outcome_span(a, mode) for a in answer]  # (end, keep) per row, in padded columns
     T = max(end for end, _ in spans)
-    prefix = min(r.start for r in reasoning) if reuse_prefix else 0
     ids, attn = input_ids[:, :T], attention_mask[:, :T].long()
     position_ids = (attn.cumsum(-1) - 1).clamp(min=0)
+    wanted = sorted({p for end, keep in spans for p in range(end - keep, end)})  # the positions some P_final reads
+    first_read = wanted[0]
+    if sampled_cache is not None:
+        check_sampled_cache(sampled_cache, first_read)
+    prefix = min(r.start for r in reasoning) if reuse_prefix else 0
+    sampled_prefix = per_layer_copy(sampled_cache, lambda t: t[:, :, :prefix]) if prefix > 0 else None
+    sampled_head = per_layer_copy(sampled_cache, lambda t: t[:, :, :first_read])
+    with eval_mode(model), torch.no_grad():
+        cache = sampled_prefix
+        if cache is None and prefix > 0:
+            # One pass per distinct prefix (rows of a group share their prompt), then one cache row per row.
+            heads, row_of = torch.unique(torch.cat([ids[:, :prefix], attn[:, :prefix]], dim=1), dim=0,
+                                         return_inverse=True)
+            out = model(input_ids=heads[:, :prefix], attention_mask=heads[:, prefix:],
+                        position_ids=(heads[:, prefix:].cumsum(-1) - 1).clamp(min=0), use_cache=True,
+                        logits_to_keep=1)
+            cache = output_cache(out)
+            if prefix_reusable(cache):
+                cache.batch_select_indices(row_of.to(ids.device))
+            else:  # a recurrent state (Mamba, linear attention): both passes run from column 0
+                tell_no_prefix_reuse(model, "OAR-G", 2 * ids.numel(), len(heads) * prefix + 2 * len(ids) * (T - prefix))
+                prefix, cache = 0, None
     # The LM head only at the positions some row's P_final reads, as columns of the input after the prefix.
-    wanted = sorted({p for end, keep in spans for p in range(end - keep, end)})
     keep_idx = torch.tensor([p - prefix for p in wanted], device=ids.device)
     column = {p: i for i, p in enumerate(wanted)}
     rows_cols = [[column[p] for p in range(end - keep, end)] for end, keep in spans]
@@ -138,28 +161,11 @@ def gradient_scores_batch(
         return model(attention_mask=attn, position_ids=position_ids[:, start:], logits_to_keep=keep_idx + prefix - start,
                      **inputs, **cache_kwargs(model, cache)).logits
 
-    first_read = wanted[0]
-    if sampled_cache is not None:
-        check_sampled_cache(sampled_cache, first_read)
-    sampled_prefix = per_layer_copy(sampled_cache, lambda t: t[:, :, :prefix]) if prefix > 0 else None
-    sampled_head = per_layer_copy(sampled_cache, lambda t: t[:, :, :first_read])
     with eval_mode(model):
         with torch.no_grad():
-            cache = None
             if sampled_head is not None:  # the clean pass: only the columns from the first one read
                 clean = outcomes(forward(sampled_head, first_read, input_ids=ids[:, first_read:]))
-            if sampled_prefix is not None:
-                cache = sampled_prefix
-            elif prefix > 0:
-                # One pass per distinct prefix (rows of a group share their prompt), then one cache row per row.
-                heads, row_of = torch.unique(torch.cat([ids[:, :prefix], attn[:, :prefix]], dim=1), dim=0,
-                                             return_inverse=True)
-                out = model(input_ids=heads[:, :prefix], attention_mask=heads[:, prefix:],
-                            position_ids=(heads[:, prefix:].cumsum(-1) - 1).clamp(min=0), use_cache=True,
-                            logits_to_keep=1)
-                cache = output_cache(out)
-                cache.batch_select_indices(row_of.to(ids.device))
-            if sampled_head is None:
+            else:
                 clean = outcomes(forward(copy.deepcopy(cache), input_ids=ids[:, prefix:]))  # the pass appends to its cache
             embeds = model.get_input_embeddings()(ids[:, prefix:]).detach()
             noisy = embeds.clone()

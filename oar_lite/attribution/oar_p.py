@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from ..rollout import output_cache
-from .kv import cache_kwargs, frame_cache, last_layer_at_end, select_cache
+from .kv import cache_kwargs, frame_cache, last_layer_at_end, prefix_reusable, select_cache, tell_no_prefix_reuse
 from .outcome import check_mode, check_sequence, divergence, eval_mode, outcome_span, p_final_rows, padded_rows, upcast
 from .planning import BATCH_SIZE, DEFAULT_MAX_WASTE, TOKEN_BUDGET, default_token_budget, plan_passes
 
@@ -119,6 +119,9 @@ def perturbation_scores_batch(
             of the model's device.
         max_waste: extra token work allowed, as a fraction of the ideal (0: one copy per pass).
         reuse_prefix: continue from the clean prefix's KV cache (False: every copy from 0).
+            A model whose cache cannot be cut back (Mamba or linear-attention layers:
+            `oar_lite.attribution.kv.prefix_reusable`) runs every copy from 0 anyway, with a
+            one-time warning giving the cost.
         sampled_cache: a KV cache (transformers' per-layer ``DynamicCache``) of the model's
             forward over these very rows and columns, covering at least their first
             ``T - 1`` columns: the sampling's (`oar_lite.rollout.sample_completions`
@@ -149,6 +152,8 @@ def perturbation_scores_batch(
     spans = [outcome_span(a, mode) for _, _, a in rows]  # (end, keep) per row, relative to its first token
     scores = [torch.zeros(r.stop - r.start, dtype=torch.float64) for _, r, _ in rows]
     tokens = passes = widest = widest_held = 0
+    with_reuse = 0  # about what the passes would run continuing from the clean cache (for the warning)
+    reuse = reuse_prefix  # turned off for the call if the model's cache cannot be cut back
     device = input_ids.device
     # Groups of rows, longest first, whose clean pass fits the budget.
     order = sorted(range(len(rows)), key=lambda i: -spans[i][0])
@@ -181,20 +186,23 @@ def perturbation_scores_batch(
             first = E - K if cached is not None else 0
             out = model(input_ids=frame[:, first:], attention_mask=frame_mask, position_ids=positions[:, first:],
                         logits_to_keep=K, **(cache_kwargs(model, cached) if cached is not None else
-                                             {"use_cache": reuse_prefix}))
+                                             {"use_cache": reuse}))
             clean = p_final_rows(out.logits[:, -K:], answer_ids, keep_mask, mode)
-            clean_cache = output_cache(out) if reuse_prefix else None
+            clean_cache = output_cache(out) if reuse else None
+            if reuse and not prefix_reusable(clean_cache):
+                reuse, clean_cache = False, None
             run = n * (E - first)
             tokens, passes, widest, widest_held = tokens + run, passes + 1, max(widest, run), max(widest_held, n * E)
             copies.sort()
+            with_reuse += run + sum(E - min(c, E - K) for c, _, _ in copies)
             per_pass = max(1, min(token_budget // E, batch_size or token_budget))
             for lo, hi in plan_passes([c for c, _, _ in copies], E, per_pass=per_pass, max_waste=max_waste,
-                                       reuse_prefix=reuse_prefix):
+                                       reuse_prefix=reuse):
                 cols = torch.tensor([c for c, _, _ in copies[lo:hi]], device=device)
                 who = torch.tensor([j for _, j, _ in copies[lo:hi]], device=device)
                 # Continue from the clean cache at the pass's first column, but never past E - K: P_final
                 # reads the last K logits, and a row with a shorter answer has reasoning tokens in there.
-                b, s = hi - lo, min(copies[lo][0], E - K) if reuse_prefix else 0
+                b, s = hi - lo, min(copies[lo][0], E - K) if reuse else 0
                 variants = frame[who, s:].clone()
                 variants[torch.arange(b, device=device), cols - s] = pad_token_id
                 cache = select_cache(clean_cache, who, s) if s > 0 else None
@@ -205,6 +213,8 @@ def perturbation_scores_batch(
                     scores[group[j]][k] = value
                 tokens, passes = tokens + b * (E - s), passes + 1
                 widest, widest_held = max(widest, b * (E - s)), max(widest_held, b * E)
+    if reuse_prefix and not reuse:
+        tell_no_prefix_reuse(model, "OAR-P", tokens, with_reuse)
     if stats is not None:
         stats.update(forward_tokens=tokens, forward_passes=passes, max_pass_tokens=widest,
                      max_pass_held_tokens=widest_held)

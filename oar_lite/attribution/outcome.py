@@ -75,6 +75,13 @@ def mask_to_span(mask: torch.Tensor, what: str = "mask") -> slice | None:
     return slice(start, stop)
 
 
+def mask_hull(mask: torch.Tensor) -> slice | None:
+    """``[T]`` bool mask -> the ``slice`` from its first True to its last (holes allowed);
+    all False -> ``None``."""
+    idx = mask.nonzero().flatten()
+    return None if idx.numel() == 0 else slice(int(idx[0]), int(idx[-1]) + 1)
+
+
 @contextlib.contextmanager
 def eval_mode(model: torch.nn.Module):
     """Put every submodule in eval mode (no dropout) and restore each one's mode after."""

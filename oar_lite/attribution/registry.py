@@ -30,16 +30,17 @@ SCORERS: dict[str, Scorer] = {}
 """Methods by name, each ``scorer(model, input_ids [T], reasoning, answer, **options) -> [R]``."""
 BATCHED: dict[str, Callable] = {}
 """Padded-batch forms, ``(model, input_ids [B, T], attention_mask [B, T], reasoning, answer, **options) -> B [R_i]``."""
-GIVES_WEIGHTS: set[str] = set()
-"""Methods whose scorer gives the weights (plain GRPO's ones): no `bilevel_weights`, no reshaping setting."""
+WEIGHTINGS: dict[str, Callable] = {}
+"""Methods with their own weighting in place of `bilevel_weights` (plain GRPO; the lab's entropy-top,
+grail): ``weighting(scores [R], **the reshaping settings it declares) -> weights [R]``."""
 
 
-def register_scorer(name: str, scorer: Scorer, *, batched: Callable | None = None, weights: bool = False,
-                    replace: bool = False) -> None:
+def register_scorer(name: str, scorer: Scorer, *, batched: Callable | None = None,
+                    weighting: Callable | None = None, replace: bool = False) -> None:
     """Make ``scorer(model, input_ids [T], reasoning, answer, **options) -> [R]`` the method ``name``;
     ``batched``, its padded-batch form, scores a batch in shared passes (equal up to rounding);
-    ``weights``: it returns the weights themselves (`GIVES_WEIGHTS`). ValueError when ``name`` is the
-    library's, is taken (unless ``replace``), is no text or ends in ``:<a P_final mode>``."""
+    ``weighting`` turns its scores into weights instead of `bilevel_weights` (`WEIGHTINGS`). ValueError
+    when ``name`` is the library's, is taken (unless ``replace``), is no text or ends in ``:<mode>``."""
     if not isinstance(name, str) or not name or name != name.strip():
         raise ValueError(f"a scorer name is a non-empty str without surrounding spaces, got {name!r}")
     if name.rpartition(":")[2] in MODES:
@@ -52,11 +53,11 @@ def register_scorer(name: str, scorer: Scorer, *, batched: Callable | None = Non
                          "); register yours under another name, or pass replace=True to replace it")
     SCORERS[name] = scorer
     BATCHED.pop(name, None)
-    GIVES_WEIGHTS.discard(name)
+    WEIGHTINGS.pop(name, None)
     if batched is not None:
         BATCHED[name] = batched
-    if weights:
-        GIVES_WEIGHTS.add(name)
+    if weighting is not None:
+        WEIGHTINGS[name] = weighting
     _parse.cache_clear()  # a scorer of this name may now take a mode, or not
 
 
@@ -140,6 +141,6 @@ def uniform_weights(model, input_ids: torch.Tensor, reasoning: slice, answer: sl
     return torch.ones(reasoning.stop - reasoning.start)
 
 
-register_scorer(PLAIN_GRPO, uniform_weights, weights=True)
+register_scorer(PLAIN_GRPO, uniform_weights, weighting=lambda scores: scores)  # its ones are its weights
 register_scorer("oar-p", perturbation_scores, batched=perturbation_scores_batch)
 register_scorer("oar-g", gradient_scores, batched=gradient_scores_batch)

@@ -9,7 +9,7 @@ import torch
 
 from .config import CONTEXT_FIELDS, CREDIT_FIELDS, SCORER_FIELDS, CreditConfig, ScorerContext
 from .kv import cache_rows
-from .outcome import check_sequence, mask_to_span
+from .outcome import check_sequence, mask_hull, mask_to_span
 from .registry import BATCHED, SCORERS, Method, declared_options, method_of, takes
 
 
@@ -21,8 +21,8 @@ def _refuse(where: str, method: str, given, allowed) -> None:
 
 
 def token_scores(method: str, model, input_ids: torch.Tensor, reasoning: slice, answer: slice, **options) -> torch.Tensor:
-    """Scores ``[R]`` of one sequence (``input_ids [T]``, half-open spans) with ``method`` (its
-    weights for a method in `GIVES_WEIGHTS`). ``options``: those the scorer declares (``batch_size``
+    """Scores ``[R]`` of one sequence (``input_ids [T]``, half-open spans) with ``method``, before
+    its reshaping or its own weighting (`WEIGHTINGS`). ``options``: those the scorer declares (``batch_size``
     for OAR-P, ...) and `ScorerContext` fields (``pad_token_id``, ``generator``, ...)."""
     if not torch.is_tensor(input_ids):
         check_sequence(input_ids, reasoning, answer)  # raises: not a tensor [T]
@@ -83,13 +83,16 @@ def token_weights(
     Args:
         model: the current policy (scores are computed without touching its grads).
         input_ids: ``[B, T]`` prompt + completion, padded.
-        attention_mask, reasoning_mask: ``[B, T]``, the real and the reasoning tokens (one
-            contiguous run per row).
+        attention_mask: ``[B, T]``, the real tokens (one contiguous run per row).
+        reasoning_mask: ``[B, T]``, the tokens that get reshaped credit. The scorer reads each
+            row's span from its first reasoning token to its last; tokens inside that span
+            but not in the mask (a tool's output, `oar_lite.trl`) keep weight 1 and are left
+            out of the reshaping and its mass (their scores are dropped).
         answer_mask: ``[B, T]`` bool, the answer tokens; an all-False row means "no
             parseable answer" and gets all weights 1.
         credit: the method and its settings (`CreditConfig`; default ``CreditConfig()``, OAR-G).
-        return_scores: also return the list of raw ``[R_i]`` scores (``None`` for rows
-            without an answer).
+        return_scores: also return the list of raw ``[R_i]`` scores of each row's reasoning
+            tokens (``None`` for rows without an answer).
         **options: `CreditConfig` fields by name (``method="oar-p", quantile=0.5``) replace
             those of ``credit`` (None is refused where a value is required); `ScorerContext` fields
             (``pad_token_id``, ``generator``, ``sampled_cache``, ...); options the method's
@@ -100,14 +103,13 @@ def token_weights(
 
     Raises:
         TypeError: a keyword that is none of those, or a scorer setting the method does not take.
-        ValueError: masks not of ``input_ids``' shape or not contiguous, spans outside the attended
-            tokens, or settings out of range or that the method does not take (`CreditConfig`).
+        ValueError: masks not of ``input_ids``' shape, attention or answer not contiguous, spans outside the
+            attended tokens, settings out of range (None where a value is required), or a
+            ``credit`` whose settings the new ``method`` does not take (`CreditConfig`).
     """
     changes = {name: options.pop(name) for name in CREDIT_FIELDS if name in options}
     base = credit or CreditConfig()
-    method = changes.get("method", base.method)
-    if not isinstance(method, str):
-        raise ValueError(f"token_weights(method={method!r}): expected a method name such as 'oar-g'")
+    method = changes.get("method", base.method)  # not a str: method_of's ValueError
     context = ScorerContext(**{k: options.pop(k) for k in CONTEXT_FIELDS if k in options})
     explicit = [k for k in changes if k in SCORER_FIELDS]
     _refuse("token_weights()", method, [*options, *explicit], takes(method) | set(CONTEXT_FIELDS))
@@ -123,14 +125,19 @@ def token_weights(
     for row in range(input_ids.shape[0]):
         valid = mask_to_span(attention_mask[row].bool(), "attention_mask row")
         answer = mask_to_span(answer_mask[row].bool(), "answer_mask row")
-        reasoning = mask_to_span(reasoning_mask[row].bool(), "reasoning_mask row")
+        reasoning = mask_hull(reasoning_mask[row].bool())
         if answer is None or reasoning is None or valid is None:
             continue
         if reasoning.start < valid.start or answer.stop > valid.stop:
             raise ValueError(f"row {row}: reasoning/answer reach outside the attended tokens")
         spans[row] = (valid, reasoning, answer)
     row_scores = score_rows(credit.parsed, model, input_ids, spans, {**credit.scorer_options(), **options}, context)
+    own = {}  # row -> its reasoning tokens' scores [R_i], the span's holes left out
     for row, scores in row_scores.items():
-        weights[row, spans[row][1]] = credit.reshape(scores).to(weights.device, weights.dtype)
-    all_scores = [row_scores.get(row) for row in range(input_ids.shape[0])]  # None: no answer
+        span = spans[row][1]
+        kept = reasoning_mask[row, span].bool().to(scores.device)
+        own[row] = scores[kept]
+        weights[row, span.start + kept.nonzero().flatten().to(weights.device)] = \
+            credit.reshape(own[row]).to(weights.device, weights.dtype)
+    all_scores = [own.get(row) for row in range(input_ids.shape[0])]  # None: no answer
     return (weights, all_scores) if return_scores else weights

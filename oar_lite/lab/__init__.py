@@ -10,8 +10,9 @@ weights are: tau, the floor; the hook the lab's training runs record it with), `
 (ARCA's weight Gini and effective-token ratio next to the effective share), `adapter_signal`
 (ARCA's adapter residual against the SmolLM2 ground truth and on an adapter's own completions),
 `progress` (bars); `baselines` (random, entropy, entropy-top, Captum's integrated gradients,
-ARCA's adapter residual) and `controls` (inverted and shuffled credit), which `scorers`
-registers with the library's registry when it is imported (importing the lab does not).
+ARCA's adapter residual), `grail` (GRAIL's gradient-activation saliency and its own weights,
+arXiv 2606.04889) and `controls` (inverted and shuffled credit), which `scorers` registers with
+the library's registry when it is imported (importing the lab does not).
 benchmarks/ are thin command lines over it.
 """
 import importlib

@@ -1,6 +1,7 @@
 """ARCA's own signal where the project has ground truth (issue 37 item 2): the adapter residual
 (`oar_lite.lab.baselines.adapter_residual_scores`) of a LoRA adapter trained by the SmolLM2
-recipe, measured two ways beside OAR-P, OAR-G and entropy computed with the same adapter on:
+recipe, measured two ways beside OAR-P, OAR-G, entropy and GRAIL (`oar_lite.lab.grail`) computed
+with the same adapter on:
 
 - against the Monte-Carlo labels (`oar_lite.lab.ground_truth`): each method's per-token scores
   on the 20 shipped ground-truth completions (the base model's), their AUC of pivotal vs other
@@ -20,7 +21,7 @@ from typing import Sequence
 
 import torch
 
-from ..attribution import CreditConfig, display_name, token_scores
+from ..attribution import WEIGHTINGS, CreditConfig, display_name, token_scores
 from ..rollout import sample_completions
 from ..seeding import derive_seed
 from . import ground_truth
@@ -31,8 +32,9 @@ from .stats import ci95, mean
 RESULT_PATH = Path(__file__).resolve().parent / "data" / "adapter_residual.json"
 """The shipped measurement (written by benchmarks/adapter_residual.py)."""
 
-METHODS = ("adapter-residual", "oar-p:last", "oar-g:answer_mean", "entropy")
-"""The methods scored with the adapter on: ARCA's signal and the ones it is set against."""
+METHODS = ("adapter-residual", "oar-p:last", "oar-g:answer_mean", "entropy", "grail")
+"""The methods scored with the adapter on: ARCA's signal and the ones it is set against (GRAIL's
+gradient saliency, `oar_lite.lab.grail`, since issue 48)."""
 
 
 def score_ground_truth(model, tokenizer, data: dict, methods: Sequence[str] = METHODS, *, seed: int = 0) -> list[dict]:
@@ -74,6 +76,35 @@ def adapter_completions(model, tokenizer, prompts: Sequence[str], *, group_size:
             generator.manual_seed(derive_seed(seed, row))
             scores[m] = [float(x) for x in token_scores(m, model, ids, reasoning, answer, **options[m]).tolist()]
         out.append({"text": rollouts.completions[row], "scores": scores})
+    return out
+
+
+def agreement(shipped: dict, measured: dict) -> dict:
+    """How far a new measurement (``measured``, as the benchmark writes it) is from ``shipped``, per
+    method both scored: ``{method: {"ground_truth_max_abs", "ground_truth_max_rel", "completions_same_text",
+    "completions", "completions_max_abs"}}``, the largest absolute and relative differences of its
+    scores over the ground-truth completions, how many of the adapter's sampled completions have the
+    same text in both (in order), and the largest absolute difference of the scores of those. Zero
+    differences and every text the same: the adapter and the scoring reproduce. ValueError: the two
+    scored different ground-truth files."""
+    if len(shipped["ground_truth"]) != len(measured["ground_truth"]):
+        raise ValueError(f"{len(shipped['ground_truth'])} against {len(measured['ground_truth'])} ground-truth "
+                         "completions: the two measurements are of different files")
+    both = [m for m in measured["settings"]["methods"] if m in shipped["settings"]["methods"]]
+    pairs = list(zip(shipped["adapter_completions"], measured["adapter_completions"]))
+    same = [(a, b) for a, b in pairs if a["text"] == b["text"]]
+    out = {}
+    for m in both:
+        old = torch.tensor([x for row in shipped["ground_truth"] for x in row["scores"][m]], dtype=torch.float64)
+        new = torch.tensor([x for row in measured["ground_truth"] for x in row["scores"][m]], dtype=torch.float64)
+        if old.shape != new.shape:
+            raise ValueError(f"{m}: {old.numel()} against {new.numel()} ground-truth scores: different spans")
+        diff = (old - new).abs()
+        sampled = [abs(x - y) for a, b in same for x, y in zip(a["scores"][m], b["scores"][m])]
+        out[m] = {"ground_truth_max_abs": float(diff.max()) if diff.numel() else 0.0,
+                  "ground_truth_max_rel": float((diff / old.abs().clamp(min=1e-12)).max()) if diff.numel() else 0.0,
+                  "completions_same_text": len(same), "completions": len(pairs),
+                  "completions_max_abs": max(sampled, default=0.0)}
     return out
 
 
@@ -137,7 +168,8 @@ def reading(tables: dict) -> str:
             + (f" and lies apart from {names(apart)}'s." if apart else ".")
             + f" On the adapted model's own {share[arca]['n']} completions, the reshaped weights keep an effective share "
             f"of {share[arca]['effective_share']:.2f} with the residual, "
-            + ", ".join(f"{share[m]['effective_share']:.2f} with {m}" for m in share if m != arca)
+            + ", ".join(f"{share[m]['effective_share']:.2f} with {m}" + (" (its own weighting)" if m in WEIGHTINGS else "")
+                        for m in share if m != arca)
             + f": after the same reshaping ARCA's signal is {concentration}. "
             f"One adapter and {n} short completions: a screen, not a finding.")
     return text

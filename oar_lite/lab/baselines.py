@@ -1,7 +1,7 @@
 """The baselines OAR is compared with, with the scorers' calling convention: chance
 (``"random"``), the policy's entropy (``"entropy"``; ``"entropy-top"``, TRL's
-``top_entropy_quantile``: its mask of the entropy, `entropy_top_weights`, a scorer that gives
-weights), an external peer (Captum's integrated gradients, ``"captum-ig"``) and ARCA's adapter
+``top_entropy_quantile``: the entropies with its mask, `top_quantile_weights`, as their own
+weighting), an external peer (Captum's integrated gradients, ``"captum-ig"``) and ARCA's adapter
 residual (``"adapter-residual"``). `oar_lite.lab.scorers` registers them (`BASELINES`); plain
 GRPO's ``"uniform"`` is the library's."""
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..reshape import RESHAPING
 from ..attribution.outcome import check_mode, check_sequence, eval_mode, final_logits, outcome_span, p_final, upcast
 
 
@@ -120,15 +119,8 @@ def integrated_gradients_scores(model, input_ids: torch.Tensor, reasoning: slice
     return attributions[0, reasoning].sum(-1).abs().float().detach()
 
 
-def entropy_top_weights(model, input_ids: torch.Tensor, reasoning: slice, answer: slice, *,
-                        quantile: float = RESHAPING["quantile"].default) -> torch.Tensor:
-    """``"entropy-top"``, TRL's ``top_entropy_quantile`` as a method: the weights ``[R]`` in {0, 1}
-    of `top_quantile_weights` over the `entropy_scores` (no bilevel reshaping, no rescaling;
-    ``quantile``: the `oar_lite.attribution.CreditConfig` setting, the share below the threshold)."""
-    return top_quantile_weights(entropy_scores(model, input_ids, reasoning, answer), quantile=quantile)
-
-
 BASELINES = {"random": random_scores, "entropy": entropy_scores, "captum-ig": integrated_gradients_scores,
              "adapter-residual": adapter_residual_scores}
 """The baselines whose scores go through the bilevel reshaping like OAR's, by method name
-(``"entropy-top"``, which gives weights, is registered apart: `oar_lite.lab.scorers`)."""
+(``"entropy-top"``, the `entropy_scores` with `top_quantile_weights` as their own weighting, is
+registered apart: `oar_lite.lab.scorers`)."""

@@ -31,6 +31,7 @@ from ..course.oracle import ORACLE_BOOST
 from ..attribution import CREDIT_DEFAULTS, CREDIT_FIELDS, CreditConfig, credit_settings, method_of
 from ..checkpoint import CHECKPOINT, METRICS, config_changes, read_jsonl, resumable, write_json, write_jsonl
 from ..settings import Setting, add_setting_flags, changed_settings, check_number, flag, settings_of
+from .provenance import portable
 from .plots import save_figure
 from .progress import MethodBars
 from . import scorers  # noqa: F401  (registers the lab's methods, which it runs by name)
@@ -346,7 +347,7 @@ def compare(
                            "jobs": jobs, "threads": threads, "profile": profile, "elapsed_s": elapsed,
                            "runs": len(runs), "read_back": read_back,
                            "digits": list(digits) if digits else list(TRAIN_POOL["digits"]),
-                           "model_dir": str(model_dir) if model_dir else "oar_lite/course/data/toy-model",
+                           "model_dir": portable(model_dir) if model_dir else "oar_lite/course/data/toy-model",
                            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform(terse=True)}"}
     summary["command"] = command
     write_json(out / "compare.json", summary)

@@ -28,11 +28,10 @@ from typing import Sequence
 
 import torch
 
-from ..attribution import CreditConfig
+from ..attribution import WEIGHTINGS, CreditConfig
 from ..reshape import effective_share
 from .stats import ci95, mean
 from . import scorers  # noqa: F401  (registers the lab's methods, which it runs by name)
-from .baselines import top_quantile_weights
 
 ENTROPY_TOP_QUANTILE = 0.8
 """The ``quantile`` (share below the threshold) at which ``"entropy-top"`` is compared: TRL's
@@ -42,10 +41,11 @@ METHODS = {"uniform": ("uniform", None), "oar-p:last": ("oar-p:last", "oar-p:las
            "oar-p:answer_mean": ("oar-p:answer_mean", "oar-p:answer_mean"),
            "oar-g:answer_mean": ("oar-g:answer_mean", "oar-g:answer_mean"),
            "entropy": ("entropy", "entropy"), "entropy-top": ("entropy-top", "entropy"),
-           "random": ("random", "random")}
+           "random": ("random", "random"), "grail": ("grail", "grail")}
 """Methods compared on the ground-truth completions: ``{row name: (method, the stored scores it
 reshapes)}`` (``None``: uniform, all ones). ``entropy-top`` reshapes the stored entropy scores
-with TRL's mask (`oar_lite.lab.baselines.top_quantile_weights`), no re-scoring."""
+with TRL's mask (`oar_lite.lab.baselines.top_quantile_weights`), no re-scoring; ``grail``'s
+stored saliencies go through GRAIL's own weighting (`oar_lite.lab.grail.saliency_weights`)."""
 
 
 def _weights(weights) -> torch.Tensor:
@@ -150,9 +150,7 @@ def ground_truth_concentration(data=None, *, methods: Sequence[str] | None = Non
                 w = torch.ones(pivotal.numel(), dtype=torch.float64)
             elif stored in rec["scores"]:
                 scores = torch.tensor(rec["scores"][stored], dtype=torch.float64)
-                # entropy-top's scorer gives weights (TRL's mask of the entropy): its mask of the stored entropies
-                w = (top_quantile_weights(scores, quantile=config.quantile) if method == "entropy-top"
-                     else config.reshape(scores))
+                w = config.reshape(scores)  # the bi-level reshaping, or the method's own weighting (entropy-top's mask)
             else:
                 continue
             rows.append(concentration_row(w, pivotal if pivotal.any() else None))
@@ -222,7 +220,8 @@ def concentration_reading(table: dict) -> str:
     needed = {"uniform", "random", "entropy-top"}
     if not needed <= set(m):
         raise ValueError(f"the reading needs the methods {sorted(needed)}; the table has {sorted(m)}")
-    bilevel = [k for k in m if k not in needed]
+    own = [k for k in m if k not in needed and k in METHODS and METHODS[k][0] in WEIGHTINGS]  # grail
+    bilevel = [k for k in m if k not in needed and k not in own]
     if not bilevel:
         raise ValueError("the reading needs at least one bilevel method (oar-p, oar-g, entropy) besides the baselines")
     shares = [m[k]["effective_share"] for k in bilevel]
@@ -251,7 +250,12 @@ def concentration_reading(table: dict) -> str:
         f"TRL's entropy-top at rho = {rho:.1f} is the concentrated one (effective share {top['effective_share']:.2f}, "
         f"Gini {top['gini']:.2f}, {top['zero_share']:.0%} of the tokens at weight 0) and puts {top['answer_mass']:.2f} "
         f"± {top['answer_mass_ci95']:.2f} of its mass on the pivotal tokens"
-        + (", beyond uniform's interval." if beyond_uniform(top) else ", an interval that overlaps uniform's.")])
+        + (", beyond uniform's interval." if beyond_uniform(top) else ", an interval that overlaps uniform's."),
+        *(f"{k}, with its own weighting (not the bi-level reshaping), keeps an effective share of "
+          f"{m[k]['effective_share']:.2f} (Gini {m[k]['gini']:.2f}) and puts {m[k]['answer_mass']:.2f} "
+          f"± {m[k]['answer_mass_ci95']:.2f} of its mass on the pivotal tokens"
+          + (", beyond uniform's interval." if beyond_uniform(m[k]) else ", an interval that overlaps uniform's.")
+          for k in own)])
 
 
 def main(argv=None) -> str:

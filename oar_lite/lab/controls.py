@@ -11,7 +11,7 @@ from typing import Callable
 
 import torch
 
-from ..attribution.registry import BATCHED, GIVES_WEIGHTS, SCORERS
+from ..attribution.registry import BATCHED, SCORERS, WEIGHTINGS
 
 
 def inverted(scores: torch.Tensor, input_ids: torch.Tensor | None = None,
@@ -48,7 +48,7 @@ def controlled(control: str, method: str) -> dict:
     """The control ``control`` (`CONTROLS`) of the registered ``method``, as the keywords of
     `oar_lite.attribution.register_scorer`: ``scorer`` (and ``batched`` when ``method`` has a
     batched form) call ``method``'s with every option and mode it declares, then apply the control
-    to each row's scores; ``weights`` as ``method``'s. A ``generator`` goes to both: to the method
+    to each row's scores, before ``method``'s ``weighting`` (its own, if it has one). A ``generator`` goes to both: to the method
     first when it declares one (OAR-G's noise), then to the control (the same draws as before
     the controls were scorers)."""
     apply, base = CONTROLS[control], SCORERS[method]
@@ -60,7 +60,7 @@ def controlled(control: str, method: str) -> dict:
 
     scorer.__signature__ = _with_generator(inspect.signature(base))
     scorer.__name__ = scorer.__qualname__ = f"{control}_{method.replace('-', '_')}"
-    out = {"scorer": scorer, "weights": method in GIVES_WEIGHTS}
+    out = {"scorer": scorer, "weighting": WEIGHTINGS.get(method)}
     if method in BATCHED:
         batched_base = BATCHED[method]
         batched_takes_generator = "generator" in inspect.signature(batched_base).parameters

@@ -47,10 +47,10 @@ def test_bad_mode_method_and_shapes(llama, sequence):
         ol.method_of("entropy:last")
     with pytest.raises(ValueError, match=r"1-D tensor \[T\]"):
         ol.perturbation_scores(llama, ids[None], reasoning, answer, pad_token_id=PAD)
-    bad = torch.zeros(1, 30, dtype=torch.bool); bad[0, [3, 5]] = True
-    ok = torch.zeros(1, 30, dtype=torch.bool); ok[0, 24:27] = True
-    with pytest.raises(ValueError, match="contiguous"):
-        ol.token_weights(llama, ids[None], torch.ones(1, 30), bad, ok, method="oar-p", pad_token_id=PAD)
+    bad = torch.zeros(1, 30, dtype=torch.bool); bad[0, [24, 26]] = True  # an answer must be one run
+    ok = torch.zeros(1, 30, dtype=torch.bool); ok[0, 3:9] = True  # (the reasoning may have holes: test_scoring)
+    with pytest.raises(ValueError, match="answer_mask row must be one contiguous run"):
+        ol.token_weights(llama, ids[None], torch.ones(1, 30), ok, bad, method="oar-p", pad_token_id=PAD)
 
 
 def test_final_outcome_is_what_the_naive_loop_reads(sequence):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from oar_lite.attribution import registry
-from oar_lite.attribution.registry import (BATCHED, GIVES_WEIGHTS, LIBRARY_METHODS, SCORERS, declared_options,
+from oar_lite.attribution.registry import (BATCHED, LIBRARY_METHODS, WEIGHTINGS, SCORERS, declared_options,
                                            Method, default_mode, display_name, method_of, register_scorer)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +32,8 @@ def ramp(scorer_registry):
 def test_the_library_methods_are_registered_with_their_batched_forms():
     assert set(LIBRARY_METHODS) == {"uniform", "oar-p", "oar-g"} <= set(SCORERS)
     assert set(BATCHED) >= {"oar-p", "oar-g"} and "entropy" not in BATCHED
-    assert "uniform" in GIVES_WEIGHTS and "oar-p" not in GIVES_WEIGHTS  # plain GRPO's weights are its ones
+    ones = torch.ones(4)
+    assert WEIGHTINGS["uniform"](ones) is ones and "oar-p" not in WEIGHTINGS  # plain GRPO's weights are its ones
 
 
 def test_a_scorer_declares_its_options_by_keyword_only_parameters(ramp):

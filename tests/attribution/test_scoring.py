@@ -146,3 +146,30 @@ def test_a_scorer_gets_the_credit_settings_it_names(scorer_registry):
     assert config.credit.token_budget == 7 and config.credit.scorer_options() == {"token_budget": 7, "noise_std": 1e-3}
     with pytest.raises(ValueError, match=r"batch_size=8, which 'probe' does not take; it takes \[.*'token_budget'"):
         CreditConfig("probe", batch_size=8)  # a setting it does not declare
+
+
+@pytest.mark.parametrize("method", ["oar-p", "oar-g"])
+def test_reasoning_mask_with_holes_leaves_them_at_one_and_out_of_the_mass(llama, method):
+    """A hole in the reasoning mask (a tool's output inside the reasoning, `oar_lite.trl`):
+    its tokens keep weight 1; the others are reshaped from their own scores alone (the scores
+    the scorer gives over the whole span, the hole's dropped), and their mass is their count."""
+    g = torch.Generator().manual_seed(7)
+    ids = torch.randint(3, VOCAB, (2, 30), generator=g)
+    mask = torch.ones_like(ids)
+    span, hole = slice(4, 22), slice(9, 14)
+    full = torch.zeros(2, 30, dtype=torch.bool)
+    full[:, span] = True
+    holed = full.clone()
+    holed[:, hole] = False
+    answer = torch.zeros(2, 30, dtype=torch.bool)
+    answer[:, 24:27] = True
+    opts = dict(method=method, pad_token_id=PAD, return_scores=True)
+    _, whole = ol.token_weights(llama, ids, mask, full, answer, generator=torch.Generator().manual_seed(1), **opts)
+    weights, own = ol.token_weights(llama, ids, mask, holed, answer, generator=torch.Generator().manual_seed(1), **opts)
+    kept = holed[0, span]
+    for row in range(2):
+        assert torch.equal(weights[row, hole], torch.ones(hole.stop - hole.start))
+        torch.testing.assert_close(own[row], whole[row][kept])
+        torch.testing.assert_close(weights[row][holed[row]], ol.bilevel_weights(own[row]))
+        assert float(weights[row][holed[row]].sum()) == pytest.approx(int(kept.sum()), abs=1e-3)
+        assert (weights[row][holed[row]] - 1).abs().max() > 0.05  # reshaped: the checks can fail

@@ -70,6 +70,42 @@ def test_result_tables_refuse_a_measurement_of_another_file():
 
 
 
+def test_agreement_is_zero_against_itself_and_finds_a_changed_score():
+    shipped = json.loads(adapter_signal.RESULT_PATH.read_text())
+    same = adapter_signal.agreement(shipped, shipped)
+    assert set(same) == set(shipped["settings"]["methods"])
+    n = len(shipped["adapter_completions"])
+    assert all(a["ground_truth_max_abs"] == 0 == a["completions_max_abs"] and a["completions_same_text"] == n
+               for a in same.values())
+    changed = json.loads(json.dumps(shipped))
+    changed["ground_truth"][3]["scores"]["entropy"][1] += 0.25
+    changed["adapter_completions"][0]["text"] += " (resampled)"
+    moved = adapter_signal.agreement(shipped, changed)
+    assert moved["entropy"]["ground_truth_max_abs"] == pytest.approx(0.25)
+    assert moved["adapter-residual"]["ground_truth_max_abs"] == 0
+    assert all(a["completions_same_text"] == n - 1 for a in moved.values())
+    with pytest.raises(ValueError, match="different files"):
+        adapter_signal.agreement(shipped, {**changed, "ground_truth": changed["ground_truth"][:-1]})
+
+
+def test_the_benchmark_records_the_run_that_trained_the_adapter(tmp_path, monkeypatch):
+    from benchmarks import adapter_residual
+
+    run = tmp_path / "uniform-seed1-lr0.0003"
+    (run / "checkpoint-12").mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"command": f"python -m benchmarks.smollm2_learning run --out {tmp_path}",
+                                              "settings": {"method": "uniform", "seed": 1, "split": {"by": "numbers"}}}))
+    (run / "heldout.jsonl").write_text("\n".join(json.dumps(r) for r in (
+        {"step": 0, "decoding": "greedy", "accuracy": 0.3}, {"step": 12, "decoding": "greedy", "accuracy": 0.6},
+        {"step": 12, "decoding": "t1", "accuracy": 0.4})) + "\n")
+    monkeypatch.setenv("RUNS", str(tmp_path))
+    recorded = adapter_residual.adapter_run(run / "checkpoint-12", "code at abc1234")
+    assert recorded == {"command": "python -m benchmarks.smollm2_learning run --out $RUNS", "method": "uniform (GRPO)",
+                        "seed": 1, "steps": 12, "split": {"by": "numbers"},
+                        "heldout_accuracy_step12": {"greedy": 0.6, "t1": 0.4}, "note": "code at abc1234"}
+    assert adapter_residual.adapter_run(tmp_path / "elsewhere" / "checkpoint-4") == {}
+
+
 def test_the_shipped_measurement_reads():
     """The shipped file: every method in both tables, every ground-truth completion scored, the
     adapter run recorded, and the reading 06 prints made from it."""

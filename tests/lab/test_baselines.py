@@ -90,13 +90,12 @@ def test_top_quantile_weights_refuse_bad_input():
 
 
 def test_entropy_top_weights_are_the_mask_of_the_entropies(llama, sequence):
-    """``method="entropy-top"``: a scorer that gives weights, TRL's mask of the entropy scores
-    (not bilevel, not rescaled); 1 outside the reasoning; ``inverted:`` keeps the lowest-entropy
-    tokens instead (the mask's complement); a reshaping setting but the quantile is refused."""
+    """``method="entropy-top"``: the entropy scores with their own weighting, TRL's mask (not
+    bilevel, not rescaled); 1 outside the reasoning; ``inverted:`` keeps the lowest-entropy
+    tokens instead (the mask of the inverted scores); a reshaping setting but the quantile is refused."""
     ids, reasoning, answer = sequence
     entropies = baselines.entropy_scores(llama, ids, reasoning, answer)
-    assert ol.token_scores("entropy-top", llama, ids, reasoning, answer, quantile=0.8).tolist() == (
-        baselines.top_quantile_weights(entropies, quantile=0.8).tolist())
+    assert ol.token_scores("entropy-top", llama, ids, reasoning, answer).tolist() == entropies.tolist()
     masks = {name: torch.zeros(1, len(ids), dtype=torch.bool) for name in ("reasoning", "answer")}
     masks["reasoning"][0, reasoning] = True
     masks["answer"][0, answer] = True
@@ -112,7 +111,8 @@ def test_entropy_top_weights_are_the_mask_of_the_entropies(llama, sequence):
         kept = entropies[low.bool()]
         assert kept.max() <= entropies[~low.bool()].min() + 1e-6 if (~low.bool()).any() else True
     mask = torch.tensor([0.0, 0.0, 1.0, 0.0, 1.0])
-    assert ol.CreditConfig(method="entropy-top", quantile=0.8).reshape(mask) is mask  # its weights, kept
+    assert ol.CreditConfig(method="entropy-top", quantile=0.8).reshape(mask).tolist() == (  # its own weighting
+        baselines.top_quantile_weights(mask, quantile=0.8).tolist())
     assert ol.CreditConfig(method="entropy").reshape(torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0])).min() > 0  # bilevel
     for refused in ({"boost": 9.0}, {"floor": 0.0}, {"preserve_mass": False}):  # they would act on nothing
         with pytest.raises(ValueError, match=r"'entropy-top' does not take; it takes \['quantile'\]: drop"):

@@ -120,6 +120,12 @@ def test_the_reading_follows_the_numbers():
     table["methods"]["oar-p:last"] = _entry(0.4, 0.6, 0.30, 0.03)
     text = c.concentration_reading(table)
     assert "differently from noise" in text and "oar-p:last puts more, beyond both intervals" in text
+    # GRAIL's own weighting is read apart from the bi-level methods
+    table["methods"]["grail"] = _entry(0.9, 0.15, 0.16, 0.02)
+    text = c.concentration_reading(table)
+    assert "grail, with its own weighting (not the bi-level reshaping), keeps an effective share of 0.90" in text
+    assert "beyond uniform's interval." in text.split("grail, with its own")[1]
+    assert "bilevel methods (oar-p:last)" in text
     with pytest.raises(ValueError, match="needs the methods"):
         c.concentration_reading({"entropy_top_quantile": 0.8, "methods": {"uniform": base["uniform"]}})
     with pytest.raises(ValueError, match="at least one bilevel method"):

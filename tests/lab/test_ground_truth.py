@@ -1,5 +1,6 @@
 """The Monte-Carlo ground truth: the estimator (on the shipped toy model) and the evaluation
 that reads the data file (on hand-made files)."""
+import argparse
 import json
 import math
 
@@ -224,3 +225,38 @@ def test_rebuilt_sequence_gives_back_the_scored_tokens_of_the_shipped_file():
     _, other = toy.load_model()
     with pytest.raises(ValueError, match="the prompt format changed"):
         ground_truth.rebuilt_sequence(data["completions"][0], other)
+
+
+def test_rescore_adds_a_method_and_compares_the_stored_ones(tmp_path, monkeypatch, toy_case):
+    """scripts/mc_ground_truth.py --phase rescore on a hand-made file whose one completion is the
+    toy model's (the prompt rebuild is stubbed: the toy world has no chat template): a method the
+    file lacks is added with `token_scores`' values, a stored one is compared and left as it is,
+    and the file records the rescore."""
+    from conftest import load_script
+
+    import oar_lite as ol
+
+    script = load_script("mc_ground_truth")
+    model, tokenizer, _, prompt_ids, completion_ids = toy_case
+    seg = ol.segment_completion_ids(tokenizer, completion_ids)
+    P = len(prompt_ids)
+    ids = torch.tensor(prompt_ids + completion_ids)
+    reasoning, answer = slice(P + seg.reasoning.start, P + seg.reasoning.stop), slice(P + seg.answer.start, P + seg.answer.stop)
+    R = reasoning.stop - reasoning.start
+    entropy = ol.token_scores("entropy", model, ids, reasoning, answer).tolist()
+    stored = [round(x, 7) + (0.5 if t == 1 else 0.0) for t, x in enumerate(entropy)]  # one stored score off by 0.5
+    rec = completion([0.5] * (R + 1), {"entropy": stored})
+    path = tmp_path / "gt.json"
+    path.write_text(json.dumps({"settings": {"methods": ["entropy"]}, "completions": [rec]}))
+    monkeypatch.setattr(ground_truth, "rebuilt_sequence", lambda completion, tok: (ids, P, reasoning, answer))
+    args = argparse.Namespace(out=path, methods=["grail", "entropy"], seed=0, oar_p_batch=8, ig_steps=8,
+                              argv=["--phase", "rescore"])
+    record = script.rescore(args, model, tokenizer)
+    data = json.loads(path.read_text())
+    (got,) = data["completions"]
+    assert got["scores"]["grail"] == pytest.approx(ol.token_scores("grail", model, ids, reasoning, answer).tolist(), abs=1e-6)
+    assert got["scores"]["entropy"] == stored  # compared, not replaced
+    assert record["added"] == ["grail"] and record["compared"]["entropy"] == pytest.approx(0.5, abs=1e-6)
+    assert data["settings"]["methods"] == ["entropy", "grail"] and data["settings"]["rescored"] == [record]
+    assert record["command"] == "python scripts/mc_ground_truth.py --phase rescore"
+

@@ -108,7 +108,7 @@ def test_answer_formats_reach_the_scorer_and_not_plain_grpo(tmp_path):
         == ["a_equals"]
     assert recipe_config("laptop", tmp_path, steps=1, device="cpu", oar_method="uniform",
                          answer_formats=["a_equals"]).oar_answer_formats == list(FORMATS)
-    with pytest.raises(ValueError, match=r"oar_answer_formats=\['a_equals'\], which oar_method='uniform' does not use"):
+    with pytest.raises(ValueError, match=r"oar_answer_formats=\['a_equals'\], which oar_method='uniform' does not take"):
         OARConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", oar_method="uniform",
                   oar_answer_formats=["a_equals"])
 

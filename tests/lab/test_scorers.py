@@ -1,8 +1,8 @@
 """`oar_lite.lab.scorers`: the one list of the methods the lab adds, registered on import."""
 import oar_lite as ol
-from oar_lite.attribution import GIVES_WEIGHTS, LIBRARY_METHODS
+from oar_lite.attribution import LIBRARY_METHODS, WEIGHTINGS
 from oar_lite.course.oracle import ORACLES
-from oar_lite.lab import baselines, scorers
+from oar_lite.lab import baselines, grail, scorers
 
 
 def test_every_lab_method_is_registered_and_listed_once():
@@ -14,6 +14,10 @@ def test_every_lab_method_is_registered_and_listed_once():
 
 
 def test_entropy_top_gives_weights_and_its_controls_do_too():
-    assert {"entropy-top", "inverted:entropy-top", "shuffled:entropy-top"} <= GIVES_WEIGHTS
-    assert not {"entropy", "inverted:oracle", "oar-g"} & GIVES_WEIGHTS
-    assert ol.SCORERS["entropy-top"] is baselines.entropy_top_weights
+    """entropy-top and grail: their scores, then their own weighting, their controls' too (a
+    control acts on the scores, before the weighting)."""
+    assert WEIGHTINGS["entropy-top"] is WEIGHTINGS["inverted:entropy-top"] is baselines.top_quantile_weights
+    assert WEIGHTINGS["grail"] is WEIGHTINGS["shuffled:grail"] is grail.saliency_weights
+    assert not {"entropy", "inverted:oracle", "oar-g"} & set(WEIGHTINGS)
+    assert ol.SCORERS["entropy-top"] is ol.SCORERS["entropy"] is baselines.entropy_scores
+    assert ol.SCORERS["grail"] is grail.saliency_scores and "grail" in scorers.LAB_METHODS
