@@ -98,7 +98,7 @@ def test_lora_settings_without_lora_are_refused():
 def test_token_weights_refuses_none_and_settings_the_new_method_does_not_take(llama):
     with pytest.raises(ValueError, match=r"CreditConfig\.boost=None is out of range: expected a finite number >= 0"):
         ol.token_weights(llama, *batch(), pad_token_id=PAD, boost=None)  # used to mean the default
-    with pytest.raises(ValueError, match=r"token_weights\(method=None\): expected a method name"):
+    with pytest.raises(ValueError, match=r"method must be a str such as 'oar-g' or 'oar-p:last', got None"):
         ol.token_weights(llama, *batch(), pad_token_id=PAD, method=None)
     with pytest.raises(ValueError, match=r"batch_size=4, which 'oar-g' does not take"):
         ol.token_weights(llama, *batch(), pad_token_id=PAD, credit=CreditConfig("oar-p", batch_size=4), method="oar-g")
