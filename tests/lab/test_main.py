@@ -112,19 +112,3 @@ def test_compare_cli_trains_a_control(tmp_path):
     from oar_lite.lab import compare
     from oar_lite.course.oracle import ORACLE_BOOST
     assert compare.PROFILES["credit"].credit == {"boost": ORACLE_BOOST} and len(compare.PROFILES["credit"].seeds) >= 5
-
-
-def test_provenance_writes_the_runs_folder_as_runs(monkeypatch, tmp_path):
-    """`portable` and `command_line`: a path under ``$RUNS`` is recorded as ``$RUNS/...`` (so a shipped
-    file names no folder of one machine) and, in a command line, left unquoted so a shell expands
-    it; a path elsewhere, or a folder that merely starts like ``$RUNS``, is kept as given."""
-    from oar_lite.lab.cli import command_line, portable
-
-    runs = tmp_path / "runs"
-    monkeypatch.setenv("RUNS", str(runs) + "/")
-    assert portable(runs / "a" / "b.json") == "$RUNS/a/b.json" and portable(runs) == "$RUNS"
-    assert portable(f"{runs}-old/x") == f"{runs}-old/x" and portable("results/x") == "results/x"
-    line = command_line(["--out", str(runs / "two words"), f"--json={runs}/t.json", "--name", "a b", str(runs)])
-    assert line == "--out $RUNS'/two words' --json=$RUNS/t.json --name 'a b' $RUNS"
-    monkeypatch.delenv("RUNS")
-    assert portable(runs / "a") == str(runs / "a")
