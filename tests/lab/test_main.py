@@ -1,4 +1,4 @@
-"""`python -m oar_lite` (`oar_lite.__main__`, `oar_lite.lab.cli`): flags from the settings' declarations,
+"""`python -m oar_lite.lab` (`oar_lite.lab.__main__`; its flags from `oar_lite.settings`): flags from the settings' declarations,
 no abbreviations, contradictions refused, bad values a usage error."""
 import sys
 from pathlib import Path
@@ -8,14 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import oar_lite.lab.compare
-from oar_lite.__main__ import main
+from oar_lite.lab.__main__ import main
 from oar_lite.train import TrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 QUIET_PROBE = """
 import sys, warnings
 if sys.argv[1] == "quiet":
-    from oar_lite.__main__ import quiet_libraries
+    from oar_lite.lab.__main__ import quiet_libraries
     quiet_libraries()
 from oar_lite.course import toy
 toy.load_model()
@@ -94,7 +94,7 @@ def test_cli_hides_library_noise_unless_verbose(mode, tmp_path):
 
 
 def test_verbose_flag_reaches_main():
-    from oar_lite.__main__ import _parser
+    from oar_lite.lab.__main__ import _parser
 
     assert _parser().parse_args(["demo", "--verbose"]).verbose
     assert not _parser().parse_args(["compare", "--quick"]).verbose
@@ -102,7 +102,7 @@ def test_verbose_flag_reaches_main():
 
 
 def test_compare_cli_trains_a_control(tmp_path):
-    from oar_lite.__main__ import main
+    from oar_lite.lab.__main__ import main
     assert main(["compare", "--tiny", "--methods", "uniform", "inverted:oracle", "--out", str(tmp_path),
                  "--quiet", "--jobs", "1"]) == 0
     from oar_lite.checkpoint import read_jsonl
@@ -112,19 +112,3 @@ def test_compare_cli_trains_a_control(tmp_path):
     from oar_lite.lab import compare
     from oar_lite.course.oracle import ORACLE_BOOST
     assert compare.PROFILES["credit"].credit == {"boost": ORACLE_BOOST} and len(compare.PROFILES["credit"].seeds) >= 5
-
-
-def test_provenance_writes_the_runs_folder_as_runs(monkeypatch, tmp_path):
-    """`portable` and `command_line`: a path under ``$RUNS`` is recorded as ``$RUNS/...`` (so a shipped
-    file names no folder of one machine) and, in a command line, left unquoted so a shell expands
-    it; a path elsewhere, or a folder that merely starts like ``$RUNS``, is kept as given."""
-    from oar_lite.lab.cli import command_line, portable
-
-    runs = tmp_path / "runs"
-    monkeypatch.setenv("RUNS", str(runs) + "/")
-    assert portable(runs / "a" / "b.json") == "$RUNS/a/b.json" and portable(runs) == "$RUNS"
-    assert portable(f"{runs}-old/x") == f"{runs}-old/x" and portable("results/x") == "results/x"
-    line = command_line(["--out", str(runs / "two words"), f"--json={runs}/t.json", "--name", "a b", str(runs)])
-    assert line == "--out $RUNS'/two words' --json=$RUNS/t.json --name 'a b' $RUNS"
-    monkeypatch.delenv("RUNS")
-    assert portable(runs / "a") == str(runs / "a")
