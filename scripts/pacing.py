@@ -40,7 +40,6 @@ a pre-registration).
 """
 from __future__ import annotations
 
-import argparse
 import math
 import re
 import sys
@@ -436,7 +435,9 @@ def stale() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from oar_lite.settings import parser as command_line
+
+    parser = command_line(__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="fail if a page disagrees with the notebooks")
     args = parser.parse_args(argv)
     if args.check:

@@ -8,7 +8,6 @@ when the README and the shipped data disagree). Nothing here trains or samples: 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from pathlib import Path
@@ -16,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..attribution import PLAIN_GRPO
+from ..attribution import LIBRARY_METHODS, PLAIN_GRPO, display_name
+from ..settings import parser
 from . import ground_truth, lora_learning, regime, stats
 from .report import markdown_table
 from .stats import ABOVE, BELOW, INCLUDES, bootstrap_interval, rank_agreement
@@ -601,7 +601,7 @@ def learning_findings(log: dict | None = None) -> dict:
     T = 1; over every seed and over the seeds the screen never saw), each OAR method's gain and
     its paired difference from GRPO, the step cost and how uniform its weights were."""
     log = lora_learning.load_log() if log is None else log
-    methods = sorted({r["method"] for r in log["runs"]}, key=list(lora_learning.METHOD_NAMES).index)
+    methods = sorted({r["method"] for r in log["runs"]}, key=list(LIBRARY_METHODS).index)
     grpo_seeds = [r["seed"] for r in lora_learning.runs_of(log, PLAIN_GRPO)]
     screened = [s for s in grpo_seeds if s in log.get("screened_seeds", [])]
     out = {"name": log["name"], "grpo": {d: lora_learning.heldout_change(log, PLAIN_GRPO, decoding=d) for d in ("greedy", "t1")},
@@ -708,7 +708,7 @@ def learning_conclusion(f: dict | None = None, positive: dict | None = None) -> 
     if "clean" in f:
         paras.append(_clean_paragraph(f))
     for m, e in f["methods"].items():
-        name = lora_learning.METHOD_NAMES.get(m, m)
+        name = display_name(m)
         p, p1 = e["paired"]["greedy"], e["paired"]["t1"]
         paras.append(
             f"**{name} against GRPO, seed by seed.** {name}'s own greedy gain: {d(e['gain'])}. Minus GRPO's on the same seed "
@@ -796,7 +796,7 @@ def _clean_paragraph(f: dict) -> str:
     full = [("GRPO's gain, greedy", f["grpo"]["greedy"], c["grpo"]["greedy"]),
             ("GRPO's gain at T = 1", f["grpo"]["t1"], c["grpo"]["t1"])]
     for m, e in f["methods"].items():
-        name = lora_learning.METHOD_NAMES.get(m, m)
+        name = display_name(m)
         full += [(f"{name} - GRPO, greedy", e["paired"]["greedy"], c["methods"][m]["paired"]["greedy"]),
                  (f"{name} - GRPO at T = 1", e["paired"]["t1"], c["methods"][m]["paired"]["t1"])]
     moved = [(label, a, b) for label, a, b in full if _side(a) != _side(b)]
@@ -858,7 +858,7 @@ def learning_tables(f: dict | None = None) -> str:
     for a log without the needed records."""
     f = learning_findings() if f is None else f
     c, out = f.get("clean"), []
-    names = lora_learning.METHOD_NAMES
+    names = LIBRARY_METHODS
     if c is not None:
         n, st = len(c["problems"]), c["strict"]
         header = ["", "decoding", f"all {c['heldout']} held-out problems", f"the {n} whose numbers no run trained on",
@@ -1120,7 +1120,7 @@ def readme_summary(credit: dict | None = None, learning: dict | None = None) -> 
                         f"{cx['from_accuracy']['mean']:+.3f} (95% interval {cx['from_accuracy']['low']:+.3f} to "
                         f"{cx['from_accuracy']['high']:+.3f}) from the sums."))
         for m, e in lf["methods"].items():
-            line += (f" {lora_learning.METHOD_NAMES.get(m, m)} - GRPO, paired by seed: "
+            line += (f" {display_name(m)} - GRPO, paired by seed: "
                      f"{lora_learning.describe(e['paired']['greedy'])}"
                      + (f", at {e['cost']:.2f}x GRPO's {CLOCKS[e['cost_clock']]} "
                         "time per step." if e["cost"] is not None else
@@ -1152,7 +1152,7 @@ def write_readme(path: Path) -> None:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description="What the series found, from the shipped data.", allow_abbrev=False)
+    ap = parser("What the series found, from the shipped data.")
     ap.add_argument("--write-readme", type=Path, metavar="README", help="rewrite that README's findings block")
     ap.add_argument("--learning-tables", action="store_true",
                     help="print the SmolLM2 runs' tables (benchmarks/RESULTS.md, notebook 07)")
