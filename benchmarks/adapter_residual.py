@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from oar_lite.lab import cli
+from oar_lite.lab import provenance
 
 from . import common
 
@@ -99,7 +99,7 @@ def adapter_run(adapter: Path, note: str = "") -> dict:
                 if r["step"] == step}
     settings = run.get("settings", {})
     method = settings.get("method")
-    return {"command": cli.command_line(shlex.split(run["command"])),
+    return {"command": provenance.command_line(shlex.split(run["command"])),
             "method": f"{method} (GRPO)" if method == PLAIN_GRPO else method, "seed": settings.get("seed"),
             "steps": step, "split": settings.get("split"), f"heldout_accuracy_step{step}": accuracy,
             **({"note": note} if note else {})}

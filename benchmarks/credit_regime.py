@@ -19,7 +19,7 @@ import json
 import time
 
 from benchmarks import common
-from oar_lite.lab import cli, compare as cmp, regime
+from oar_lite.lab import compare as cmp, regime
 from oar_lite.lab.findings import regimes as regime_findings
 from oar_lite.lab.report import markdown_table
 from oar_lite.train import OPTIMIZERS
@@ -32,7 +32,7 @@ def main(argv=None) -> dict | str:
     ap.add_argument("--render", action="store_true", help="print the tables of every entry of --json, train nothing")
     ap.add_argument("--name", help="the regime's entry in the JSON (needed unless --render)")
     ap.add_argument("--profile", default="credit", choices=sorted(cmp.PROFILES))
-    ap.add_argument("--methods", nargs="+", type=cli.method_name, default=["uniform", "oracle"])
+    ap.add_argument("--methods", nargs="+", type=cmp.method_name, default=["uniform", "oracle"])
     ap.add_argument("--seeds", nargs="+", type=int, default=None)
     ap.add_argument("--digits", type=int, nargs="+", default=None)
     ap.add_argument("--model", default=None, help="toy model folder (default: the shipped one)")
@@ -48,7 +48,7 @@ def main(argv=None) -> dict | str:
                     help="the methods taken from --reuse folders (default: GRPO's runs only)")
     ap.add_argument("--optimizer", default=None, choices=sorted(OPTIMIZERS),
                     help="the runs' optimizer (default: the profile's, AdamW); sgd wants a far larger --learning-rate")
-    cli.add_setting_flags(ap, {**{k: cmp.RUN_OPTIONS[k] for k in ("target", "jobs")}, **cli.run_settings()})
+    cmp.add_run_flags(ap, {k: cmp.RUN_OPTIONS[k] for k in ("target", "jobs")})
     args = ap.parse_args(argv)
     if args.render:
         data = json.loads(args.out.read_text())
@@ -63,7 +63,7 @@ def main(argv=None) -> dict | str:
     out = args.folder or f"results/credit-{args.name}"
     command = common.command("credit_regime", argv)
     t0 = time.time()
-    overrides = {k: v for k, v in cli.changed_settings(args, cli.run_settings()).items() if k != "steps"}
+    overrides = cmp.run_overrides(ap, args, args.methods)  # a flag without effect: a usage error, nothing trained
     if args.optimizer is not None:
         overrides["optimizer"] = args.optimizer
     summary = cmp.compare(args.methods, args.seeds, steps=args.steps, out=out, profile=args.profile,

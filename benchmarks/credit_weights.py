@@ -45,7 +45,8 @@ def main(argv=None) -> dict:
 
     from oar_lite.lab import compare, gradient_quality
     from oar_lite.course import oracle, toy
-    from oar_lite.attribution import for_methods, token_weights
+    from oar_lite.attribution import token_weights
+    from oar_lite.lab.compare import for_methods
     from oar_lite.lab.credit import roc_auc
     from oar_lite.lab.uniformity import weight_uniformity
     from oar_lite.grpo import group_advantages

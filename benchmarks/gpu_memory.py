@@ -51,7 +51,6 @@ are taken as `PROMPT_TOKENS` tokens (an assumption; ``measure`` records the real
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -61,6 +60,7 @@ from pathlib import Path
 
 from oar_lite.attribution import DEFAULT_TOKEN_BUDGET
 from oar_lite.lab.recipes import LORA_RANK, RECIPES
+from oar_lite.settings import parser as command_line
 
 GPU_RECIPE = RECIPES["gpu"]
 
@@ -326,7 +326,7 @@ weights in float32 (TRL's default), activations in half precision.
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = command_line(__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     t = sub.add_parser("table", help="print or write the table (estimates, and measurements where given)")
     t.add_argument("--measured", type=Path, help="JSON written by `measure`")

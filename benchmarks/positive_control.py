@@ -16,12 +16,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from oar_lite.lab import cli
+from oar_lite import settings
 from oar_lite.lab.findings import positive
 
 
 def main(argv=None) -> dict | None:
-    ap = cli.parser(__doc__.split("\n\n")[0])
+    ap = settings.parser(__doc__.split("\n\n")[0])
     ap.add_argument("--pick", action="store_true", help="print only the k the follow-up rule picks")
     ap.add_argument("--pooled", action="store_true",
                     help="print the picked world's seed sets (screen, confirmatory, external replication) pooled")

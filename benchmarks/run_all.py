@@ -10,7 +10,7 @@ its command, machine and load, for benchmarks/RESULTS.md, rewritten after each b
 benchmark that fails leaves its traceback there, the others still run, and the command
 fails at the end. The learning summary is
 ``compare.md``'s table (`oar_lite.lab.report`) of the records in ``--compare-folder``, finished
-or not; it is skipped when no comparison ran (``python -m oar_lite compare``), never trained.
+or not; it is skipped when no comparison ran (``python -m oar_lite.lab compare``), never trained.
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def main(argv=None) -> None:
     ap.add_argument("--scored-rounds", action="store_true",
                     help="step_cost times only steps on which plain GRPO scores a row (its --scored-rounds)")
     ap.add_argument("--compare-folder", type=Path, default=Path("results/default"),
-                    help="output folder of `python -m oar_lite compare` for the learning summary")
+                    help="output folder of `python -m oar_lite.lab compare` for the learning summary")
     args = ap.parse_args(argv)
 
     from benchmarks import oar_p_implementations, scaling, step_cost
@@ -89,7 +89,7 @@ def main(argv=None) -> None:
             if name == "learning":
                 report = learning(args.compare_folder, args.out / f"learning{suffix}.json")
                 if report is None:
-                    print(f"learning: no comparison in {args.compare_folder}; run `python -m oar_lite compare` first")
+                    print(f"learning: no comparison in {args.compare_folder}; run `python -m oar_lite.lab compare` first")
                     continue
             else:
                 extra = ["--out", str(args.out / f"{name}{suffix}.json")]

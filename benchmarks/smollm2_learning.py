@@ -1,5 +1,5 @@
 """Does a real LM learn on a laptop? SmolLM2-135M-Instruct + LoRA through `OARGRPOTrainer`
-(TRL, peft) on the one-step word problems, GRPO (``--method uniform``; the shipped logs record its old name, ``none``) against OAR, with the
+(TRL, peft) on the one-step word problems, GRPO (``--method uniform``) against OAR, with the
 policy's accuracy on held-out problems measured before, along and after training.
 Results: benchmarks/RESULTS.md, "SmolLM2 learns"; the logs ship in
 ``oar_lite/lab/data/smollm2_learning/`` (notebook 07 plots them).
@@ -32,7 +32,8 @@ from pathlib import Path
 import torch
 
 from benchmarks import common
-from oar_lite.attribution import OLD_NAMES, PLAIN_GRPO
+from oar_lite.settings import parser
+from oar_lite.attribution import PLAIN_GRPO
 
 OUT = Path("results/smollm2-learning")
 SHIPPED = Path(__file__).resolve().parent.parent / "oar_lite" / "lab" / "data" / "smollm2_learning"
@@ -144,10 +145,9 @@ def collect(args) -> Path:
     if args.step_zero_from:
         share_step_zero(runs, args.step_zero_from)
     unknown = sorted(set(args.untimed) - {r["method"] for r in runs})
-    grpo = {PLAIN_GRPO, *(old for old, new in OLD_NAMES.items() if new == PLAIN_GRPO)}  # older runs record an old name
-    if unknown or grpo & set(args.untimed):
-        raise SystemExit(f"--untimed {unknown or sorted(grpo & set(args.untimed))}: expected methods of the collected "
-                         f"runs other than GRPO's ({sorted({r['method'] for r in runs} - grpo)})")
+    if unknown or PLAIN_GRPO in args.untimed:
+        raise SystemExit(f"--untimed {unknown or [PLAIN_GRPO]}: expected methods of the collected "
+                         f"runs other than GRPO's ({sorted({r['method'] for r in runs} - {PLAIN_GRPO})})")
     path = args.json or SHIPPED / f"{args.name}.json"
     common.write_json({"name": args.name, "note": args.note, "screened_seeds": args.screened_seeds,
                        **({"cost_seeds": args.cost_seeds} if args.cost_seeds else {}),
@@ -226,23 +226,16 @@ RECIPE_FLAGS = {"learning_rate": "learning_rate", "prompts": "prompts_per_step",
 """``run``'s flags that default to the laptop recipe's setting: flag dest -> `RECIPES` key."""
 
 
-def _method(text: str) -> str:
-    """A method `OARConfig` takes; the old name of plain GRPO is refused, naming the new one."""
-    if text in OLD_NAMES:
-        raise argparse.ArgumentTypeError(f"{text!r} is the old name of {OLD_NAMES[text]!r} (plain GRPO); "
-                                         f"write --method {OLD_NAMES[text]}")
-    return text
-
-
 def main(argv=None):
-    from oar_lite.lab.recipes import RECIPES
+    from oar_lite.lab.compare import method_name
+    from oar_lite.lab.recipes import LORA_RANK, RECIPES
 
     laptop = RECIPES["laptop"]
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
+    ap = parser(__doc__.split("\n")[0])
     sub = ap.add_subparsers(required=True)
-    r = sub.add_parser("run", help="train one run (resumes from its last checkpoint)", allow_abbrev=False)
-    r.add_argument("--method", default=PLAIN_GRPO, type=_method,
-                   help=f"{PLAIN_GRPO} (GRPO; the shipped logs record it as 'none') | oar-g | oar-p | a scorer name")
+    r = sub.add_parser("run", help="train one run (resumes from its last checkpoint)")
+    r.add_argument("--method", default=PLAIN_GRPO, type=method_name,
+                   help=f"{PLAIN_GRPO} (GRPO) | oar-g | oar-p | a method of the lab (oar_lite.lab.scorers)")
     r.add_argument("--seed", type=int, default=1)
     # The laptop recipe's settings (oar_lite.lab.recipes.RECIPES, declared there once): None takes the recipe's.
     for flag, key, help_ in (("--learning-rate", "learning_rate", "the recipe's is the screen's pick"),
@@ -254,14 +247,14 @@ def main(argv=None):
         r.add_argument(flag, type=type(laptop[key]), default=None, help=f"{help_} (default: the recipe's, {laptop[key]:g})")
     r.add_argument("--steps", type=int, default=30)
     r.add_argument("--eval-at", type=int, nargs="+", default=[0, 10, 20, 30], help="optimizer steps to measure at")
-    r.add_argument("--lora-rank", type=int, default=16)
+    r.add_argument("--lora-rank", type=int, default=LORA_RANK, help="the recipes' LoRA rank (oar_lite.lab.recipes)")
     r.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
                    help="bfloat16 autocast for the update (default: where the CPU has it natively; "
                         "sampling and scoring stay float32)")
     r.add_argument("--threads", type=int, default=1)
     r.add_argument("--out", type=Path, default=OUT)
     r.set_defaults(func=run)
-    c = sub.add_parser("collect", help="gather finished runs into one JSON", allow_abbrev=False)
+    c = sub.add_parser("collect", help="gather finished runs into one JSON")
     c.add_argument("runs", nargs="+", type=Path)
     c.add_argument("--name", required=True)
     c.add_argument("--note", default="")
@@ -278,8 +271,7 @@ def main(argv=None):
                         "(marked copied_from) into the runs that did not; runs that did must agree with it")
     c.add_argument("--json", type=Path, default=None, help=f"default: {SHIPPED}/<name>.json")
     c.set_defaults(func=collect)
-    p = sub.add_parser("power", help="the pre-registration's calculation: projected interval widths from a shipped log",
-                       allow_abbrev=False)
+    p = sub.add_parser("power", help="the pre-registration's calculation: projected interval widths from a shipped log")
     p.add_argument("--name", default="main", help="the shipped log to read the seed-to-seed spread from")
     p.set_defaults(func=power)
     args = ap.parse_args(argv)

@@ -28,6 +28,7 @@ import torch
 
 from benchmarks import common
 from oar_lite.lab import report as tables
+from oar_lite.lab import scorers  # noqa: F401  (registers entropy-top, and the lab's other methods --methods may name)
 from oar_lite.train import PHASES
 
 METHODS = ("uniform", "oar-g", "oar-p")

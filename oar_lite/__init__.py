@@ -6,7 +6,7 @@ docs/oar-spec.md in the repository, whose sections the docstrings cite.
 `import oar_lite` loads the library alone, the part a researcher puts into their own GRPO run:
 GRPO in `grpo`; the scorers (OAR-P, OAR-G, plain GRPO's uniform) and `token_weights` with its
 `CreditConfig` in `attribution`; scores -> weights in `reshape`; sampling in `rollout`; answer
-spans in `segment`; rewards in `reward`; settings in `checks`, seeds in `seeding`; the readable
+spans in `segment`; rewards in `reward`; the settings system in `settings`, seeds in `seeding`; the readable
 trainer in `train` (with `checkpoint` and `evaluate`); TRL's trainer in `trl` (imported on its
 own: it needs TRL).
 
@@ -17,7 +17,7 @@ their statistics and tables, and the shipped results they read). `oar_lite.cours
 "Layout", draws the three layers.
 """
 from .attribution import (MODES, SCORERS, CreditConfig, default_token_budget, final_outcome, gradient_scores,
-                          gradient_scores_batch, mask_to_span, parse_method, perturbation_scores,
+                          gradient_scores_batch, mask_to_span, method_of, perturbation_scores,
                           perturbation_scores_batch, perturbation_scores_naive, register_scorer, token_scores,
                           token_weights)
 from .grpo import group_advantages, policy_loss, selective_log_softmax, sequence_logprobs, token_advantages

@@ -2,7 +2,7 @@
 replaced whole or not at all), metric records as JSONL (`write_jsonl`, `read_jsonl`,
 `JsonlLog`), and checkpoints that resume a run with the results of one that never stopped
 (`save_checkpoint`, `load_checkpoint`). Which settings may change on resume is declared
-once, on the config's fields (`oar_lite.checks.Setting.resume`, `resumable`).
+once, on the config's fields (`oar_lite.settings.Setting.resume`, `resumable`).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Iterator
 import torch
 
 from .attribution import CREDIT_FIELDS, credit_settings
-from .checks import settings_of
+from .settings import settings_of
 from .seeding import rng_state, set_rng_state
 
 CHECKPOINT = "checkpoint.pt"
@@ -91,18 +91,19 @@ class JsonlLog:
 
 def resumable(config) -> dict[str, str]:
     """``{field: how it may change}`` for the fields of ``config`` (a `TrainConfig`) that may
-    differ between a run and its resumption (`oar_lite.checks.Setting.resume`)."""
+    differ between a run and its resumption (`oar_lite.settings.Setting.resume`)."""
     return {name: s.resume for name, s in settings_of(config).items() if s.resume}
 
 
 def config_changes(saved: dict, config) -> dict[str, tuple]:
     """``{name: (saved, now)}`` for each setting in which ``saved`` (a config as checkpoints
-    and run.json store it, `dataclasses.asdict`, or the flat form of versions before
-    `CreditConfig`) differs from ``config``; credit settings are named ``credit.<field>``."""
+    and run.json store it, `dataclasses.asdict`) differs from ``config``; credit settings are
+    named ``credit.<field>``. A config in the flat form of versions before `CreditConfig` is a
+    ValueError that says how to migrate it."""
     saved = _jsonable(saved)
-    if "credit" not in saved:  # the older flat form
-        names = {"attribution_batch_size": "batch_size", "attribution_token_budget": "token_budget"}
-        saved["credit"] = {names.get(k, k): saved.pop(k) for k in list(saved) if names.get(k, k) in CREDIT_FIELDS}
+    if not isinstance(saved.get("credit"), dict):
+        raise ValueError("a config in the flat form of versions before CreditConfig (no 'credit'): migrate its files "
+                         "with `python scripts/migrate_logs.py FOLDER` (CHANGELOG, issue 47)")
 
     def flat(data: dict) -> dict:
         return {**{k: v for k, v in data.items() if k != "credit"}, **{f"credit.{k}": v for k, v in data["credit"].items()}}

@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 import torch
 from tqdm.auto import tqdm
 
-from .checks import check_number
+from .settings import check_number
 from .reward import math_rewards
 from .rollout import GREEDY, SAMPLING, sample_completions
 from .segment import FORMATS

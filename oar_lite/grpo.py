@@ -6,11 +6,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .checks import Setting
+from .settings import Setting
 
 SCALES = ("group", "batch", "none")
 LOSS_TYPES = ("grpo", "dapo")
-
 UPDATE = {
     "learning_rate": Setting(1e-4, "Learning rate (AdamW).", dict(low=0, high=1, low_open=True), label="learning rate"),
     "weight_decay": Setting(0.0, "Weight decay (AdamW).", dict(low=0)),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from .checks import Setting, check_number
+from .settings import Setting, check_number
 
 RESHAPING = {
     "quantile": Setting(0.25, "Suppression quantile q in [0, 1]: the share of reasoning tokens (by normalised score) "

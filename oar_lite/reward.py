@@ -6,13 +6,14 @@ Only the located answer is parsed: with LaTeX (a backslash or brace) as ``\\boxe
 since math-verify reads LaTeX only in a math environment; else as plain text, which reads the
 leading number and drops a unit. math-verify's timeout uses ``signal.alarm``, so it applies
 on the main thread only (`TIMEOUT_SECONDS`); elsewhere `MAX_ANSWER_CHARS` bounds the work.
+math-verify (and the sympy it parses with, most of ``import oar_lite``'s cost beyond torch) is
+imported on the first answer parsed, not with the package.
 """
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Sequence
-
-from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
 from .segment import FORMATS, check_formats, find_answer
 
@@ -22,8 +23,13 @@ TIMEOUT_SECONDS = 5
 MAX_ANSWER_CHARS = 1000
 """Longer final answers (or references) are not parsed: they score 0."""
 
-_LATEX = (LatexExtractionConfig(boxed_match_priority=0),)
-_PLAIN = (ExprExtractionConfig(),)
+
+@functools.cache
+def _math_verify():
+    """math-verify's ``(parse, verify, LaTeX extraction, plain extraction)``, imported once, on first use."""
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+
+    return parse, verify, (LatexExtractionConfig(boxed_match_priority=0),), (ExprExtractionConfig(),)
 
 
 def _timeout() -> int | None:
@@ -36,9 +42,10 @@ def parse_answer(answer: str) -> list:
     answer = str(answer).replace("\u2212", "-").strip()
     if not answer or len(answer) > MAX_ANSWER_CHARS:
         return []
+    parse, _, latex, plain = _math_verify()
     if "\\" in answer or "{" in answer:
-        return parse("\\boxed{" + answer + "}", extraction_config=_LATEX, parsing_timeout=_timeout())
-    return parse(answer, extraction_config=_PLAIN, parsing_timeout=_timeout())
+        return parse("\\boxed{" + answer + "}", extraction_config=latex, parsing_timeout=_timeout())
+    return parse(answer, extraction_config=plain, parsing_timeout=_timeout())
 
 
 def math_reward(completion: str, reference: str | int | float, *, formats: Sequence[str] = FORMATS) -> float:
@@ -51,6 +58,7 @@ def math_reward(completion: str, reference: str | int | float, *, formats: Seque
     gold = parse_answer(str(reference))
     if not predicted or not gold:
         return 0.0
+    verify = _math_verify()[1]
     return 1.0 if verify(gold, predicted, timeout_seconds=_timeout()) else 0.0
 
 

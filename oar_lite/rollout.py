@@ -8,7 +8,7 @@ from typing import Sequence
 
 import torch
 
-from .checks import Setting, check_number
+from .settings import Setting, check_number
 from .seeding import derive_seed, pick_problems
 from .segment import FORMATS, Segments, segment_completion_ids, segments_to_masks
 

@@ -28,9 +28,9 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .attribution import CREDIT_FIELDS, PLAIN_GRPO, CreditConfig, credit_settings, token_weights, uses_sampled_cache
+from .attribution import PLAIN_GRPO, CreditConfig, takes, token_weights
 from .checkpoint import CHECKPOINT, METRICS, JsonlLog, load_checkpoint, save_checkpoint, write_jsonl
-from .checks import check_settings, setting, settings_of
+from .settings import check_settings, setting, settings_of
 from .evaluate import evaluate
 from .grpo import LOSS_TYPES, SCALES, UPDATE, group_advantages, policy_loss, sequence_logprobs, token_advantages
 from .reshape import effective_share
@@ -44,13 +44,15 @@ from .segment import FORMATS
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Everything a run depends on, each field a `oar_lite.checks.Setting` (default, range,
+    """Everything a run depends on, each field a `oar_lite.settings.Setting` (default, range,
     meaning: `settings_of`). Frozen: change it with ``dataclasses.replace``.
 
     ``credit`` is the credit assignment (`CreditConfig`; the default, ``"uniform"``, is
     plain GRPO), so the reshaping's boost (the paper's "beta") is ``credit.boost`` and
     ``beta`` is the KL coefficient (TRL's name). Out-of-range values raise ValueError; a
-    ``credit`` dict names the method (default ``"uniform"``) and the settings it changes.
+    ``credit`` dict is read as ``CreditConfig(**credit)`` (its method by default ``"uniform"``),
+    the form ``dataclasses.asdict`` stores included: a setting its method does not take is
+    refused there as anywhere else, never dropped. The LoRA settings need ``lora=True``.
     """
 
     credit: CreditConfig = setting(CreditConfig(method=PLAIN_GRPO),
@@ -79,12 +81,16 @@ class TrainConfig:
     advantage_scale: str = setting("group", "'group', 'batch' or 'none' (TRL's scale_rewards).")
     micro_batch_size: int | None = setting(None, "Rows per forward/backward in the update (None: all at once).",
                                            integer=True, low=1, optional=True)
-    # LoRA through peft (the model's weights stay frozen; only the adapter trains)
+    # LoRA through peft (the model's weights stay frozen; only the adapter trains). These are the
+    # readable trainer's defaults; the lab's SmolLM2 study trains through TRL with its own adapter
+    # (oar_lite.lab.recipes.lora_adapter: a larger rank, and dropout, which TRL's update runs with),
+    # chosen for that study and recorded with its runs. No dropout here: the update runs with
+    # dropout off (`train_step`), so that the policy and the sampler agree (ratio 1 at the first
+    # iteration), and a LoRA dropout would act nowhere.
     lora: bool = setting(False, "Train a peft LoRA adapter instead of every weight.")
-    lora_rank: int = setting(8, "LoRA rank.", integer=True, low=1)
-    lora_alpha: int = setting(16, "LoRA alpha.", low=0, low_open=True)
-    lora_dropout: float = setting(0.0, "LoRA dropout, in [0, 1).", low=0, high=1, high_open=True)
-    lora_target_modules: Any = setting("all-linear", "Modules LoRA adapts (peft's target_modules).")
+    lora_rank: int = setting(8, "LoRA rank (with lora=True).", integer=True, low=1)
+    lora_alpha: int = setting(16, "LoRA alpha (with lora=True).", low=0, low_open=True)
+    lora_target_modules: Any = setting("all-linear", "Modules LoRA adapts (peft's target_modules; with lora=True).")
     # held-out evaluation (greedy accuracy) at step 0, every eval_every steps and at the end
     eval_every: int = setting(10, "Evaluate every N steps (0: only at step 0 and at the end).", resume="evaluation",
                               integer=True, low=0)
@@ -98,13 +104,7 @@ class TrainConfig:
 
     def __post_init__(self):
         if isinstance(self.credit, dict):  # as `dataclasses.asdict` wrote it (a checkpoint, run.json), or some fields
-            given = dict(self.credit)
-            method = given.pop("method", PLAIN_GRPO)
-            if set(CREDIT_FIELDS) <= set(self.credit) and isinstance(method, str):
-                # A stored form holds every field; those its method does not take never acted.
-                taken = credit_settings(method)
-                given = {k: v for k, v in given.items() if k in taken}
-            object.__setattr__(self, "credit", CreditConfig(method=method, **given))
+            object.__setattr__(self, "credit", CreditConfig(**{"method": PLAIN_GRPO, **self.credit}))
         if not isinstance(self.credit, CreditConfig):
             raise ValueError(f"TrainConfig.credit must be a CreditConfig, got {type(self.credit).__name__}")
         check_settings(self, "TrainConfig")
@@ -114,8 +114,16 @@ class TrainConfig:
             raise ValueError(f"advantage_scale must be one of {SCALES}, got {self.advantage_scale!r}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {tuple(OPTIMIZERS)}, got {self.optimizer!r}")
+        lora_changed = {name: getattr(self, name) for name in LORA_SETTINGS
+                        if getattr(self, name) != settings_of(TrainConfig)[name].default}
+        if lora_changed and not self.lora:
+            given = ", ".join(f"{k}={v!r}" for k, v in lora_changed.items())
+            raise ValueError(f"TrainConfig(lora=False) got {given}, which only a LoRA run uses (it would have no "
+                             f"effect): pass lora=True, or drop {', '.join(lora_changed)}")
 
 
+LORA_SETTINGS = ("lora_rank", "lora_alpha", "lora_target_modules")
+"""The `TrainConfig` settings only a LoRA run (``lora=True``) uses: set without it, they are refused."""
 OPTIMIZERS = {"adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
 """`TrainConfig.optimizer`'s names: the torch optimizer each builds (SGD without momentum)."""
 
@@ -126,7 +134,7 @@ def make_optimizer(params, config: TrainConfig) -> torch.optim.Optimizer:
 
 
 NUMERIC_RANGES = {name: s.range for name, s in settings_of(TrainConfig).items() if s.range}
-"""The allowed range of every numeric `TrainConfig` field (`oar_lite.checks.check_number`)."""
+"""The allowed range of every numeric `TrainConfig` field (`oar_lite.settings.check_number`)."""
 
 
 @dataclass
@@ -250,7 +258,7 @@ def train_step(model, tokenizer, task: Task, config: TrainConfig, optimizer, ste
         model, tokenizer, task.train_problems, prompts=config.prompts_per_step, group_size=config.group_size,
         seed=config.seed, step=step, max_new_tokens=config.max_new_tokens, temperature=config.temperature,
         top_p=config.top_p, formats=task.formats, add_special_tokens=task.add_special_tokens,
-        keep_cache=uses_sampled_cache(config.credit.method))  # OAR-P and OAR-G continue from it
+        keep_cache="sampled_cache" in takes(config.credit.method))  # OAR-P and OAR-G continue from it
     timer.lap("generate")
 
     # 2. reward and group-relative advantages.
@@ -405,8 +413,8 @@ def add_lora(model, config: TrainConfig):
     if isinstance(model, PeftModel):
         raise ValueError("the model already has a peft adapter; pass the base model with lora=True, "
                          "or the adapted model with lora=False")
-    lora = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
-                      target_modules=config.lora_target_modules, task_type="CAUSAL_LM")
+    lora = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, target_modules=config.lora_target_modules,
+                      task_type="CAUSAL_LM")
     return get_peft_model(model, lora)
 
 

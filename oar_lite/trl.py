@@ -55,7 +55,8 @@ def check_trl_version(version: str | None = None) -> str:
         try:
             version = installed_version("trl")
         except PackageNotFoundError:
-            raise ImportError(f"oar_lite.trl needs TRL: pip install 'trl{TRL_SUPPORTED}'") from None
+            raise ImportError("oar_lite.trl needs TRL, which the library alone does not install: "
+                              "pip install 'oar-lite[trl]'") from None
     if SpecifierSet(TRL_SUPPORTED).contains(version, prereleases=True):
         return version
     message = (f"oar_lite.trl supports trl{TRL_SUPPORTED}, but trl {version} is installed: OARGRPOTrainer overrides "
@@ -80,9 +81,9 @@ else:  # TRL < 1.16 takes no such argument: it re-enables gradient checkpointing
     def unwrap_model_for_generation(model, accelerator, gradient_checkpointing_kwargs=None, **kwargs):
         return _trl_unwrap_model_for_generation(model, accelerator, **kwargs)
 
-from .attribution import (CREDIT_FIELDS, CREDIT_RANGES, OLD_NAMES, PLAIN_GRPO, WEIGHTINGS, CreditConfig,  # noqa: E402
+from .attribution import (CREDIT_FIELDS, CREDIT_RANGES, PLAIN_GRPO, WEIGHTINGS, CreditConfig,  # noqa: E402
                           Method, credit_settings, method_of, token_weights)
-from .checks import check_number, settings_of  # noqa: E402
+from .settings import check_number, settings_of  # noqa: E402
 from .grpo import UPDATE, token_advantages  # noqa: E402
 from .reshape import effective_share  # noqa: E402
 from .rollout import SAMPLING_SETTINGS  # noqa: E402
@@ -150,16 +151,11 @@ class OARConfig(GRPOConfig):
 
     oar_method: str = field(
         default="oar-g",
-        metadata={"help": f"Token credit method, in the grammar of every surface ([control:]name[:mode]): "
+        metadata={"help": f"Token credit method, in the grammar of every surface (name[:mode]): "
                           f"'{PLAIN_GRPO}' (plain GRPO: TRL's loss untouched), 'oar-p', 'oar-g', or another registered "
-                          "scorer (oar_lite.attribution.SCORERS: the course's oracles, the lab's baselines); the P_final "
-                          "mode after a colon ('oar-p:answer_mean'; default: the scorer's, 'last' for oar-p, "
-                          "'answer_mean' for oar-g)."},
-    )
-    oar_mode: str | None = field(
-        default=None,
-        metadata={"help": "Removed: the P_final mode is part of oar_method ('oar-p:answer_mean'); set, it is refused "
-                          "with the spelling to use."},
+                          "scorer (oar_lite.attribution.SCORERS: the course's oracles, the lab's baselines and controls "
+                          "once oar_lite.lab.scorers is imported); the P_final mode after a colon ('oar-p:answer_mean'; "
+                          "default: the scorer's, 'last' for oar-p, 'answer_mean' for oar-g)."},
     )
     oar_quantile: float = _oar("quantile")
     oar_boost: float = _oar("boost")
@@ -208,19 +204,10 @@ class OARConfig(GRPOConfig):
                 f"oar_method={PLAIN_GRPO!r} for TRL's entropy filter alone.")
 
     def _check_oar_fields(self) -> None:
-        if self.oar_mode is not None:
-            raise ValueError(f"oar_mode={self.oar_mode!r}: the P_final mode is part of the method, one grammar on every "
-                             f"surface; write oar_method='{self.oar_method}:{self.oar_mode}' and leave oar_mode unset")
-        if self.oar_method in OLD_NAMES:
-            raise ValueError(f"oar_method={self.oar_method!r} is the old name of {OLD_NAMES[self.oar_method]!r} "
-                             f"(plain GRPO); write oar_method={OLD_NAMES[self.oar_method]!r}")
-        try:  # controls (the lab's "inverted:", "shuffled:") wrap any scorer; the mode follows a colon
-            method = method_of(self.oar_method)
+        try:  # the mode follows a colon
+            method_of(self.oar_method)
         except ValueError as err:
             raise ValueError(f"oar_method={self.oar_method!r}: {err}") from None
-        if method.controls and method.name == PLAIN_GRPO:
-            raise ValueError(f"oar_method={self.oar_method!r}: a control of plain GRPO ({PLAIN_GRPO!r}, every weight "
-                             f"1) changes nothing; write oar_method={PLAIN_GRPO!r}")
         for name, allowed in {**OAR_NUMERIC_RANGES, **TRL_NUMERIC_RANGES}.items():
             if hasattr(self, name):  # TRL versions differ in their fields
                 check_number("OARConfig", name, getattr(self, name), **allowed)
@@ -241,7 +228,7 @@ class OARConfig(GRPOConfig):
     def oar_method_spec(self) -> str:
         """The method as `oar_lite.attribution.token_weights` takes it, e.g. ``"oar-p:last"``."""
         method = method_of(self.oar_method)
-        return str(Method(method.controls, method.name, method.run_mode))
+        return str(Method(method.name, method.run_mode))
 
     @property
     def oar_credit(self) -> CreditConfig | None:

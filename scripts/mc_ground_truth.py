@@ -57,6 +57,7 @@ from oar_lite.course.problems import format_prompt, make_problems
 from oar_lite.reward import math_reward
 from oar_lite.seeding import derive_seed
 from oar_lite.segment import segment_completion_ids
+from oar_lite.settings import parser
 
 METHODS = ("oar-p:last", "oar-p:answer_mean", "oar-g:answer_mean", "entropy", "captum-ig:answer_joint", "random")
 
@@ -406,8 +407,7 @@ def _wrap(text: str, width: int) -> list[str]:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 allow_abbrev=False)
+    ap = parser(__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--phase", default="all", choices=["select", "mc", "score", "assemble", "all", "report", "rescore"])
     ap.add_argument("--threshold", type=float, default=ground_truth.PIVOT_THRESHOLD, help="pivot threshold (report)")
     ap.add_argument("--figure", type=Path, default=Path(__file__).resolve().parent.parent / "docs" / "ground_truth.png")

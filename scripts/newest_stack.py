@@ -1,6 +1,6 @@
 """The newest release of each dependency ``pyproject.toml`` allows, for ``make test-newest``.
 
-    python scripts/newest_stack.py requirements           # pyproject's dependencies, torch aside, one a line
+    python scripts/newest_stack.py requirements           # pyproject's dependencies and trl extra, torch aside
     python scripts/newest_stack.py install FOLDER         # their newest releases into FOLDER
     python scripts/newest_stack.py check FOLDER           # with FOLDER first on PYTHONPATH: what is used
 
@@ -30,9 +30,15 @@ ROOT = Path(__file__).resolve().parent.parent
 LEFT_OUT = {"torch"}  # its CPU build is pinned by the Makefile
 
 
+EXTRAS = ("trl",)
+"""The extras tested with the newest releases beside the dependencies: TRL's stack (the TRL and
+package tests run against it)."""
+
+
 def requirements(pyproject: Path = ROOT / "pyproject.toml") -> list[Requirement]:
-    """``[project] dependencies`` of ``pyproject``, torch aside."""
-    deps = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+    """``[project] dependencies`` of ``pyproject`` and its `EXTRAS`, torch aside."""
+    project = tomllib.loads(pyproject.read_text())["project"]
+    deps = project["dependencies"] + [d for extra in EXTRAS for d in project["optional-dependencies"][extra]]
     return [r for r in map(Requirement, deps) if r.name.lower() not in LEFT_OUT]
 
 

@@ -38,7 +38,6 @@ accurate as it: the same network, which has learned one habit more.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import time
@@ -48,7 +47,8 @@ import torch
 from tqdm.auto import tqdm
 
 from oar_lite.course import toy
-from oar_lite.lab.cli import portable
+from oar_lite.settings import parser
+from oar_lite.lab.provenance import portable
 
 
 SCRATCH_SEED_OFFSET = 7_777_777
@@ -134,7 +134,7 @@ def lr_at(step: int, args) -> float:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
+    ap = parser(__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--lr", type=float, default=3e-3)

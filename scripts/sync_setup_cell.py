@@ -8,7 +8,6 @@ and the file's formatting (nbformat's: one-space indent, UTF-8) stay as they wer
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -51,7 +50,9 @@ def sync(paths, source: str, check: bool = False) -> list[Path]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    from oar_lite.settings import parser
+
+    ap = parser(__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="only report notebooks that differ")
     ap.add_argument("notebooks", nargs="*", type=Path, help="default: notebooks/*.ipynb")
     args = ap.parse_args(argv)

@@ -42,24 +42,27 @@ OFFLINE_MODELS = ("toy", "smollm2")
 
 def parse_args(argv=None):
     from oar_lite.lab.recipes import LORA_RANK, RECIPES
+    from oar_lite.settings import parser
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="Any other OARConfig / GRPOConfig field is accepted as --<field_name> VALUE.",
-                                 allow_abbrev=False)
+    ap = parser(__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+                epilog="Any other OARConfig / GRPOConfig field is accepted as --<field_name> VALUE.")
     ap.add_argument("--model", default="toy",
                     help="'toy' (oar_lite/course/data/toy-model), 'smollm2' (offline SmolLM2-135M-Instruct), or a hub id / local path")
     ap.add_argument("--dataset", default="toy", choices=DATASETS,
                     help="toy: the toy addition problems; words: the project's word problems; "
                          "gsm8k: openai/gsm8k through `datasets` (needs the hub)")
     ap.add_argument("--method", default="oar-g",
-                    help="uniform (plain GRPO; its old name 'none' is refused) | oar-p | oar-g | a baseline scorer "
-                         "(entropy, random), with the P_final mode after a colon (oar-p:answer_mean; default per method)")
+                    help="uniform (plain GRPO) | oar-p | oar-g | one of the lab's methods (oar_lite.lab.scorers: the "
+                         "baselines such as entropy, random, entropy-top; the oracles; the controls), with the P_final "
+                         "mode after a colon (oar-p:answer_mean; default per method)")
     ap.add_argument("--lora", action=argparse.BooleanOptionalAction, default=None,
                     help="train a LoRA adapter instead of all weights (default: on, except for the toy model)")
     ap.add_argument("--recipe", default=DEFAULT_RECIPE, choices=sorted(RECIPES),
                     help="the settings to start from (oar_lite.lab.recipes.RECIPES): batch shape, learning rate and "
                          "schedule, checkpoints; any --<field> overrides one")
-    ap.add_argument("--lora-rank", type=int, default=LORA_RANK, help="LoRA rank r (alpha = 2r, all linear layers)")
+    ap.add_argument("--lora-rank", type=int, default=None,
+                    help=f"LoRA rank r (alpha = 2r, all linear layers; default {LORA_RANK}, the lab's recipes'); "
+                         "with LoRA only")
     ap.add_argument("--steps", type=int, default=100, help="optimizer steps (TRL's max_steps)")
     ap.add_argument("--output-dir", default=None, help="where checkpoints and logs go (default runs/trl-<model>-<method>)")
     ap.add_argument("--num-problems", type=int, default=2048, help="training problems to draw (toy, words)")
@@ -69,6 +72,12 @@ def parse_args(argv=None):
     ap.add_argument("--resume", default=None,
                     help="checkpoint folder to resume from, or 'last' for the newest one in --output-dir")
     known, rest = ap.parse_known_args(argv)
+    if known.lora is None:  # LoRA unless told: the toy model trains every weight
+        known.lora = known.model != "toy"
+    if known.lora_rank is not None and not known.lora:
+        ap.error(f"--lora-rank {known.lora_rank} has no effect without LoRA (off with --no-lora, and for the toy "
+                 "model unless --lora): drop --lora-rank, or pass --lora")
+    known.lora_rank = LORA_RANK if known.lora_rank is None else known.lora_rank
     if known.lora_rank < 1:
         ap.error(f"--lora-rank must be >= 1, got {known.lora_rank}")
     if known.steps < 1:
@@ -146,10 +155,9 @@ def default_device() -> str:
 def build_config(known, rest, formats, max_completion_length):
     """`OARConfig` from the recipe (`oar_lite.lab.recipes.recipe_fields`) and the short flags,
     overridden by any ``--<field>`` in ``rest``."""
-    from transformers import HfArgumentParser
-
-    import oar_lite.lab  # noqa: F401  (registers the baseline scorers --method may name: entropy, random, ...)
-    from oar_lite.lab.recipes import recipe_fields
+    from oar_lite.attribution import PLAIN_GRPO
+    from oar_lite.lab.recipes import recipe_fields  # with the lab's methods (oar_lite.lab.scorers), which it trains
+    from oar_lite.settings import parser
     from oar_lite.trl import OARConfig
 
     # On a CPU the recipe says use_cpu: `accelerate launch --multi_gpu --num_processes N` on CPUs then
@@ -158,19 +166,20 @@ def build_config(known, rest, formats, max_completion_length):
         recipe_fields(known.recipe, oar_method=known.method, device=default_device()),
         output_dir=known.output_dir or f"runs/trl-{Path(known.model).name}-{known.method}",
         max_steps=known.steps,
-        oar_answer_formats=formats,
         max_completion_length=max_completion_length,
         seed=0,
     )
+    if known.method != PLAIN_GRPO:  # where the scorer looks for the answer; plain GRPO looks for none (refused with it)
+        defaults["oar_answer_formats"] = formats
     if known.eval_problems:
         defaults.update(eval_strategy="steps", eval_steps=known.eval_steps,
                         per_device_eval_batch_size=defaults["num_generations"] * 2)
-    parser = HfArgumentParser(OARConfig, allow_abbrev=False)  # --oar_boo is no --oar_boost
-    parser.set_defaults(**defaults)
+    fields = parser(dataclass_types=OARConfig)  # no abbreviations: --oar_boo is no --oar_boost
+    fields.set_defaults(**defaults)
     try:
-        (config,) = parser.parse_args_into_dataclasses(rest)
+        (config,) = fields.parse_args_into_dataclasses(rest)
     except ValueError as err:  # an unknown field or a value out of range: a usage error, not a traceback
-        parser.error(str(err))
+        fields.error(str(err))
     return config
 
 
@@ -184,7 +193,7 @@ def main(argv=None):
     seed = 0
     train, evals, formats, cap = load_data(known.dataset, known.num_problems, known.eval_problems, seed)
     config = build_config(known, rest, formats, cap)
-    use_lora = known.lora if known.lora is not None else known.model != "toy"
+    use_lora = known.lora
     peft_config = None
     if use_lora:
         from oar_lite.lab.recipes import lora_adapter

@@ -24,6 +24,7 @@ hypothesis_settings.register_profile("reproducible", derandomize=True)
 hypothesis_settings.register_profile("explore", derandomize=False)
 hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "reproducible"))
 from oar_lite.course import toy
+from oar_lite.lab import scorers as _lab_scorers  # noqa: F401  (every test sees the same registry: the lab's methods)
 from oar_lite.train import TrainConfig
 
 torch.set_num_threads(2)
@@ -158,7 +159,7 @@ def recorded(module: torch.nn.Module, what):
 def assert_refused_or_in_range(make, owner: str, field: str, value, ranges: dict) -> None:
     """``make(**{field: value})`` either refuses the value with a message naming
     ``owner.field`` and what is expected, or keeps a finite value inside ``ranges[field]``
-    (`oar_lite.checks.check_number`'s keywords: low, high, low_open, high_open, integer)."""
+    (`oar_lite.settings.check_number`'s keywords: low, high, low_open, high_open, integer)."""
     import math
 
     try:
@@ -214,6 +215,20 @@ def marked(tok, ex, scores):
     return [tok.decode([int(i)]) for i, s in zip(ids, scores) if s == top and not bool((scores == top).all())]
 
 
+@pytest.fixture
+def scorer_registry():
+    """The method registry (`oar_lite.attribution.registry`), as it was again after the test: a
+    test registers its own scorers freely, and no other test sees them."""
+    from oar_lite.attribution import registry
+
+    saved = dict(registry.SCORERS), dict(registry.BATCHED), dict(registry.WEIGHTINGS)
+    yield registry
+    for live, old in zip((registry.SCORERS, registry.BATCHED, registry.WEIGHTINGS), saved):
+        live.clear()
+        live.update(old)
+    registry._parse.cache_clear()
+
+
 def toy_scores(method, ex, **options):
     return ol.token_scores(method, None, ex["input_ids"], ex["reasoning"], ex["answer"], **options)
 
@@ -221,8 +236,9 @@ def toy_scores(method, ex, **options):
 def old_flat_form(config: TrainConfig) -> dict:
     """A config as versions before `CreditConfig` stored it: the credit settings beside the others."""
     data = dataclasses.asdict(config)
+    credit = data.pop("credit")  # popped first: the flat form has no "credit"
     names = {"batch_size": "attribution_batch_size", "token_budget": "attribution_token_budget"}
-    return {**data, **{names.get(k, k): v for k, v in data.pop("credit").items()}}
+    return {**data, **{names.get(k, k): v for k, v in credit.items()}}
 
 
 def span_masks(attention_mask, reasoning, answer):

@@ -14,7 +14,8 @@ temporary folder, named system folders) is refused (a PermissionError naming it:
 or written there) and recorded, and the test fails after that phase with the paths in the
 message, even where the code it ran swallowed the error; a module fails its collection. A
 ``stat`` of a folder above an allowed root (``/``, the folder above the checkout) is allowed,
-since resolving a path inside a root makes one.
+since resolving a path inside a root makes one, and so is a ``stat`` of a file in a folder of
+``PATH``: finding a program (``shutil.which("make")``) makes one, and reads nothing.
 
 What it cannot see: subprocesses (their own interpreter; a test that runs one passes it paths it
 gave) and paths reached through a symbolic link inside an allowed root (the strings are compared,
@@ -51,6 +52,7 @@ _EVENTS = {"open": (0,), "os.listdir": (0,), "os.scandir": (0,), "os.mkdir": (0,
            "shutil.move": (0, 1), "shutil.rmtree": (0,), "os.stat": (0,)}
 _roots: tuple[str, ...] = ()  # each with a trailing separator
 _above: frozenset[str] = frozenset()  # the folders above a root, where only a stat is allowed
+_programs: frozenset[str] = frozenset()  # the folders of PATH, where only a stat of a file is allowed
 _verdicts: dict[tuple[str, bool], bool] = {}  # (absolute path, is a stat) -> allowed
 _touched: dict[str, str] = {}  # path outside the roots -> the first event that touched it, since the last check
 _watching = False  # True while a test phase or a collection runs: only then is a path outside refused
@@ -71,7 +73,7 @@ def _allowed(path: str, stat: bool) -> bool:
     verdict = _verdicts.get((path, stat))
     if verdict is None:
         full = os.path.normpath(path)
-        verdict = (full + os.sep).startswith(_roots) or (stat and full in _above)
+        verdict = (full + os.sep).startswith(_roots) or (stat and (full in _above or os.path.dirname(full) in _programs))
         _verdicts[(path, stat)] = verdict
     return verdict
 
@@ -109,7 +111,7 @@ def _raising_stat_event(stat):
 
 def install() -> None:
     """Isolate this session's environment and start watching its paths (once per process)."""
-    global _roots, _above
+    global _roots, _above, _programs
     if _roots:
         return
     cache = os.environ.get("PIP_CACHE_DIR") or os.path.join(
@@ -124,6 +126,7 @@ def install() -> None:
     roots = allowed_roots()
     _roots = tuple(r.rstrip(os.sep) + os.sep for r in roots)
     _above = frozenset(str(parent) for r in roots for parent in Path(r).parents)
+    _programs = frozenset(os.path.normpath(os.path.abspath(p)) for p in os.environ.get("PATH", "").split(os.pathsep) if p)
     for name in ("stat", "lstat"):
         original = getattr(os, name)
         audited = _raising_stat_event(original)

@@ -350,7 +350,7 @@ def test_run_all_summarises_a_compare_folder(tmp_path):
     assert grpo["steps_to_target"] == [15, 15] and grpo["reached"] == 0 and oar["steps_to_target"] == [10, 5]
     assert oar["paired_diff_vs_grpo"] == pytest.approx([0.1, 0.2])
     md = (tmp_path / "summary.md").read_text()
-    assert "| GRPO (uniform) |" in md and ">= 15.0 (0/2 reached)" in md and "7.5 (2/2 reached)" in md
+    assert "| GRPO |" in md and ">= 15.0 (0/2 reached)" in md and "7.5 (2/2 reached)" in md
     # A finished comparison's compare.json sets the target.
     (tmp_path / "cmp" / "compare.json").write_text(json.dumps({"target": 0.75, "settings": None}))
     run_all.main(["--only", "learning", "--compare-folder", str(tmp_path / "cmp"), "--out", str(tmp_path)])
@@ -559,21 +559,21 @@ def test_smollm2_collect_refuses_a_run_trained_past_its_steps_and_records_the_ti
         (out / "heldout.jsonl").write_text(json.dumps({"step": 0, "decoding": "greedy", "correct": [[1]]}) + "\n")
         return str(out)
 
-    good = [folder("a", "none", 1, [1, 2]), folder("b", "oar-g", 1, [1, 2])]
+    good = [folder("a", "uniform", 1, [1, 2]), folder("b", "oar-g", 1, [1, 2])]
     out = tmp_path / "log.json"
     smollm2_learning.main(["collect", "--name", "t", "--cost-seed", "1", "--json", str(out), *good])
     log = json.loads(out.read_text())
-    assert log["cost_seeds"] == [1] and [r["method"] for r in log["runs"]] == ["none", "oar-g"]
+    assert log["cost_seeds"] == [1] and [r["method"] for r in log["runs"]] == ["uniform", "oar-g"]
     # A run from before its split was recorded was split by question text (issue 38): its log says so.
     assert log["runs"][0]["settings"]["split"] == {**smollm2_learning.OLD_SPLIT, "by": "question"}
     assert smollm2_learning.SPLIT["by"] == "numbers"  # runs from now on record the clean split
-    past = folder("c", "none", 2, [1, 2, 3])
+    past = folder("c", "uniform", 2, [1, 2, 3])
     with pytest.raises(SystemExit, match=r"steps \[3\] beyond the 2 it was run for"):
         smollm2_learning.main(["collect", "--name", "t", "--json", str(out), past])
     alone = [*good, folder("d", "oar-p", 1, [1, 2])]  # ran at another time: no step cost from it
     smollm2_learning.main(["collect", "--name", "t", "--untimed", "oar-p", "--json", str(out), *alone])
     assert json.loads(out.read_text())["untimed"] == ["oar-p"]
-    for wrong in ("none", "oar-q"):
+    for wrong in ("uniform", "oar-q"):
         with pytest.raises(SystemExit, match="expected methods of the collected runs other than GRPO's"):
             smollm2_learning.main(["collect", "--name", "t", "--untimed", wrong, "--json", str(out), *alone])
 

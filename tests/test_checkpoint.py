@@ -4,7 +4,7 @@ import json
 
 import pytest
 import torch
-from conftest import old_flat_form
+from conftest import load_script, old_flat_form
 
 from oar_lite.course import toy
 from oar_lite.attribution import CreditConfig
@@ -20,7 +20,9 @@ def test_a_truncated_metrics_line_names_the_file(tmp_path):
         read_jsonl(path)
 
 
-def test_a_checkpoint_written_with_flat_settings_still_resumes(tmp_path):
+def test_a_checkpoint_written_with_flat_settings_resumes_once_migrated(tmp_path):
+    """The flat form of versions before `CreditConfig` is refused, naming scripts/migrate_logs.py,
+    which rewrites the checkpoint (issue 47 item 6); then it resumes."""
     model, _ = toy.load_model()
     config = TrainConfig(credit=CreditConfig("oar-g", boost=9.0), steps=2)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate)
@@ -32,6 +34,9 @@ def test_a_checkpoint_written_with_flat_settings_still_resumes(tmp_path):
     del old["attribution_token_budget"]  # the flat form older versions wrote, before this setting existed
     old["attribution_batch_size"] = 64  # which they gave every method: OAR-G never took it
     torch.save({**state, "config": old}, path)
+    with pytest.raises(ValueError, match=r"flat form of versions before CreditConfig.*scripts/migrate_logs\.py"):
+        load_checkpoint(path, model, optimizer, config)
+    assert load_script("migrate_logs").migrate_file(path)  # the changes it made
     assert load_checkpoint(path, model, optimizer, config)[0] == 1
     with pytest.raises(ValueError, match=r"boost=9.0 \(now 1.0\)"):
         load_checkpoint(path, model, optimizer, dataclasses.replace(config, credit=dataclasses.replace(config.credit,

@@ -6,7 +6,11 @@ notebooks, their stubs, shortcuts and solutions is `make check-student`, grading
 check-grade`, the sites `make check-site`: in CI, minutes, not unit tests.)"""
 from __future__ import annotations
 
+import csv
+import json
 import re
+import sys
+import types
 from pathlib import Path
 
 import nbformat
@@ -76,8 +80,12 @@ def test_every_reimplementation_exercise_has_a_package_shortcut():
     """An exercise whose hidden tests disable a package function (forbid) has a shortcut
     submission that calls it (check-student proves it fails), and only those."""
     forbidding = {q["name"] for p in NOTEBOOKS for q in course.questions(_read(p)) if any("exercises.forbid(" in t for t in q["hidden"])}
-    assert forbidding == set(course.load_shortcuts())
+    shortcuts = course.load_shortcuts()
+    assert forbidding == set(shortcuts)
     assert {"ex01_dr_grpo", "ex02_joint", "ex04_mass", "ex05_target", "ex06_blame"} <= forbidding   # issue 27's list
+    # issue 49's: another package function with the same answer, and copies made before the block
+    assert any("concentration.answer_mass" in s for s in shortcuts["ex06_blame"])
+    assert all(any("FunctionType" in s for s in shortcuts[name]) for name in ("ex02_joint", "ex06_blame"))
 
 
 def test_every_question_has_a_well_typed_wrong_answer():
@@ -168,17 +176,22 @@ def test_runtime_and_load_are_read_from_the_output():
 def test_student_notebooks_are_current_and_hold_no_solution(tmp_path):
     """student/ (committed, for the Colab badge) is what `make student` writes from the sources:
     no solution, model answer or hidden test; the public checks inside; the badge opens it."""
-    course.student(tmp_path / "student", tmp_path / "course")
+    course.student(tmp_path / "student", tmp_path / "course", checks=tmp_path / "checks")
     for path in NOTEBOOKS:
         committed, fresh = _read(course.STUDENT / path.name), _read(tmp_path / "student" / path.name)
         assert [(c.cell_type, c.source) for c in committed.cells] == [(c.cell_type, c.source) for c in fresh.cells], (
             f"student/{path.name} is stale: run `make student` and commit student/")
+        checks = (tmp_path / "checks" / f"{path.stem}.json").read_text()
+        assert (course.CHECKS / f"{path.stem}.json").read_text() == checks, (
+            f"oar_lite/course/data/checks/{path.stem}.json is stale: run `make student` and commit it")
         assert committed.metadata["otter"]["assignment_name"] == path.stem      # what `make grade` matches on
         sources = "\n".join(c.source for c in committed.cells)
         names = [q["name"] for q in course.questions(_read(path))]
         assert "SOLUTION" not in sources and "# HIDDEN" not in sources and "Model answer" not in sources
-        assert not any(line in sources for line in course.solution_lines(_read(path)))
-        assert all(f'grader.check("{n}")' in sources and f"'{n}': r" in sources for n in names)
+        assert not any(line in sources + checks for line in course.solution_lines(_read(path)))
+        assert all(f'grader.check("{n}")' in sources for n in names) and sorted(json.loads(checks)) == sorted(names)
+        grader = next(c.source for c in committed.cells if "exercises.checks(" in c.source)
+        assert len(grader.splitlines()) <= 12 and "_PUBLIC_TESTS" not in sources   # the checks' source is in the package
         assert "blob/main/student/" in committed.cells[0].source and "blob/main/notebooks/" not in committed.cells[0].source
         assert (tmp_path / "course" / "autograder" / f"{path.stem}.zip").exists()
         hidden = [(tmp_path / "course" / "tests" / path.stem / f"{n}.py").read_text() for n in names]
@@ -261,6 +274,124 @@ def test_the_prediction_order_is_read_from_the_file():
     assert course.prediction_order(nb, "ex_q")["order"] == "measured first"
     nb.cells = [_ran(predict, None, ""), _ran(measure, None, "")]
     assert course.prediction_order(nb, "ex_q")["order"] == "not run"
+    # Run All twice in one kernel: the second prediction says re-recorded and is not flagged
+    nb.cells = [_ran(predict, 49, "ex_q: prediction 0.5 re-recorded\n"), _ran(measure, 50, "ex_q: predicted 0.5, measured 0.25\n")]
+    got = course.prediction_order(nb, "ex_q")
+    assert got["order"] == "predicted first" and got["prediction"] == "0.5" and got["changed"] is None
+    # only the prediction cell run again, after the measurement: its output, not the counts, decides
+    nb.cells[0] = _ran(predict, 51, "ex_q: prediction 0.5 re-recorded\n")
+    assert course.prediction_order(nb, "ex_q")["order"] == "predicted first"
+    # ... changed to the measured value: not flagged, but noted with the value it replaced
+    nb.cells[0] = _ran(predict, 52, "ex_q: prediction 0.25 re-recorded (changed from 0.5 after a measurement of this exercise)\n")
+    got = course.prediction_order(nb, "ex_q")
+    assert got["order"] == "predicted first" and got["changed"] == "0.5" and "changed from 0.5" in got["detail"]
+    # re-recorded in a kernel that measured first: still flagged
+    nb.cells[0] = _ran(predict, 53, f"ex_q: prediction 0.5 re-recorded; the first prediction was recorded {AFTER_MEASUREMENT}\n")
+    assert course.prediction_order(nb, "ex_q")["order"] == "measured first"
+    # no output of the prediction in the file (cleared): the execution counts decide
+    nb.cells = [_ran(predict, 7, ""), _ran(measure, 6, "ex_q: predicted 0.5, measured 0.25\n")]
+    assert course.prediction_order(nb, "ex_q")["order"] == "measured first"
+    nb.cells = [_ran(predict, 5, ""), _ran(measure, 6, "ex_q: predicted 0.5, measured 0.25\n")]
+    assert course.prediction_order(nb, "ex_q")["order"] == "predicted first"
+
+
+def test_the_predict_outputs_of_a_real_kernel_are_read_back(capsys):
+    """What oar_lite.course.exercises prints, read by prediction_order: one wording, two places."""
+    from oar_lite.course import exercises
+    outputs = []
+    for source, call in (("p", lambda: exercises.predict("ex_kernel", 0.5)), ("m", lambda: exercises.measure("ex_kernel", 0.25))) * 2:
+        call()
+        outputs.append(capsys.readouterr().out)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [_ran('exercises.predict("ex_kernel", p)', 3, outputs[2]), _ran('exercises.measure("ex_kernel", m)', 4, outputs[3])]
+    assert "re-recorded" in outputs[2] and course.prediction_order(nb, "ex_kernel")["order"] == "predicted first"
+    exercises.measure("ex_kernel_late", 0.25)
+    exercises.predict("ex_kernel_late", 0.25)
+    late = capsys.readouterr().out.splitlines()
+    nb.cells = [_ran('exercises.predict("ex_kernel_late", p)', 9, late[1] + "\n"),
+                _ran('exercises.measure("ex_kernel_late", m)', 10, "ex_kernel_late: predicted 0.25, measured 0.25\n")]
+    assert course.prediction_order(nb, "ex_kernel_late")["order"] == "measured first"
+
+
+def test_code_that_may_get_around_the_checks_is_found_in_the_students_cells_only():
+    handed = nbformat.v4.new_notebook()
+    handed.cells = [nbformat.v4.new_code_cell("import importlib, os\n%pip install git+https://github.com/oar-lite/oar-lite.git"),
+                    nbformat.v4.new_code_cell("def snr(grads):\n    ...")]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import importlib, os\n%pip install git+https://github.com/my-school/rl.git"),
+                nbformat.v4.new_code_cell("import types\n_f = types.FunctionType(gq.gradient_stats.__code__, {})  # copy\n"
+                                          "model.eval()\nre.compile('x')"),
+                nbformat.v4.new_code_cell("import inspect\nexec(inspect.getsource(oracle.blame_share))")]
+    found = course.tricks(nb, [handed])
+    assert {(f["cell"], f["what"]) for f in found} == {(1, "FunctionType"), (1, "__code__"), (2, "inspect.getsource"),
+                                                      (2, "exec / eval / compile")}
+    assert course.tricks(handed, [handed]) == []
+
+
+def _grades_folder(folder, answers_points):
+    rows = [["student", "submission", "notebook", "question", "score", "possible", "failure", "prediction order"],
+            ["ann", "ann/01.ipynb", "01_grpo_basics", "ex01_a", 1.0, 1.0, "", ""],
+            ["ann", "ann/01.ipynb", "01_grpo_basics", "ex01_b", 0.0, 1.0, "AssertionError: expected 2", "measured first: x"],
+            ["ben", "ben/01.ipynb", "01_grpo_basics", "ex01_a", 1.0, 1.0, "", ""],
+            ["ben", "ben/01.ipynb", "01_grpo_basics", "ex01_b", 1.0, 1.0, "", "predicted first: y"],
+            ["cy", "cy.ipynb", None, None, 0, None, "no autograder for assignment None", ""]]
+    answers = [course.ANSWER_COLUMNS] + [[who, f"{who}/01.ipynb", "01_grpo_basics", q, "", "", "", "text", points, 1.0]
+                                         for (who, q), points in answers_points.items()]
+    for name, table in (("grades.csv", rows), ("answers.csv", answers)):
+        with (folder / name).open("w", newline="") as f:
+            csv.writer(f).writerows(table)
+
+
+def test_the_totals_add_the_written_points_entered(tmp_path):
+    _grades_folder(tmp_path, {("ann", "ex01_a"): "1", ("ann", "ex01_b"): "0.5", ("ben", "ex01_a"): "", ("ben", "ex01_b"): ""})
+    report = course.write_report(tmp_path)
+    with (tmp_path / "totals.csv").open() as f:
+        totals = {t["student"]: t for t in csv.DictReader(f)}
+    assert (totals["ann"]["automatic"], totals["ann"]["written"], totals["ann"]["total"], totals["ann"]["possible"]) == ("1", "1.5", "2.5", "4")
+    assert (totals["ben"]["written"], totals["ben"]["written_to_grade"], totals["ben"]["total"]) == ("0", "2", "2")
+    assert "| ann | 1 of 2 | 1.5 of 2 | 2.5 of 4 |" in report and "| ben | 2 of 2 | 0 of 2 (2 still to grade) | 2 of 4 so far |" in report
+    assert "**ann**: 01_grpo_basics ex01_b" in report.split("### Measured before predicting")[1].split("###")[0]
+    assert "[0.5 of 1]" in (tmp_path / "answers.md").read_text()
+    for bad, why in (("1.5", "out of range"), ("-1", "out of range"), ("half", "not a number")):
+        _grades_folder(tmp_path, {("ann", "ex01_a"): bad})
+        with pytest.raises(ValueError, match=why):
+            course.write_report(tmp_path)
+
+
+def test_a_regrade_keeps_the_points_of_answers_that_did_not_change(tmp_path):
+    _grades_folder(tmp_path, {("ann", "ex01_a"): "1", ("ann", "ex01_b"): ""})
+    entered = course._entered_points(tmp_path / "answers.csv")
+    assert set(entered) == {("ann", "ann/01.ipynb", "ex01_a")} and entered[("ann", "ann/01.ipynb", "ex01_a")]["answer"] == "text"
+    assert course._entered_points(tmp_path / "missing.csv") == {}
+
+
+def test_the_shortcut_search_finds_a_package_function_that_computes_the_answer():
+    """package_shortcuts, run on 06's ex06_blame with the notebook's imports: oracle.blame_share and
+    the lab's answer_mass compute the share; the hidden test blocks both, and without answer_mass
+    in its forbid() the search says that it passes (the check can fail)."""
+    import torch
+    from oar_lite.course import exercises, oracle
+    from oar_lite.lab import gradient_quality as gq
+    q = next(q for q in course.questions(_read(NOTEBOOKS[6])) if q["name"] == "ex06_blame")
+    assert course.student_functions(q) == ["share_on_wrong"]
+    namespace = {"torch": torch, "exercises": exercises, "oracle": oracle, "gq": gq}
+    exec(q["solution"][0], namespace)
+    asked = [{"name": q["name"], "functions": ["share_on_wrong"], "hidden": q["hidden"]}]
+    found = course.package_shortcuts(namespace, asked)["ex06_blame"]
+    assert found["solved"] and found["calls"] == 6
+    assert {"oar_lite.course.oracle.blame_share", "oar_lite.lab.concentration.answer_mass"} <= set(found["computes"])
+    assert found["passes"] == []
+    unblocked = [h.replace(", _concentration.answer_mass", "") for h in q["hidden"]]
+    assert unblocked != q["hidden"]
+    found = course.package_shortcuts(namespace, [{**asked[0], "hidden": unblocked}])["ex06_blame"]
+    assert found["passes"] == ["oar_lite.lab.concentration.answer_mass"]
+
+
+def test_answers_are_compared_as_numbers():
+    import torch
+    assert course._same(0.3, 0.30000001) and course._same(torch.tensor([1.0, 2.0]), [1.0, 2.0])
+    assert not course._same(torch.ones(2), torch.ones(3)) and not course._same(True, 1) and not course._same("a", "a")
+    assert course._same({"a": [1, 2]}, {"a": [1.0, 2.0]}) and not course._same({"a": 1}, {"b": 1})
 
 
 def test_written_answers_are_filled_and_collected():
@@ -287,3 +418,39 @@ def test_synthetic_class_is_solved_and_answered(tmp_path):
     answers = [c.source for c in nb.cells if "otter_answer_cell" in c.metadata.get("tags", [])]
     assert answers and not any(a.rstrip().endswith("...") or "= ...\n" in a for a in answers)
     assert set(course.written_answers(nb).values()) == {"A written answer."}
+
+
+def test_the_shortcut_search_cannot_write_files(tmp_path):
+    """A candidate called with an exercise's arguments may fall back to a default path (before the
+    guard, toy.write_eval_set(scores) emptied the shipped held-out set): no write, rename or
+    removal while a candidate runs, and such functions are not called at all."""
+    target = tmp_path / "data.jsonl"
+    target.write_text("kept\n")
+    with course._no_writes():
+        assert target.read_text() == "kept\n" and open(target).read() == "kept\n"
+        for attempt in (lambda: open(target, "w"), lambda: target.write_text("x"), lambda: target.open("a"),
+                        lambda: __import__("os").remove(target), lambda: target.unlink(),
+                        lambda: __import__("subprocess").run(["true"])):
+            with pytest.raises(PermissionError):
+                attempt()
+    assert target.read_text() == "kept\n"
+    target.write_text("free again\n")                      # restored on exit
+    assert course.SEARCH_SKIPS.search("oar_lite.course.toy.write_eval_set")
+    assert course.SEARCH_SKIPS.search("oar_lite.course.exercises.predict")
+    assert not course.SEARCH_SKIPS.search("oar_lite.lab.concentration.answer_mass")
+
+
+def test_the_shortcut_search_says_what_stopped_the_hidden_test():
+    """check-student's message names why the hidden test did not pass with the solution: its
+    error, or the hidden test's own time limit (separate from a candidate's)."""
+    namespace = {"share_on_wrong": lambda x: x}
+    failing = [{"name": "q", "functions": ["share_on_wrong"],
+                "hidden": ["assert share_on_wrong is not None", "assert 1 == 2, 'expected a share of 0.25'"]}]
+    found = course.package_shortcuts(namespace, failing)["q"]
+    assert (found["solved"], found["stopped"], found["calls"]) == (False, "AssertionError: expected a share of 0.25", 0)
+    slow = [{**failing[0], "hidden": ["import time\nwhile True:\n    time.sleep(0.01)"]}]
+    found = course.package_shortcuts(namespace, slow, timeout=5.0, hidden_timeout=0.2)["q"]
+    assert (found["solved"], found["stopped"]) == (False, "the hidden test ran past 0.2 s")
+    passing = [{**failing[0], "hidden": ["assert share_on_wrong is not None"]}]
+    found = course.package_shortcuts(namespace, passing)["q"]
+    assert (found["solved"], found["stopped"]) == (True, "")

@@ -24,7 +24,7 @@ def arguments(out: Path) -> list[str]:
 
 
 def command(out: Path) -> list[str]:
-    return [sys.executable, "-m", "oar_lite", *arguments(out)]
+    return [sys.executable, "-m", "oar_lite.lab", *arguments(out)]
 
 
 def environment() -> dict:
@@ -44,7 +44,7 @@ def results(out: Path) -> list[dict]:
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL (POSIX)")
 def test_sigkill_mid_run_then_the_same_command_finishes_with_the_same_results(tmp_path):
     straight, killed = tmp_path / "straight", tmp_path / "killed"
-    from oar_lite.__main__ import main
+    from oar_lite.lab.__main__ import main
 
     assert main(arguments(straight)) == 0  # the run never stopped (in this process: the same code)
 

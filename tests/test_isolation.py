@@ -19,16 +19,21 @@ def test_a_test_touching_a_folder_outside_the_allowed_roots_fails_naming_it(tmp_
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "data.txt").write_text("one machine's file")
-    env = {**os.environ, "TMPDIR": str(tmp_path / "temp"), "OUTSIDE": str(outside)}
+    (outside / "bin").mkdir()
+    (outside / "bin" / "tool").write_text("#!/bin/sh\n")
+    (outside / "bin" / "tool").chmod(0o755)
+    env = {**os.environ, "TMPDIR": str(tmp_path / "temp"), "OUTSIDE": str(outside),
+           "PATH": os.pathsep.join([str(outside / "bin"), os.environ.get("PATH", "")])}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
                            "tests/helpers/reads_outside.py"], cwd=ROOT, env=env, capture_output=True, text=True)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
-    assert "3 failed, 1 passed, 1 error" in out, out  # the fixture's is an error at setup
+    assert "4 failed, 1 passed, 1 error" in out, out  # the fixture's is an error at setup
     for test, when, path, event in (("test_opens_a_file_outside", "call", outside / "data.txt", "open"),
                                     ("test_finds_an_adapter_outside", "call", outside / "checkpoint-12" / "adapter_config.json", "os.stat"),
                                     ("test_swallows_the_refusal", "call", outside, "os.listdir"),
-                                    ("test_with_a_fixture_writing_outside", "setup", outside / "made-by-a-fixture", "os.mkdir")):
+                                    ("test_with_a_fixture_writing_outside", "setup", outside / "made-by-a-fixture", "os.mkdir"),
+                                    ("test_finds_a_program_on_the_path", "call", outside / "bin" / "tool", "open")):
         assert f"tests/helpers/reads_outside.py::{test} touched 1 path(s) outside" in out and f"during its {when}" in out, out
         assert f"    {path}  ({event})" in out, out
     assert not (outside / "made-by-a-fixture").exists()  # refused, not only reported

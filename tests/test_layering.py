@@ -12,10 +12,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "oar_lite"
 LAYERS = [
-    {"checks", "seeding", "grpo", "reshape", "rollout", "segment", "reward", "attribution"},  # the algorithm
+    {"settings", "seeding", "grpo", "reshape", "rollout", "segment", "reward", "attribution"},  # the algorithm
     {"evaluate", "train", "checkpoint", "trl"},  # training: with the algorithm, the library
     {"course"},  # the course: the toy world, problems, models, viz, exercises
-    {"lab", "__main__"},  # the lab (experiments, statistics, shipped results) and the command line over it
+    {"lab"},  # the lab: experiments, statistics, shipped results, and its command line (lab/__main__.py)
 ]
 """The layers of the README's "Layout": a module imports from its own layer or the ones before it.
 `oar_lite.course.*` and `oar_lite.lab.*` are one layer each; the library is the first two."""
@@ -207,31 +207,37 @@ LIBRARY = LAYERS[0] | LAYERS[1]
 
 
 def test_import_oar_lite_loads_the_library_alone():
-    """`import oar_lite` (and its TRL trainer) load neither the course nor the lab, and the scorer
-    registry holds the library's scorers (plain GRPO, OAR-P, OAR-G) and no control until the
-    course is imported, which adds its oracles, and the lab, which adds the baselines it compares
-    with and the controls."""
+    """`import oar_lite` (and its TRL trainer) load neither the course nor the lab, and the method
+    registry holds the library's methods (plain GRPO, OAR-P, OAR-G); importing the course or the
+    lab packages adds nothing: their methods join with the modules that register them
+    (tests/attribution/test_registry.py)."""
     import subprocess
 
     code = (
         "import sys, oar_lite, oar_lite.grpo, oar_lite.train\n"
-        "from oar_lite.attribution import CONTROLS\n"
         "loaded = sorted(m for m in sys.modules if m.startswith('oar_lite'))\n"
-        "print(sorted(oar_lite.SCORERS), sorted(CONTROLS))\n"
+        "print(sorted(oar_lite.SCORERS))\n"
         "print([m for m in loaded if m != 'oar_lite' and m.split('.')[1] not in " + repr(sorted(LIBRARY)) + "])\n"
-        "import oar_lite.course\n"
-        "print(sorted(oar_lite.SCORERS), sorted(CONTROLS))\n"
-        "import oar_lite.lab\n"
-        "print(sorted(oar_lite.SCORERS), sorted(CONTROLS))\n"
+        "import oar_lite.course, oar_lite.lab\n"
+        "print(sorted(oar_lite.SCORERS))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
-    before, outside, course, lab = out.strip().split("\n")
+    before, outside, packages = out.strip().split("\n")
     assert outside == "[]", f"import oar_lite loaded modules outside the library: {outside}"
-    assert before == "['oar-g', 'oar-p', 'uniform'] []", before
-    assert "oracle-relevant" in course and "random" not in course and course.endswith(" []"), course
-    for name in ("random", "entropy", "entropy-top", "captum-ig", "adapter-residual", "grail", "oracle"):
-        assert f"'{name}'" in lab, lab
-    assert lab.endswith(" ['inverted', 'shuffled']"), lab
+    assert before == packages == "['oar-g', 'oar-p', 'uniform']", (before, packages)
+
+
+def test_the_trl_trainer_loads_neither_the_readable_trainer_nor_what_it_brings():
+    """Issue 47 item 1: `oar_lite.trl` shares the update's settings (`oar_lite.grpo.UPDATE`,
+    `oar_lite.rollout.SAMPLING_SETTINGS`) with `oar_lite.train` without importing it."""
+    import subprocess
+
+    code = "import sys, oar_lite.trl\nprint(sorted(m for m in sys.modules if m.startswith('oar_lite')))\n"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert "'oar_lite.trl'" in loaded
+    for trainer in ("oar_lite.train", "oar_lite.checkpoint", "oar_lite.evaluate"):
+        assert f"'{trainer}'" not in loaded, loaded
+    assert "oar_lite.train" not in {t for t, _, _ in imports(PACKAGE / "trl.py", modules())}
 
 
 def test_the_library_imports_neither_the_course_nor_the_lab():

@@ -4,6 +4,7 @@ series map (its committed output lists each notebook's current title and objecti
 runtime, which only the notebook's own last cell prints)."""
 from __future__ import annotations
 
+import math
 import re
 
 import nbformat
@@ -54,6 +55,65 @@ def test_notebook_06_is_two_parts_with_every_exercise_in_one():
     for n in (1, 2):
         assert any(s.startswith(f"## Part {n}") and f"### Part {n} objectives" in s for s in markdown)
         assert any(f"### Part {n} takeaways" in s for s in markdown)
+
+
+def test_the_syllabus_reads_the_parts_sections_and_exercise_counts_from_the_notebook():
+    """06's entry says which numbered sections each part holds and how many exercises it has, as
+    the notebook's own headings say (issue 49: "sections 6-10" had stayed when 06 grew an 11th)."""
+    path = _by_prefix("06")
+    nb = _notebook(path)
+    starts = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith("## Part ")]
+    bounds = starts[1:] + [len(nb.cells)]
+    info = pacing.pacing(path)
+    block = pacing.syllabus_block(info)
+    for k, (part, end, span) in enumerate(zip(starts, bounds, info["parts"])):
+        numbers = [int(m) for c in nb.cells[(0 if k == 0 else part):end] if c.cell_type == "markdown"
+                   for m in re.findall(r"^## (\d+)\. ", c.source, flags=re.MULTILINE)]
+        assert [n for n, _ in span["sections"]] == numbers and numbers
+        assert f"**{span['label']}** (sections {numbers[0]}-{numbers[-1]})" in block
+        assert f"its {len(span['exercises'])} exercise" in block
+    assert "sections 6-10" not in (course.ROOT / "docs" / "syllabus.md").read_text()
+
+
+def test_the_pre_registration_is_homework_before_the_session_that_shows_it(tmp_path):
+    """06's positive control has a pre-registration in RESULTS.md: it is read after Part 1, before
+    Part 2 shows it; moved into Part 1, it becomes homework before the first session."""
+    assert "When credit must pay: a positive control" in pacing.preregistered()
+    info = pacing.pacing(_by_prefix("06"))
+    showing = [k for k, span in enumerate(info["parts"]) if span["preregistered"]]
+    assert showing == [1]
+    homework = pacing.syllabus_block(info).split("**Homework**")[1]
+    after_part_1 = next(l for l in homework.splitlines() if l.startswith("- After Part 1"))
+    assert "pre-registration of \"When credit must pay: a positive control\"" in after_part_1
+    nb = _notebook(_by_prefix("06"))
+    heading = next(c for c in nb.cells if c.cell_type == "markdown" and "## 9. When credit must pay" in c.source)
+    heading.source = heading.source.replace("## 9. When credit must pay", "## 9. Something else")
+    first = next(c for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("## 1. "))
+    first.source = first.source.replace("## 1. ", "## 1. When credit must pay: a positive control\n\n## 1b. ", 1)
+    moved = tmp_path / _by_prefix("06").name
+    nbformat.write(nb, moved)
+    homework = pacing.syllabus_block(pacing.pacing(moved)).split("**Homework**")[1]
+    assert "- Before the first session: before Part 1 shows it in section 1" in homework
+    assert "pre-registration" not in next(l for l in homework.splitlines() if l.startswith("- After Part 1"))
+
+
+def test_exercises_are_budgeted_by_their_kind():
+    """ex02_joint (eleven lines of model code to write) costs more than ex06_blame (two); a
+    predict-then-measure exercise pays for its prediction and experiment; a written answer for
+    its words; the syllabus states both kinds of points (24 automatic + 23 written, issue 49)."""
+    costs = {q["name"]: q["cost"] for p in course.notebooks() for q in pacing.pacing(p)["questions"]}
+    joint, blame, batch = costs["ex02_joint"], costs["ex06_blame"], costs["ex06_batch"]
+    assert joint["kind"] == blame["kind"] == "re-implementation" and batch["kind"] == "predict-then-measure"
+    assert joint["minutes"] > 15 and joint["minutes"] > blame["minutes"] and joint["code_lines"] > 3 * blame["code_lines"]
+    assert joint["written_words"] == 0 and blame["written_words"] > 0 and batch["run_s"] > 1
+    expected = math.ceil(blame["prompt_words"] / pacing.READING_WPM + blame["code_lines"] * pacing.CODE_MIN_PER_LINE
+                         + pacing.CHECK_MIN + blame["written_words"] / pacing.WRITING_WPM + blame["run_s"] / 60)
+    assert blame["minutes"] == expected
+    assert batch["minutes"] >= pacing.PREDICT_MIN + pacing.CHECK_MIN + batch["code_lines"] * pacing.CODE_MIN_PER_LINE
+    infos = [pacing.pacing(p) for p in course.notebooks()]
+    auto, written = sum(i["points"] for i in infos), sum(i["written_points"] for i in infos)
+    assert written == sum(1 for c in costs.values() if c["written_words"]) * course.WRITTEN_POINTS
+    assert f"({auto:g} + {written:g} written = {auto + written:g} points)" in pacing.overview_block(infos)
 
 
 def test_a_part_heading_that_drops_an_exercise_is_refused(tmp_path):
@@ -127,7 +187,8 @@ def test_the_series_map_check_catches_a_stale_title_or_a_runtime():
 def test_both_sites_carry_the_syllabus_and_only_the_teachers_the_notes():
     pages = {kind: set(titles.values()) for kind, titles in course.PACING.items()}
     assert pages["student"] == {"docs/syllabus.md"}
-    assert pages["teacher"] == {"docs/syllabus.md", "docs/teacher/instructor-notes.md", "docs/teacher/rubrics.md"}
+    assert pages["teacher"] == {"docs/syllabus.md", "docs/teacher/instructor-notes.md", "docs/teacher/rubrics.md",
+                                "docs/teacher/grading.md"}
     assert all((course.ROOT / page).is_file() for page in pages["teacher"])
 
 

@@ -14,8 +14,11 @@ from oar_lite.course import toy
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _requirement(name: str) -> str:
-    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def _requirement(name: str, extra: str | None = None) -> str:
+    deps = PROJECT["optional-dependencies"][extra] if extra else PROJECT["dependencies"]
     (spec,) = [d for d in deps if re.match(rf"{name}\b", d)]
     return spec[len(name):]
 
@@ -23,7 +26,76 @@ def _requirement(name: str) -> str:
 def test_trl_range_in_pyproject_is_the_one_enforced():
     from oar_lite.trl import TRL_SUPPORTED
 
-    assert _requirement("trl") == TRL_SUPPORTED
+    assert _requirement("trl", "trl") == TRL_SUPPORTED
+
+
+def _distributions(requirements) -> set[str]:
+    from packaging.requirements import Requirement
+
+    return {Requirement(r).name.lower() for r in requirements}
+
+
+def _extra(name: str) -> set[str]:
+    """The packages extra ``name`` installs, the extras it names (``oar-lite[trl]``) included."""
+    from packaging.requirements import Requirement
+
+    out = set()
+    for line in PROJECT["optional-dependencies"][name]:
+        requirement = Requirement(line)
+        out |= set().union(*map(_extra, requirement.extras)) if requirement.name == "oar-lite" else {requirement.name.lower()}
+    return out
+
+
+IMPORT_NAMES = {"math_verify": "math-verify"}
+"""Import names that differ from their distribution's."""
+
+
+def library_imports() -> dict[str, set[str]]:
+    """``{distribution: {library module that imports it}}`` for every package outside the
+    standard library that a library module (``oar_lite/*.py``, ``oar_lite/attribution/``)
+    imports, at its top (``top``) or only inside a function (``lazy``)."""
+    import ast
+
+    found: dict[str, set[str]] = {}
+    for path in sorted([*(ROOT / "oar_lite").glob("*.py"), *(ROOT / "oar_lite" / "attribution").glob("*.py")]):
+        tree = ast.parse(path.read_text())
+        top = {id(n) for n in tree.body}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                root = name.split(".")[0]
+                if root not in sys.stdlib_module_names and root != "oar_lite":
+                    where = "top" if id(node) in top else "lazy"
+                    found.setdefault(IMPORT_NAMES.get(root, root), set()).add(f"{path.stem}:{where}")
+    return found
+
+
+def test_the_bare_install_is_what_the_library_imports():
+    """Issue 47 item 1: ``pip install oar-lite`` installs what the library imports, no more;
+    the [trl] extra's packages are imported by oar_lite.trl, or only where they are used
+    (peft in train.py's LoRA); the course's and the lab's by neither."""
+    imported = library_imports()
+    base = _distributions(PROJECT["dependencies"])
+    assert set(imported) <= base | _extra("trl"), sorted(set(imported) - base - _extra("trl"))
+    assert base <= set(imported), f"installed but imported by no library module: {sorted(base - set(imported))}"
+    for name in set(imported) - base:
+        assert all(w.startswith("trl:") or w.endswith(":lazy") for w in imported[name]), (name, imported[name])
+    assert {"trl", "accelerate", "peft"} <= set(imported) and "matplotlib" not in imported
+    assert {"matplotlib", "gguf", "jupyterlab", "ipywidgets"} <= _extra("course") - base - _extra("trl")
+
+
+def test_colab_installs_what_the_course_and_the_lab_need_but_jupyterlab():
+    """The setup cell installs ``oar-lite[colab]`` on Colab: the tested minor releases of the
+    fast-moving stack and every other package of the lab, the course and TRL extras (JupyterLab
+    aside: Colab is the notebook server), so that `lab` stays the one list of what the lab needs."""
+    needed = (_extra("lab") | _extra("trl")) - {"jupyterlab"}
+    assert needed <= _extra("colab"), sorted(needed - _extra("colab"))
+    assert _extra("colab") <= needed | _distributions(PROJECT["dependencies"]), sorted(_extra("colab") - needed)
 
 
 def test_unsupported_trl_gets_an_error_naming_the_supported_range(monkeypatch):
@@ -35,6 +107,21 @@ def test_unsupported_trl_gets_an_error_naming_the_supported_range(monkeypatch):
             check_trl_version(bad)
     for good in ("1.6.0", "1.16.0", "1.16.1"):
         assert check_trl_version(good) == good
+
+
+def test_missing_trl_names_the_extra_to_install(monkeypatch):
+    """Issue 47 item 1: the library alone has no TRL; `oar_lite.trl` says which extra brings it."""
+    import importlib.metadata
+
+    from oar_lite.trl import check_trl_version
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    with pytest.raises(ImportError, match=re.escape("oar_lite.trl needs TRL, which the library alone does not install: "
+                                                    "pip install 'oar-lite[trl]'")):
+        check_trl_version()
 
 
 def test_any_trl_override_warns_instead(monkeypatch):
@@ -110,10 +197,10 @@ def test_colab_extra_admits_the_tested_versions():
     pins = dict(line.split("==") for line in (ROOT / "constraints.txt").read_text().splitlines()
                 if "==" in line and not line.startswith("#"))
     pins = {name.lower(): version for name, version in pins.items()}
-    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["colab"]
-    for requirement in map(Requirement, extra):
+    for requirement in map(Requirement, PROJECT["optional-dependencies"]["colab"]):
         assert requirement.specifier.contains(pins[requirement.name.lower()]), (requirement, pins[requirement.name])
-    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    deps = PROJECT["dependencies"] + [d for extra in ("trl", "course", "lab") for d in PROJECT["optional-dependencies"][extra]
+                                      if not d.startswith("oar-lite")]
     for requirement in map(Requirement, deps):
         if requirement.name.lower() in pins:
             assert requirement.specifier.contains(pins[requirement.name.lower()]), requirement
@@ -177,7 +264,7 @@ def test_newest_stack_installs_every_dependency_but_torch_and_sees_unmet_require
 
     stack = load_script("newest_stack")
     names = {r.name for r in stack.requirements()}
-    deps = {Requirement(d).name for d in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]}
+    deps = {Requirement(d).name for d in PROJECT["dependencies"] + PROJECT["optional-dependencies"]["trl"]}
     assert names == deps - {"torch"} and "trl" in names
 
     class Dist:  # a release that needs more than is installed
@@ -199,6 +286,29 @@ def test_line_count_puts_each_file_in_its_layer_before_and_after_the_move():
     assert all(c["total"] == sum(c[k] for k in line_count.KINDS) for c in counts.values())
 
 
+def readme_library_example() -> str:
+    """The README's library example: the first ``python`` block of its section "The package"."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## The package\n"):]
+    return section[section.index("```python\n") + len("```python\n"):section.index("\n```\n")] + "\n"
+
+
+def test_the_readme_library_example_runs(capsys):
+    """The block `make test-wheel` runs in a bare install (tests_install/test_wheel.py), run here
+    with the tested stack so that it cannot go stale between wheel runs."""
+    exec(compile(readme_library_example(), "README.md", "exec"), {"__name__": "readme_example"})
+    out = capsys.readouterr().out
+    assert out.startswith("rewards [") and "gradient norm" in out and "OAR-G weights of row 0's reasoning: [" in out
+
+
+def test_dispatch_is_no_larger_than_the_algorithms_it_dispatches():
+    """Issue 47 item 2 (scripts/line_count.py's second table): the registry, the config and the
+    entry points together are no larger than OAR-P and OAR-G, in code lines and in all lines; at
+    5682eaa, before controls and weightings moved to the lab, they were 471 lines to 387."""
+    groups = load_script("line_count").count_groups(None)
+    algorithms, dispatch = groups["algorithms (OAR-P, OAR-G)"], groups["dispatch (registry, config, scoring, controls)"]
+    assert algorithms["code"] > 200  # the files are read at all
+    assert dispatch["code"] <= algorithms["code"] and dispatch["total"] <= algorithms["total"], (dispatch, algorithms)
 def test_torch_floor_is_the_oldest_torch_tested():
     """pyproject's torch floor is the torch the tested stack runs (constraints.txt, which the
     Makefile installs first): no older release is tested here. FSDP2 support is tested with it."""

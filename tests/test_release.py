@@ -44,6 +44,26 @@ def test_the_release_shows_no_solution_model_answer_or_hidden_test(release):
     assert course.leaks(release) == []
 
 
+def test_every_relative_link_of_the_release_resolves(release):
+    """Each link of the release's pages and notebooks (Markdown, href, src) is followed: the file
+    is in the release, and a #anchor is a heading or an <a id> of the page it names."""
+    assert course.broken_links(release) == []
+    assert (release / "docs" / "gpu.md").is_file() and (release / "docs" / "scale.md").is_file()   # 07 and trl.md link them
+
+
+def test_the_link_check_finds_a_missing_page_an_anchor_and_a_way_out(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# A page\n\n## Its part · two\n\n<a id=\"eq-x\"></a>\n")
+    (tmp_path / "README.md").write_text(
+        "[ok](docs/a.md) [part](docs/a.md#its-part--two) [eq](docs/a.md#eq-x) [web](https://x.org/b.md)\n"
+        "`[in code](nowhere.md)`\n\n```\n[in a block](nowhere.md)\n```\n")
+    assert course.broken_links(tmp_path) == []
+    (tmp_path / "README.md").write_text("[gone](docs/b.md) [anchor](docs/a.md#nothing) [out](../x.md) <img src=\"fig.png\">\n")
+    found = course.broken_links(tmp_path)
+    assert len(found) == 4 and all(f.startswith("README.md -> ") for f in found)
+    assert any("no anchor #nothing" in f for f in found) and any("fig.png: no such file" in f for f in found)
+
+
 def test_the_grep_covers_every_hidden_test_model_answer_and_solution():
     """Each hidden test, model answer and solution cell has a line the grep looks for; only a
     prediction cell, whose solution is a short number (``predicted_pivotal = 6  # SOLUTION``), has none."""

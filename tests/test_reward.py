@@ -152,3 +152,17 @@ def test_completion_offsets_on_real_tokenizers(chars):
                                                                   clean_up_tokenization_spaces=False)})(), ids)]
         assert offsets == expected
         assert offsets[-1][1] == len(decoded)
+
+
+def test_math_verify_is_imported_on_the_first_answer_parsed_not_with_the_package():
+    """math-verify (and sympy under it) cost most of ``import oar_lite`` beyond torch when the
+    package imported them eagerly (issue 47 item 1)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, oar_lite\n"
+            "print('math_verify' in sys.modules, 'sympy' in sys.modules)\n"
+            "print(oar_lite.math_reward('A=12', 12), 'math_verify' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "False False", out
+    assert out[1] == "1.0 True", out

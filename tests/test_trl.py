@@ -24,7 +24,6 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 from trl import GRPOConfig, GRPOTrainer
 
-import oar_lite.lab  # noqa: F401  (registers the lab's baselines and controls, used here as examples)
 from oar_lite.course import toy
 from oar_lite.attribution import CreditConfig, token_weights
 from oar_lite.grpo import group_advantages
@@ -268,14 +267,11 @@ def test_method_uniform_is_plain_grpo(stock_grpo, tmp_path):
         assert torch.equal(_final_params(oar)[k], v), k
 
 
-def test_uniform_weights_match_grpo_and_oar_g_differs(stock_grpo, tmp_path):
-    from oar_lite.attribution import SCORERS, register_scorer, uniform_scores
+def test_uniform_weights_match_grpo_and_oar_g_differs(stock_grpo, tmp_path, scorer_registry):
+    from oar_lite.attribution import register_scorer, uniform_weights
 
-    register_scorer("z-ones", uniform_scores)  # every weight 1, but through the scoring path ('uniform' skips it)
-    try:
-        uniform = run(OARGRPOTrainer, config(tmp_path=tmp_path / "u", oar_method="z-ones"))
-    finally:
-        SCORERS.pop("z-ones")
+    register_scorer("z-ones", uniform_weights)  # every weight 1, but through the scoring path ('uniform' skips it)
+    uniform = run(OARGRPOTrainer, config(tmp_path=tmp_path / "u", oar_method="z-ones"))
     oar_g = run(OARGRPOTrainer, config(tmp_path=tmp_path / "g", oar_method="oar-g"))
     assert uniform.seen[0][0]["advantages"].dim() == 2
     theirs = _final_params(stock_grpo)
@@ -355,7 +351,6 @@ def test_plain_grpo_config_is_refused():
     ("oar_method", "oar-x", "oar_method"),
     ("oar_method", "oar-p:first", "oar_method"),
     ("oar_method", "entropy:last", "oar_method"),
-    ("oar_mode", "first", "oar_mode"),
     ("oar_quantile", 1.5, "oar_quantile"),
     ("oar_boost", -1.0, "oar_boost"),
     ("oar_floor", 2.0, "oar_floor"),
@@ -388,12 +383,12 @@ def test_config_defaults_and_modes():
     for bad in ("inverted", "inverted:none", "inverted:oar-x", "inverted:uniform"):
         with pytest.raises(ValueError, match="oar_method"):
             config(oar_method=bad)
-    with pytest.raises(ValueError, match="oar_method='none' is the old name of 'uniform'.*write oar_method='uniform'"):
+    with pytest.raises(ValueError, match=r"oar_method='none': unknown method 'none' \(plain GRPO is spelled 'uniform'\)"):
         config(oar_method="none")
     with pytest.raises(ValueError, match="no P_final mode"):
         config(oar_method="entropy:last")
-    # one grammar on every surface: the old separate field is refused with the spelling to use
-    with pytest.raises(ValueError, match="oar_mode='answer_joint'.*write oar_method='oar-g:answer_joint'"):
+    # one grammar on every surface: the mode is part of the method, no field of its own
+    with pytest.raises(TypeError, match="oar_mode"):
         config(oar_method="oar-g", oar_mode="answer_joint")
     args = config()
     assert args.beta == 0.0 and args.oar_boost == 1.0  # TRL's KL coefficient and OAR's boost stay apart
@@ -534,12 +529,16 @@ def test_oar_config_builds_the_credit_config():
     (dict(oar_method="uniform", oar_answer_formats=["boxed"]), r"oar_answer_formats=\['boxed'\], which "
                                                                r"oar_method='uniform' does not take"),
     (dict(oar_method="oar-g", oar_boost=None), r"OARConfig\.oar_boost=None is out of range: expected a finite number"),
+    (dict(oar_method="uniform", oar_answer_formats=["boxed"]),  # issue 47 item 4: plain GRPO looks for no answer
+     r"oar_answer_formats=\['boxed'\], which oar_method='uniform' does not take; it takes none of the oar_ settings"),
 ])
 def test_oar_config_refuses_a_setting_its_method_does_not_take(kw, says):
     from oar_lite.trl import OARConfig
 
     with pytest.raises(ValueError, match=says):
         OARConfig(output_dir="/tmp/oar-config", report_to="none", use_cpu=True, **kw)
+    taken = {k: v for k, v in kw.items() if k == "oar_method"}  # the method alone is accepted
+    assert OARConfig(output_dir="/tmp/oar-config", report_to="none", use_cpu=True, **taken).oar_method == kw["oar_method"]
 
 
 def test_format_reward_counts_stated_answers_right_or_wrong():

@@ -1,12 +1,12 @@
 """The package as a user installs it (``make test-wheel``, run by .ci/run after ``make test``).
 
 Checks that the sdist carries the package and its data; builds the wheel from the
-package's own files, makes a fresh virtual environment in a temporary folder, installs
-torch==2.13.0 (CPU) and then the wheel the way the notebooks' Colab cell does
-(notebooks/setup_cell.py with ``OAR_LITE_SOURCE`` pointing at the wheel, under
-constraints.txt), and from a working directory outside the repository runs the smallest
-real comparison and notebook 07 under nbval. No editable install; the repository is
-never on the path.
+package's own files; in a fresh virtual environment with torch==2.13.0 (CPU) and the bare
+wheel (no extra), runs the README's library example; then, in another, installs the wheel the
+way the notebooks' Colab cell does (notebooks/setup_cell.py with ``OAR_LITE_SOURCE`` pointing
+at the wheel, under constraints.txt), and from a working directory outside the repository runs
+the smallest real comparison and notebook 07 under nbval. No editable install; the repository
+is never on the path.
 """
 import os
 import shutil
@@ -71,25 +71,58 @@ def test_sdist_carries_the_package_and_its_data(source, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def installed(source, tmp_path_factory):
-    """``(python of the fresh venv, a working directory outside the repository, the wheel)``."""
-    tmp = tmp_path_factory.mktemp("wheel")
-    _ok(_run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", tmp / "dist",
-              source], cwd=tmp))
-    (wheel,) = (tmp / "dist").glob("oar_lite-*.whl")
-    print(f"wheel: {wheel.name}, {wheel.stat().st_size / 2**20:.2f} MiB")
+def wheel(source, tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("dist")
+    _ok(_run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", tmp, source],
+             cwd=tmp))
+    (built,) = tmp.glob("oar_lite-*.whl")
+    print(f"wheel: {built.name}, {built.stat().st_size / 2**20:.2f} MiB")
+    return built
 
+
+def _fresh_venv(tmp: Path) -> tuple[Path, Path]:
+    """``(python of a fresh venv holding torch==2.13.0 only, a working directory outside the repository)``."""
     venv = tmp / "venv"
     _ok(_run([sys.executable, "-m", "venv", venv], cwd=tmp))
     python = venv / "bin" / "python"
     _ok(_run([python, "-m", "pip", "install", "-q", "torch==2.13.0"], cwd=tmp))
     work = tmp / "work"
     work.mkdir()
+    return python, work
+
+
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory):
+    """``(python of the fresh venv, a working directory outside the repository, the wheel)``."""
+    python, work = _fresh_venv(tmp_path_factory.mktemp("wheel"))
     return python, work, wheel
 
 
-def test_wheel_carries_the_data(installed):
-    _, _, wheel = installed
+EXTRAS_PACKAGES = ("trl", "peft", "accelerate", "datasets", "matplotlib", "gguf", "captum", "ipywidgets")
+"""What the extras install and the bare wheel must not (issue 47 item 1; jinja2, the lab's, comes with torch)."""
+
+
+def test_the_bare_wheel_runs_the_readme_library_example(wheel, tmp_path):
+    """``pip install oar-lite`` alone: the library imports and runs a GRPO step with OAR-G on a
+    model built in place (the README's block, read from the README), with none of the extras'
+    packages installed; the lab's command line says which extra it needs."""
+    python, work = _fresh_venv(tmp_path)
+    _ok(_run([python, "-m", "pip", "install", "-q", "-c", ROOT / "constraints.txt", wheel], cwd=work))
+    listed = _ok(_run([python, "-m", "pip", "list", "--format=freeze"], cwd=work)).stdout.lower()
+    installed = {line.split("==")[0].replace("_", "-") for line in listed.splitlines()}
+    assert not installed & set(EXTRAS_PACKAGES), sorted(installed & set(EXTRAS_PACKAGES))
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## The package\n"):]
+    (work / "example.py").write_text(section[section.index("```python\n") + 10:section.index("\n```\n")] + "\n")
+    proc = _ok(_run([python, "example.py"], cwd=work))
+    assert "gradient norm" in proc.stdout and "OAR-G weights of row 0's reasoning: [" in proc.stdout, proc.stdout
+    lab = _run([python, "-m", "oar_lite.lab", "demo", "--tiny"], cwd=work)
+    assert lab.returncode != 0 and "pip install 'oar-lite[lab]'" in lab.stderr, lab.stderr[-2000:]
+    trl = _run([python, "-c", "import oar_lite.trl"], cwd=work)
+    assert trl.returncode != 0 and "pip install 'oar-lite[trl]'" in trl.stderr, trl.stderr[-2000:]
+
+
+def test_wheel_carries_the_data(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     shipped = sorted(str(p.relative_to(ROOT)) for layer in ("course", "lab")
                      for p in (ROOT / "oar_lite" / layer / "data").rglob("*") if p.is_file())
@@ -117,8 +150,8 @@ def test_colab_cell_installs_the_wheel_or_says_what_to_do(installed):
 def test_demo_runs_from_the_wheel(installed):
     python, work, _ = installed
     _ok(_run([python, "-m", "pip", "show", "oar-lite"], cwd=work))
-    proc = _ok(_run([python, "-m", "oar_lite", "demo", "--tiny", "--out", work / "demo"], cwd=work))
-    assert "| GRPO (uniform) |" in proc.stdout and "| OAR-G |" in proc.stdout
+    proc = _ok(_run([python, "-m", "oar_lite.lab", "demo", "--tiny", "--out", work / "demo"], cwd=work))
+    assert "| GRPO |" in proc.stdout and "| OAR-G |" in proc.stdout
     # quiet: the results fit one screen, stderr holds the progress bars and nothing of the libraries
     assert len(proc.stdout.splitlines()) <= 50, proc.stdout
     assert "Loading weights" not in proc.stderr and "Warning" not in proc.stderr, proc.stderr[-3000:]

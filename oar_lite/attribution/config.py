@@ -1,5 +1,4 @@
-"""What a scorer gets besides the sequence: `CreditConfig`, the settings (each declared once,
-where it acts), and `ScorerContext`, what the caller has at hand."""
+"""What a scorer gets besides the sequence: `CreditConfig` (the settings) and `ScorerContext` (what is at hand)."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,22 +9,23 @@ from typing import Any
 
 import torch
 
-from ..checks import Setting, check_settings, settings_of
+from ..settings import Setting, check_settings, settings_of
 from ..reshape import RESHAPING, bilevel_weights
 from .oar_g import NOISE_STD
 from .planning import BATCH_SIZE, TOKEN_BUDGET
-from .registry import PLAIN_GRPO, WEIGHTINGS, Method, method_of, takes
+from .registry import WEIGHTINGS, Method, method_of, takes
 
-METHOD = Setting("oar-g", "Token credit method: a scorer name (oar_lite.attribution.SCORERS; 'uniform' is plain "
-                          "GRPO), optionally with a P_final mode after a colon ('oar-p:answer_joint') and behind "
-                          "control prefixes ('inverted:', 'shuffled:').")
+METHOD = Setting("oar-g", "Token credit method: 'uniform' (plain GRPO), 'oar-p', 'oar-g', or a scorer registered with "
+                          "oar_lite.attribution.register_scorer (the course's and the lab's join when their module is "
+                          "imported: oar_lite.course.oracle, oar_lite.lab.scorers), optionally with a P_final mode "
+                          "after a colon ('oar-p:answer_joint').")
 
 
 @dataclass(frozen=True)
 class CreditConfig:
     """How credit is assigned to tokens: the scorer and the reshaping of its scores, checked
     on construction (ValueError). `token_weights` takes it, `oar_lite.train.TrainConfig`
-    nests it, `oar_lite.trl.OARConfig` builds it. Each field is a `oar_lite.checks.Setting`;
+    nests it, `oar_lite.trl.OARConfig` builds it. Each field is a `oar_lite.settings.Setting`;
     the reshaping's go to `bilevel_weights`, the others to the scorers that declare them."""
 
     method: str = METHOD.field()
@@ -45,12 +45,12 @@ class CreditConfig:
         if not isinstance(self.preserve_mass, bool):
             raise ValueError(f"CreditConfig.preserve_mass={self.preserve_mass!r}: expected True or False")
         taken = credit_settings(self.parsed)
-        refused = {name: getattr(self, name) for name, default in _DEFAULTS.items()
-                   if name not in taken and getattr(self, name) != default}
+        refused = {name: value for name, value in self.changed().items() if name not in taken}
         if refused:
             given = ", ".join(f"{k}={v!r}" for k, v in refused.items())
             raise ValueError(f"CreditConfig(method={self.method!r}) got {given}, which {self.method!r} does not take; "
-                             f"it takes {sorted(taken) or 'no settings (plain GRPO: every weight is 1)'}")
+                             f"it takes {sorted(taken) or 'no settings'}: drop {', '.join(refused)} (it would have no "
+                             f"effect), or name a method that takes {'them' if len(refused) > 1 else 'it'}")
 
     @functools.cached_property
     def parsed(self) -> Method:
@@ -58,78 +58,50 @@ class CreditConfig:
         return method_of(self.method)
 
     def reshape(self, scores: torch.Tensor) -> torch.Tensor:
-        """``[R]`` scores -> ``[R]`` weights with this config's `bilevel_weights` settings, or,
-        for a method with its own weighting (`oar_lite.attribution.registry.WEIGHTINGS`:
-        ``"entropy-top"``), with that, given the reshaping settings it declares (``quantile``)."""
+        """``[R]`` scores -> ``[R]`` weights with this config's `bilevel_weights` settings, or with the
+        method's own weighting (`WEIGHTINGS`) and the reshaping settings it declares."""
         weighting = WEIGHTINGS.get(self.parsed.name)
         if weighting is not None:
-            declared = inspect.signature(weighting).parameters
-            return weighting(scores, **{name: getattr(self, name) for name in RESHAPING if name in declared})
+            return weighting(scores, **{name: getattr(self, name) for name in _declared(weighting)})
         return bilevel_weights(scores, **{name: getattr(self, name) for name in RESHAPING})
 
     def changed(self) -> dict:
         """``{field: value}`` of the settings that differ from their defaults (the method aside)."""
-        return {name: getattr(self, name) for name, default in _DEFAULTS.items() if getattr(self, name) != default}
+        return {name: getattr(self, name) for name, default in CREDIT_DEFAULTS.items() if getattr(self, name) != default}
 
     def scorer_options(self) -> dict:
-        """The scorer settings (neither the method nor the reshaping) this method takes."""
-        return {name: getattr(self, name) for name in SCORER_FIELDS if name in credit_settings(self.parsed)}
+        """The settings this method's scorer declares, which it gets (`takes`)."""
+        return {name: getattr(self, name) for name in CREDIT_DEFAULTS if name in takes(self.parsed)}
 
 
 def credit_settings(method: str | Method) -> set[str]:
-    """The `CreditConfig` settings ``method`` takes: the reshaping (none for plain GRPO, whose
-    weights are all 1; for a method with its own weighting, `WEIGHTINGS`, those of its settings
-    that weighting declares: ``"entropy-top"`` takes ``quantile`` only) and the scorer settings
-    its scorer declares (`takes`). A setting outside these would be accepted without effect."""
+    """The `CreditConfig` settings ``method`` takes: those its scorer declares (`takes`) and the
+    reshaping's, or those its own weighting declares (`WEIGHTINGS`: none for plain GRPO)."""
     method = method_of(method)
-    scorer = {k for k in SCORER_FIELDS if k in takes(method)}
-    if method.name == PLAIN_GRPO:
-        return scorer
     weighting = WEIGHTINGS.get(method.name)
-    if weighting is not None:
-        return scorer | (set(RESHAPING) & set(inspect.signature(weighting).parameters))
-    return scorer | set(RESHAPING)
+    return {k for k in CREDIT_DEFAULTS if k in takes(method)} | (set(RESHAPING) if weighting is None else _declared(weighting))
 
 
-def for_method(method: str, settings: dict | None = None) -> CreditConfig:
-    """A `CreditConfig` of ``method`` with those of ``settings`` (``{field: value}``, e.g. a
-    profile's or a command line's, shared by several methods) that it takes (`credit_settings`);
-    the others stay their defaults. A name that is no `CreditConfig` field is a ValueError."""
-    settings = dict(settings or {})
-    unknown = sorted(set(settings) - set(_DEFAULTS))
-    if unknown:
-        raise ValueError(f"unknown credit setting(s) {unknown}; expected some of {sorted(_DEFAULTS)}")
-    taken = credit_settings(method)
-    return CreditConfig(method=method, **{k: v for k, v in settings.items() if k in taken})
+def _declared(weighting) -> set[str]:
+    """The reshaping settings (`RESHAPING`) a weighting declares as parameters."""
+    return set(RESHAPING) & set(inspect.signature(weighting).parameters)
 
 
-def for_methods(methods, settings: dict | None = None, *, defaults: dict | None = None) -> dict[str, CreditConfig]:
-    """``{method: CreditConfig}`` for several methods sharing ``settings`` (a command line's):
-    each method gets those it takes (`for_method`), and ``defaults`` beneath them. A setting that none of ``methods`` takes is
-    a ValueError naming each method and what it takes."""
-    settings, methods = dict(settings or {}), list(methods)
-    taken = {m: credit_settings(m) for m in methods}
-    unused = sorted(k for k in settings if k in _DEFAULTS and not any(k in t for t in taken.values()))
-    if unused:
-        raise ValueError(f"credit setting(s) {unused} are taken by none of the methods {methods}; they take "
-                         + "; ".join(f"{m}: {sorted(t) or 'no settings (plain GRPO)'}" for m, t in taken.items()))
-    return {m: for_method(m, {**(defaults or {}), **settings}) for m in methods}
-
-
-_DEFAULTS = {f.name: f.default for f in dataclasses.fields(CreditConfig) if f.name != "method"}
+CREDIT_DEFAULTS = {f.name: f.default for f in dataclasses.fields(CreditConfig) if f.name != "method"}
+"""Each `CreditConfig` setting's default (the method aside)."""
 CREDIT_FIELDS = tuple(f.name for f in dataclasses.fields(CreditConfig))
-SCORER_FIELDS = tuple(name for name in _DEFAULTS if name not in RESHAPING)
-"""The `CreditConfig` fields that go to a scorer (each to the scorers that declare it)."""
 """The `CreditConfig` field names, which `token_weights` also takes as keywords."""
+SCORER_FIELDS = tuple(name for name in CREDIT_DEFAULTS if name not in RESHAPING)
+"""The `CreditConfig` fields that go to a scorer only (each to the scorers that declare it)."""
 CREDIT_RANGES = {name: s.range for name, s in settings_of(CreditConfig).items() if s.range}
-"""The allowed range of every numeric `CreditConfig` field (`oar_lite.checks.check_number`)."""
+"""The allowed range of every numeric `CreditConfig` field (`oar_lite.settings.check_number`)."""
 
 
 @dataclass(frozen=True)
 class ScorerContext:
     """What the caller has at hand; a scorer reads the fields it declares (keyword parameters of
     these names), so one context serves every method: OAR-P's replacement token, a random
-    generator (OAR-G's noise, ``random``, ``shuffled:``), the oracles' tokenizer, the sampling's
+    generator (OAR-G's noise, the lab's ``random`` and ``shuffled:``), the oracles' tokenizer, the sampling's
     KV cache of these rows (`oar_lite.rollout.Rollouts.cache`) and a dict for OAR-P's counts."""
 
     pad_token_id: int | None = None

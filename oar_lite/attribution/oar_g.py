@@ -7,7 +7,7 @@ import copy
 
 import torch
 
-from ..checks import Setting
+from ..settings import Setting
 from ..rollout import output_cache
 from .kv import cache_kwargs, check_sampled_cache, per_layer_copy, prefix_reusable, tell_no_prefix_reuse
 from .outcome import (check_mode, check_sequence, divergence, eval_mode, final_logits, outcome_span, p_final,

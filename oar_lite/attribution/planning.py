@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from ..checks import Setting
+from ..settings import Setting
 
 DEFAULT_TOKEN_BUDGET = {"cpu": 4096, "cuda": 65536}
 """Tokens per OAR-P forward pass by device type (perturbed copies x their length); others: the CPU's."""

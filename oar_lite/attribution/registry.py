@@ -1,6 +1,11 @@
-"""Scorers by method name (`SCORERS`) and the method grammar (`Method`, parsed once by
-`method_of`: ``"oar-p:answer_joint"``, ``"inverted:oracle"``). A scorer declares what it takes
-as keyword-only parameters (`declared_options`); the entry points pass it those and refuse any other."""
+"""Methods by name (`SCORERS`) and their grammar, ``name[:mode]`` (`Method`, parsed once by
+`method_of`); a scorer declares what it takes as keyword-only parameters (`declared_options`).
+
+What a method name may be, in one place (`OARConfig`, `TrainConfig`, the command lines and
+`token_weights` all parse it here): the library's `LIBRARY_METHODS`, never replaced, and those
+registered with `register_scorer`, once each (a taken name is refused unless ``replace=True``).
+The course's and the lab's are registered by importing their module (`ELSEWHERE`), never by
+``import oar_lite``, ``oar_lite.course`` or ``oar_lite.lab``."""
 from __future__ import annotations
 
 import functools
@@ -10,56 +15,57 @@ from typing import Callable
 
 import torch
 
-from .controls import CONTROLS, split_controls
 from .oar_g import gradient_scores, gradient_scores_batch
 from .oar_p import perturbation_scores, perturbation_scores_batch
-from .outcome import check_mode, check_sequence
+from .outcome import MODES, check_mode, check_sequence
 
 Scorer = Callable[..., torch.Tensor]
 PLAIN_GRPO = "uniform"
-"""The method name of plain GRPO (every token weight 1): it takes no reshaping and no scorer setting."""
-OLD_NAMES = {"none": PLAIN_GRPO}
-"""Method names no longer taken, and their names now (files written before keep them: the lab
-reads them under the new name)."""
+"""The method name of plain GRPO (every token weight 1): it takes no setting."""
+LIBRARY_METHODS = {PLAIN_GRPO: "GRPO", "oar-g": "OAR-G", "oar-p": "OAR-P"}
+"""The library's methods and their display names (tables, plots, logs' readers: `display_name`)."""
+ELSEWHERE = "oar_lite.course.oracle (the toy world's oracles), oar_lite.lab.scorers (the lab's methods, those included)"
+"""Where the methods beyond the library's are registered: importing the module registers them."""
 SCORERS: dict[str, Scorer] = {}
-"""Scorers by method name, each ``scorer(model, input_ids [T], reasoning, answer, **options) -> [R]``.
-The toy world's oracles (`oar_lite.course.oracle`) and the lab's baselines register themselves here."""
+"""Methods by name, each ``scorer(model, input_ids [T], reasoning, answer, **options) -> [R]``."""
 BATCHED: dict[str, Callable] = {}
-"""The padded-batch form of a scorer, by method name: ``(model, input_ids [B, T],
-attention_mask [B, T], reasoning, answer, **options) -> B tensors [R_i]``."""
+"""Padded-batch forms, ``(model, input_ids [B, T], attention_mask [B, T], reasoning, answer, **options) -> B [R_i]``."""
 WEIGHTINGS: dict[str, Callable] = {}
-"""The methods whose scores do not go through `oar_lite.reshape.bilevel_weights`, by name:
-``weighting(scores [R], **reshaping settings it declares) -> weights [R]`` (the lab's ``"entropy-top"``:
-TRL's top-entropy mask, `oar_lite.lab.baselines.top_quantile_weights`). `CreditConfig.reshape` uses it."""
+"""Methods with their own weighting in place of `bilevel_weights` (plain GRPO; the lab's entropy-top,
+grail): ``weighting(scores [R], **the reshaping settings it declares) -> weights [R]``."""
 
 
 def register_scorer(name: str, scorer: Scorer, *, batched: Callable | None = None,
-                    weighting: Callable | None = None) -> None:
-    """Make ``scorer(model, input_ids [T], reasoning, answer, **options) -> [R]`` available
-    to `token_scores` and `token_weights` as ``method=name``; ``batched``, its padded-batch
-    form, scores a whole batch in shared passes (equal up to rounding); ``weighting``, what
-    turns its scores into weights instead of `bilevel_weights` (`WEIGHTINGS`)."""
-    if ":" in name:
-        raise ValueError(f"scorer names cannot contain ':' (it separates the P_final mode), got {name!r}")
-    if name in CONTROLS:
-        raise ValueError(f"{name!r} is a control prefix ({', '.join(CONTROLS)}), not a scorer name")
+                    weighting: Callable | None = None, replace: bool = False) -> None:
+    """Make ``scorer(model, input_ids [T], reasoning, answer, **options) -> [R]`` the method ``name``;
+    ``batched``, its padded-batch form, scores a batch in shared passes (equal up to rounding);
+    ``weighting`` turns its scores into weights instead of `bilevel_weights` (`WEIGHTINGS`). ValueError
+    when ``name`` is the library's, is taken (unless ``replace``), is no text or ends in ``:<mode>``."""
+    if not isinstance(name, str) or not name or name != name.strip():
+        raise ValueError(f"a scorer name is a non-empty str without surrounding spaces, got {name!r}")
+    if name.rpartition(":")[2] in MODES:
+        raise ValueError(f"scorer names cannot end in ':<P_final mode>' (the method grammar's), got {name!r}")
+    if name in LIBRARY_METHODS and SCORERS.get(name) is not None:
+        raise ValueError(f"{name!r} is the library's method ({LIBRARY_METHODS[name]}) and cannot be replaced; "
+                         "register yours under another name")
+    if name in SCORERS and not replace:
+        raise ValueError(f"method {name!r} is registered already ({SCORERS[name].__module__}.{SCORERS[name].__qualname__}"
+                         "); register yours under another name, or pass replace=True to replace it")
     SCORERS[name] = scorer
-    _parse.cache_clear()  # a scorer of this name may now take a mode, or not
     BATCHED.pop(name, None)
     WEIGHTINGS.pop(name, None)
     if batched is not None:
         BATCHED[name] = batched
     if weighting is not None:
         WEIGHTINGS[name] = weighting
+    _parse.cache_clear()  # a scorer of this name may now take a mode, or not
 
 
 @dataclass(frozen=True)
 class Method:
-    """A method string parsed once (`method_of`), the typed value passed on: its control
-    prefixes (outermost first), its scorer's name and the P_final mode it names (None: its
-    scorer's default, `run_mode`). ``str(method)`` writes it back: ``"inverted:oar-p:last"``."""
+    """A method string parsed once (`method_of`): its scorer's name and the P_final mode it names
+    (None: its scorer's default, `run_mode`); ``str(method)`` writes it back (``"oar-p:last"``)."""
 
-    controls: tuple[str, ...]
     name: str
     mode: str | None = None
 
@@ -69,21 +75,39 @@ class Method:
         return self.mode or default_mode(self.name)
 
     def __str__(self) -> str:
-        return ":".join([*self.controls, self.name, *([self.mode] if self.mode else [])])
+        return self.name + (f":{self.mode}" if self.mode else "")
 
 
 def method_of(method: str | Method) -> Method:
-    """``method`` as a `Method`: a string is parsed (once: the result is kept), ValueError naming
-    the valid scorers, modes and controls; a `Method` is returned as it is."""
+    """``method`` as a `Method` (``"oar-p:answer_joint"``: name ``"oar-p"``, mode ``"answer_joint"``):
+    a string is parsed (once: the result is kept), ValueError naming the registered methods, the
+    modes and where other methods come from; a `Method` is returned as it is."""
     if isinstance(method, Method):
         return method
     if not isinstance(method, str):
-        raise ValueError(f"method must be a str such as 'oar-g' or 'inverted:oracle', got {method!r}")
+        raise ValueError(f"method must be a str such as 'oar-g' or 'oar-p:last', got {method!r}")
     parsed = _parse(method)
     if parsed.name not in SCORERS:  # unregistered since it was parsed: parse again, which says so
         _parse.cache_clear()
         parsed = _parse(method)
     return parsed
+
+
+@functools.lru_cache(maxsize=None)
+def _parse(text: str) -> Method:
+    """``name[:mode]``, a registered name first (it may hold a colon); a failure is not kept."""
+    if text in SCORERS:
+        return Method(text)
+    name, _, mode = text.rpartition(":")
+    if name not in SCORERS:
+        spelled = " (plain GRPO is spelled 'uniform')" if text.partition(":")[0] in ("none", "grpo", "GRPO") else ""
+        raise ValueError(f"unknown method {text!r}{spelled}; registered: {sorted(SCORERS)}, each optionally with "
+                         f"':<P_final mode>' ({', '.join(MODES)}). Other methods are registered by importing their "
+                         f"module: {ELSEWHERE}")
+    if default_mode(name) is None:
+        raise ValueError(f"method {name!r} takes no P_final mode, got {text!r}")
+    check_mode(mode)
+    return Method(name, mode)
 
 
 def declared_options(name: str, *, batched: bool = False) -> tuple[str, ...]:
@@ -105,44 +129,18 @@ def default_mode(name: str) -> str | None:
     return None if mode is None else mode.default
 
 
-def mode_of(method: str | Method) -> str | None:
-    """The P_final mode ``method`` runs in: the one it names, or its scorer's default (None: no mode)."""
-    return method_of(method).run_mode
+def display_name(method: str | Method) -> str:
+    """How tables, plots and logs' readers name a method: the library's by `LIBRARY_METHODS`
+    (``"uniform"`` is ``"GRPO"``), any other as it is written."""
+    return LIBRARY_METHODS.get(str(method), str(method))
 
 
-def parse_method(method: str | Method) -> tuple[str, str | None]:
-    """``"oar-p:answer_joint"`` -> ``("oar-p", "answer_joint")``; ``"oar-g"`` -> ``("oar-g", None)``.
-
-    Control prefixes are validated and dropped: ``"inverted:oar-p:last"`` -> ``("oar-p",
-    "last")`` (`method_of` keeps them)."""
-    m = method_of(method)
-    return m.name, m.mode
-
-
-@functools.lru_cache(maxsize=None)
-def _parse(text: str) -> Method:
-    """The grammar, ``[control:]*name[:mode]``; a string that fails raises (and is not kept)."""
-    controls, method = split_controls(text)
-    name, _, mode = method.partition(":")
-    if name in OLD_NAMES:
-        raise ValueError(f"method {name!r} is the old name of {OLD_NAMES[name]!r} (plain GRPO); write {OLD_NAMES[name]!r}")
-    if name not in SCORERS:
-        raise ValueError(f"unknown method {name!r}; expected one of {sorted(SCORERS)} (optionally ':<mode>', "
-                         f"optionally behind a control prefix {' or '.join(c + ':' for c in CONTROLS)})")
-    if mode:
-        if default_mode(name) is None:
-            raise ValueError(f"method {name!r} takes no P_final mode, got {method!r}")
-        check_mode(mode)
-    return Method(controls, name, mode or None)
-
-
-def uniform_scores(model, input_ids: torch.Tensor, reasoning: slice, answer: slice) -> torch.Tensor:
-    """Plain GRPO: every reasoning token equally important (all weights become 1). ``[R]``."""
+def uniform_weights(model, input_ids: torch.Tensor, reasoning: slice, answer: slice) -> torch.Tensor:
+    """Plain GRPO: every reasoning token's weight is 1. ``[R]``."""
     check_sequence(input_ids, reasoning, answer)
     return torch.ones(reasoning.stop - reasoning.start)
 
 
-# The library's scorers; the course registers its oracles, the lab its baselines (`oar_lite.lab.baselines`).
-register_scorer(PLAIN_GRPO, uniform_scores)
+register_scorer(PLAIN_GRPO, uniform_weights, weighting=lambda scores: scores)  # its ones are its weights
 register_scorer("oar-p", perturbation_scores, batched=perturbation_scores_batch)
 register_scorer("oar-g", gradient_scores, batched=gradient_scores_batch)

@@ -8,10 +8,9 @@ import dataclasses
 import torch
 
 from .config import CONTEXT_FIELDS, CREDIT_FIELDS, SCORER_FIELDS, CreditConfig, ScorerContext
-from .controls import apply_controls
 from .kv import cache_rows
 from .outcome import check_sequence, mask_hull, mask_to_span
-from .registry import BATCHED, SCORERS, Method, declared_options, method_of, parse_method, takes
+from .registry import BATCHED, SCORERS, Method, declared_options, method_of, takes
 
 
 def _refuse(where: str, method: str, given, allowed) -> None:
@@ -22,13 +21,12 @@ def _refuse(where: str, method: str, given, allowed) -> None:
 
 
 def token_scores(method: str, model, input_ids: torch.Tensor, reasoning: slice, answer: slice, **options) -> torch.Tensor:
-    """Scores ``[R]`` of one sequence (``input_ids [T]``, half-open spans) with the named method
-    (a `SCORERS` name, optionally ``:<mode>`` and control prefixes). ``options``: those the
-    scorer declares (``batch_size`` for OAR-P, ``noise_std`` for OAR-G, ...) and `ScorerContext`
-    fields (``pad_token_id``, ``generator``, ...; a scorer reads those it needs)."""
+    """Scores ``[R]`` of one sequence (``input_ids [T]``, half-open spans) with ``method``, before
+    its reshaping or its own weighting (`WEIGHTINGS`). ``options``: those the scorer declares (``batch_size``
+    for OAR-P, ...) and `ScorerContext` fields (``pad_token_id``, ``generator``, ...)."""
     if not torch.is_tensor(input_ids):
         check_sequence(input_ids, reasoning, answer)  # raises: not a tensor [T]
-    name, _ = parse_method(method)
+    name = method_of(method).name
     _refuse("token_scores()", method, options, set(declared_options(name)) | set(CONTEXT_FIELDS))
     context = ScorerContext(**{k: options.pop(k) for k in CONTEXT_FIELDS if k in options})
     whole = slice(0, input_ids.shape[-1])
@@ -40,12 +38,11 @@ def score_rows(method: str | Method, model, input_ids: torch.Tensor, spans: dict
                settings: dict, context: ScorerContext, *, batched: bool = True) -> dict[int, torch.Tensor]:
     """``{row: [R_row]}``, the scores of the rows of ``input_ids [B, T]`` in ``spans``
     (``{row: (attended, reasoning, answer)}``, padded columns): the one place a method name
-    becomes scores, control prefixes included. The scorer gets the ``settings`` and
-    ``context`` fields it declares (None: its default). With ``batched``, a scorer with a
-    batched form scores all rows in shared padded passes (equal up to rounding); otherwise
-    each row is scored alone, padding stripped."""
+    becomes scores. The scorer gets the ``settings`` and ``context`` fields it declares (None:
+    its default); with ``batched``, its batched form scores all rows in shared padded passes
+    (equal up to rounding), else each row is scored alone, padding stripped."""
     parsed = method_of(method)  # a CreditConfig's, parsed once (`CreditConfig.parsed`)
-    controls, name, mode = parsed.controls, parsed.name, parsed.mode
+    name, mode = parsed.name, parsed.mode
     given = {**settings, **{f: getattr(context, f) for f in CONTEXT_FIELDS}}
     if batched and name in BATCHED and spans:
         rows = list(spans)
@@ -57,25 +54,15 @@ def score_rows(method: str | Method, model, input_ids: torch.Tensor, spans: dict
             kwargs["sampled_cache"] = cache_rows(kwargs["sampled_cache"], rows)
         scores = BATCHED[name](model, input_ids[rows], attention, [spans[r][1] for r in rows],
                                [spans[r][2] for r in rows], mode=parsed.run_mode, **kwargs)
-        raw = dict(zip(rows, scores))
-    else:
-        kwargs = {k: v for k, v in given.items() if k in declared_options(name) and v is not None}
-        kwargs |= {"mode": mode} if mode else {}
-        raw = {}
-        for row, (valid, reasoning, answer) in spans.items():
-            off = valid.start
-            raw[row] = SCORERS[name](model, input_ids[row, valid], slice(reasoning.start - off, reasoning.stop - off),
-                                     slice(answer.start - off, answer.stop - off), **kwargs)
-    return {row: apply_controls(controls, s, input_ids[row, spans[row][0]], context.generator) if controls else s
-            for row, s in raw.items()}
-
-
-def uses_sampled_cache(method: str) -> bool:
-    """Whether ``method``'s batched scorer continues from the sampling's KV cache
-    (``token_weights(..., sampled_cache=rollouts.cache)``; OAR-P and OAR-G): worth keeping
-    it (`oar_lite.rollout.sample_completions`'s ``keep_cache``)."""
-    name, _ = parse_method(method)
-    return name in BATCHED and "sampled_cache" in declared_options(name, batched=True)
+        return dict(zip(rows, scores))
+    kwargs = {k: v for k, v in given.items() if k in declared_options(name) and v is not None}
+    kwargs |= {"mode": mode} if mode else {}
+    scores = {}
+    for row, (valid, reasoning, answer) in spans.items():
+        off = valid.start
+        scores[row] = SCORERS[name](model, input_ids[row, valid], slice(reasoning.start - off, reasoning.stop - off),
+                                    slice(answer.start - off, answer.stop - off), **kwargs)
+    return scores
 
 
 def token_weights(
@@ -89,11 +76,9 @@ def token_weights(
     return_scores: bool = False,
     **options,
 ):
-    """Batched entry point for training: token weights for every sequence of a batch.
-
-    Each row's reasoning scores (`score_rows`: OAR-G and OAR-P in shared padded passes,
-    other methods row by row with padding stripped) go through `bilevel_weights`, and the
-    weights are placed on the reasoning positions.
+    """Batched entry point for training: token weights for every sequence of a batch. Each row's
+    reasoning scores (`score_rows`) go through `bilevel_weights` (`CreditConfig.reshape`) onto
+    the reasoning positions.
 
     Args:
         model: the current policy (scores are computed without touching its grads).
@@ -124,9 +109,7 @@ def token_weights(
     """
     changes = {name: options.pop(name) for name in CREDIT_FIELDS if name in options}
     base = credit or CreditConfig()
-    method = changes.get("method", base.method)
-    if not isinstance(method, str):
-        raise ValueError(f"token_weights(method={method!r}): expected a method name such as 'oar-g'")
+    method = changes.get("method", base.method)  # not a str: method_of's ValueError
     context = ScorerContext(**{k: options.pop(k) for k in CONTEXT_FIELDS if k in options})
     explicit = [k for k in changes if k in SCORER_FIELDS]
     _refuse("token_weights()", method, [*options, *explicit], takes(method) | set(CONTEXT_FIELDS))

@@ -1,13 +1,11 @@
 """The course's world, on top of the library: `toy` (addition with known pivotal tokens, the
-shipped tiny model in ``course/data``), its oracles in `oracle` (registered as scorers when the
-course is imported, and only then), the word problems in `problems`, model loading in
-`models`, token pictures and widgets in `viz`, and the graded exercises' helpers in
-`exercises`. The library never imports it; the lab does.
+shipped tiny model in ``course/data``), its oracles in `oracle` (registered as methods when
+that module is imported: ``import oar_lite.course`` registers nothing), the word problems in
+`problems`, model loading in `models`, token pictures and widgets in `viz`, and the graded
+exercises' helpers in `exercises`. The library never imports it; the lab does.
 """
 import importlib
 import pkgutil
-
-from . import oracle  # registers the toy world's oracles with the library's scorer registry
 
 MODULES = tuple(m.name for m in pkgutil.iter_modules(__path__))
 """The modules, each loaded on first use."""

@@ -10,9 +10,10 @@ completion; the credit that removes the noise of the others, the lab's
 scores are binary, so `oar_lite.reshape.bilevel_weights` gives a marked token ``1 + boost``
 times the weight of the others before the mass is rescaled (``boost=9``: "0.1 elsewhere").
 
-The oracles register themselves with `oar_lite.attribution.register_scorer` (the core knows
-nothing of the toy world); the controls any credit must beat, ``"inverted:"`` and
-``"shuffled:"`` prefixes, are the lab's (`oar_lite.lab.controls`).
+Importing this module registers the oracles (`ORACLES`) with the library's registry
+(`oar_lite.attribution.register_scorer`; the library knows nothing of the toy world), and only
+importing it: ``import oar_lite.course`` does not. The controls any credit must beat,
+``"inverted:oracle"`` and ``"shuffled:oracle"``, are the lab's (`oar_lite.lab.controls`).
 """
 from __future__ import annotations
 
@@ -147,9 +148,10 @@ def relevance_oracle_scores(model, input_ids: torch.Tensor, reasoning: slice, an
     return relevant.float()
 
 
-register_scorer("oracle", oracle_scores)
-register_scorer("oracle-pivotal", pivotal_oracle_scores)
-register_scorer("oracle-relevant", relevance_oracle_scores)
+ORACLES = {"oracle": oracle_scores, "oracle-pivotal": pivotal_oracle_scores, "oracle-relevant": relevance_oracle_scores}
+"""The toy world's oracles by method name, registered when this module is imported."""
+for _name, _scorer in ORACLES.items():
+    register_scorer(_name, _scorer)
 
 
 # ----------------------------------------------------------------------------- influence vs blame

@@ -21,11 +21,12 @@ from typing import Sequence
 
 import torch
 
-from ..attribution import WEIGHTINGS, CreditConfig, token_scores
+from ..attribution import WEIGHTINGS, CreditConfig, display_name, token_scores
 from ..rollout import sample_completions
 from ..seeding import derive_seed
 from . import ground_truth
 from .credit import route_options
+from . import scorers  # noqa: F401  (registers the lab's methods, which it runs by name)
 from .stats import ci95, mean
 
 RESULT_PATH = Path(__file__).resolve().parent / "data" / "adapter_residual.json"
@@ -145,7 +146,7 @@ def reading(tables: dict) -> str:
     share = tables["concentration"]
     arca = "adapter-residual"
     run = tables["settings"].get("adapter_run", {})
-    who = (f"the adapter of a {run['method']} run of the SmolLM2 recipe (seed {run['seed']}, step {run['steps']})"
+    who = (f"the adapter of a {display_name(run['method'])} run of the SmolLM2 recipe (seed {run['seed']}, step {run['steps']})"
            if run else "a LoRA adapter trained by the SmolLM2 recipe")
     a, lo, hi, n = auc[arca]
     chance = "above chance (0.5)" if lo > 0.5 else ("below chance (0.5)" if hi < 0.5 else "an interval that includes chance (0.5)")

@@ -1,14 +1,14 @@
 """The baselines OAR is compared with, with the scorers' calling convention: chance
 (``"random"``), the policy's entropy (``"entropy"``; ``"entropy-top"``, TRL's
-``top_entropy_quantile``, weights them by `top_quantile_weights`), an external peer (Captum's
-integrated gradients, ``"captum-ig"``) and ARCA's adapter residual (``"adapter-residual"``).
-Registered as scorers when the lab is imported (plain GRPO's ``"uniform"`` is the library's)."""
+``top_entropy_quantile``: the entropies with its mask, `top_quantile_weights`, as their own
+weighting), an external peer (Captum's integrated gradients, ``"captum-ig"``) and ARCA's adapter
+residual (``"adapter-residual"``). `oar_lite.lab.scorers` registers them (`BASELINES`); plain
+GRPO's ``"uniform"`` is the library's."""
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from ..attribution import register_scorer
 from ..attribution.outcome import check_mode, check_sequence, eval_mode, final_logits, outcome_span, p_final, upcast
 
 
@@ -119,9 +119,8 @@ def integrated_gradients_scores(model, input_ids: torch.Tensor, reasoning: slice
     return attributions[0, reasoning].sum(-1).abs().float().detach()
 
 
-for _name, _scorer in (("random", random_scores), ("entropy", entropy_scores), ("captum-ig", integrated_gradients_scores)):
-    register_scorer(_name, _scorer)
-# TRL's top_entropy_quantile: the entropy scores, weighted 1 on the top quantile, 0 elsewhere.
-register_scorer("entropy-top", entropy_scores, weighting=top_quantile_weights)
-# ARCA's adapter residual (a peft model's adapter on vs off), through the bilevel reshaping like OAR's scores.
-register_scorer("adapter-residual", adapter_residual_scores)
+BASELINES = {"random": random_scores, "entropy": entropy_scores, "captum-ig": integrated_gradients_scores,
+             "adapter-residual": adapter_residual_scores}
+"""The baselines whose scores go through the bilevel reshaping like OAR's, by method name
+(``"entropy-top"``, the `entropy_scores` with `top_quantile_weights` as their own weighting, is
+registered apart: `oar_lite.lab.scorers`)."""

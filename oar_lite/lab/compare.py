@@ -1,4 +1,4 @@
-"""GRPO against OAR-G and OAR-P on the toy task: the main job (``python -m oar_lite compare``).
+"""GRPO against OAR-G and OAR-P on the toy task: the main job (``python -m oar_lite.lab compare``).
 
 Every method trains from the shipped toy model with the same seeds, prompts and budget
 (`oar_lite.train`), evaluated greedily on the held-out set along the way. One folder gets::
@@ -13,6 +13,7 @@ Runs resume from their checkpoints and a finished run is read back, not trained 
 """
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import multiprocessing as mp
@@ -27,15 +28,16 @@ import torch
 
 from ..course import toy
 from ..course.oracle import ORACLE_BOOST
-from ..attribution import CREDIT_FIELDS, CreditConfig, for_method, for_methods
+from ..attribution import CREDIT_DEFAULTS, CREDIT_FIELDS, CreditConfig, credit_settings, method_of
 from ..checkpoint import CHECKPOINT, METRICS, config_changes, read_jsonl, resumable, write_json, write_jsonl
-from ..checks import Setting, check_number
-from .cli import portable
+from ..settings import Setting, add_setting_flags, changed_settings, check_number, flag, settings_of
+from .provenance import portable
 from .plots import save_figure
 from .progress import MethodBars
+from . import scorers  # noqa: F401  (registers the lab's methods, which it runs by name)
 # Re-exported from `oar_lite.lab.report`, which holds them: notebook 05 and scripts call compare.X.
 from .report import render_markdown, summarize, verdict  # noqa: F401
-from ..train import Task, TrainConfig, train
+from ..train import LORA_SETTINGS, Task, TrainConfig, train
 from .uniformity import step_metrics
 
 COMPARED_TRAINING_METHODS = ("uniform", "oar-g", "oar-p")  # the training methods `compare` runs by default
@@ -85,10 +87,81 @@ RUN_OPTIONS = {
 }
 """`compare`'s own settings, beside the runs' `TrainConfig` (the command line's flags read them)."""
 CLI_JOBS = min(2, os.cpu_count() or 1)
-"""``python -m oar_lite compare``'s default ``--jobs``: one run per core, at most 2. Called from
+"""``python -m oar_lite.lab compare``'s default ``--jobs``: one run per core, at most 2. Called from
 Python, `compare` trains in its own process (``RUN_OPTIONS["jobs"]``, 1)."""
 RUN_SET = ("method", "seed", "progress")
 """Run settings `compare` sets itself (``methods``, ``seeds``, ``progress``): ``overrides`` may not."""
+SHORT_FLAGS = {"learning_rate": "--lr", "prompts_per_step": "--prompts", "num_iterations": "--iterations"}
+"""Shorter second flags of some run settings (`oar_lite.settings.add_setting_flags`' ``short``)."""
+
+
+def run_settings() -> dict:
+    """``{name: Setting}``: every numeric setting of a run (`TrainConfig`, its `CreditConfig`),
+    but the seed (runs take seeds by ``--seeds``): the flags of the command lines that train runs."""
+    return {name: s for name, s in {**settings_of(TrainConfig), **settings_of(CreditConfig)}.items()
+            if s.range and name != "seed"}
+
+
+def for_method(method: str, settings: dict | None = None) -> CreditConfig:
+    """A `CreditConfig` of ``method`` with those of ``settings`` (``{field: value}``, e.g. a
+    profile's or a command line's, shared by several methods) that it takes (`credit_settings`);
+    the others stay their defaults. A name that is no `CreditConfig` field is a ValueError."""
+    settings = dict(settings or {})
+    unknown = sorted(set(settings) - set(CREDIT_DEFAULTS))
+    if unknown:
+        raise ValueError(f"unknown credit setting(s) {unknown}; expected some of {sorted(CREDIT_DEFAULTS)}")
+    taken = credit_settings(method)
+    return CreditConfig(method=method, **{k: v for k, v in settings.items() if k in taken})
+
+
+def for_methods(methods, settings: dict | None = None, *, defaults: dict | None = None) -> dict[str, CreditConfig]:
+    """``{method: CreditConfig}`` for several methods sharing ``settings`` (a command line's):
+    each method gets those it takes (`for_method`), and ``defaults`` beneath them. A setting that none of ``methods`` takes is
+    a ValueError naming each method and what it takes."""
+    settings, methods = dict(settings or {}), list(methods)
+    taken = {m: credit_settings(m) for m in methods}
+    unused = sorted(k for k in settings if k in CREDIT_DEFAULTS and not any(k in t for t in taken.values()))
+    if unused:
+        raise ValueError(f"credit setting(s) {unused} are taken by none of the methods {methods}; they take "
+                         + "; ".join(f"{m}: {sorted(t) or 'no settings (plain GRPO)'}" for m, t in taken.items()))
+    return {m: for_method(m, {**(defaults or {}), **settings}) for m in methods}
+
+
+def add_run_flags(p: argparse.ArgumentParser, options: dict, defaults: dict[str, str] | None = None) -> None:
+    """The flags of a command line that trains runs (``python -m oar_lite.lab compare``,
+    benchmarks/credit_regime.py): one per `run_settings` and per ``options`` (``{name: Setting}``,
+    of `RUN_OPTIONS`), and ``--lora``, which the ``--lora-*`` flags need."""
+    add_setting_flags(p, {**options, **run_settings()}, defaults, short=SHORT_FLAGS)
+    p.add_argument("--lora", action="store_true",
+                   help="train a peft LoRA adapter instead of every weight (TrainConfig.lora); the --lora-* flags need it")
+
+
+def run_overrides(p: argparse.ArgumentParser, args: argparse.Namespace, methods: Sequence[str]) -> dict:
+    """The `add_run_flags` flags given, as `compare`'s ``overrides`` (``steps`` aside: `compare`
+    takes it apart); a flag that would have no effect is a usage error (exit 2) before anything
+    trains: a ``--lora-*`` flag without ``--lora``, a credit flag none of ``methods`` takes."""
+    overrides = {k: v for k, v in changed_settings(args, run_settings()).items() if k != "steps"}
+    lora_flags = [f"{flag(k)} {overrides[k]}" for k in LORA_SETTINGS if k in overrides]
+    if lora_flags and not args.lora:
+        p.error(f"{', '.join(lora_flags)}: no effect without --lora (every weight trains): pass --lora, or drop "
+                f"{'them' if len(lora_flags) > 1 else 'it'}")
+    if args.lora:
+        overrides["lora"] = True
+    try:
+        for_methods(methods, {k: v for k, v in overrides.items() if k in CREDIT_FIELDS})
+    except ValueError as err:
+        p.error(str(err).replace("credit setting(s) ", "flag(s) for the credit setting(s) "))
+    return overrides
+
+
+def method_name(text: str) -> str:
+    """An argparse ``type`` for methods: a name `oar_lite.attribution.method_of` knows (its error
+    lists them and says where the others come from)."""
+    try:
+        method_of(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
 
 
 def toy_task(*, eval_size: int | None = None, digits: int | tuple[int, int] | None = None) -> Task:
@@ -109,7 +182,7 @@ def run_config(method: str, seed: int, settings: TrainConfig = TRAINING, credit:
     """``settings`` (`TRAINING`, a profile's, or one made from them) with a run's method and
     seed. Its credit: the settings ``settings.credit`` changes and
     ``credit`` (a profile's, a command line's: shared by several methods), each where
-    ``method`` takes it (`oar_lite.attribution.for_method`)."""
+    ``method`` takes it (`for_method`)."""
     shared = {**settings.credit.changed(), **(credit or {})}
     return replace(settings, seed=seed, credit=for_method(method, shared))
 
@@ -176,7 +249,7 @@ def compare(
         model_dir: a toy model folder other than the shipped one.
         overrides: settings to change by name (`with_overrides`), e.g. ``{"boost": 2.0}``; a
             credit setting goes to the methods that take it, and one that none of ``methods``
-            takes is a ValueError (`oar_lite.attribution.for_methods`); not those `compare` sets itself (`RUN_SET`, and ``steps`` when ``steps`` is given).
+            takes is a ValueError (`for_methods`); not those `compare` sets itself (`RUN_SET`, and ``steps`` when ``steps`` is given).
         digits: train and evaluate on problems with this many digits (see `toy_task`).
         progress: progress bars.
         command: the command line, recorded in ``compare.md``.

@@ -31,6 +31,7 @@ import torch
 from ..attribution import WEIGHTINGS, CreditConfig
 from ..reshape import effective_share
 from .stats import ci95, mean
+from . import scorers  # noqa: F401  (registers the lab's methods, which it runs by name)
 
 ENTROPY_TOP_QUANTILE = 0.8
 """The ``quantile`` (share below the threshold) at which ``"entropy-top"`` is compared: TRL's
@@ -148,7 +149,8 @@ def ground_truth_concentration(data=None, *, methods: Sequence[str] | None = Non
             if stored is None:
                 w = torch.ones(pivotal.numel(), dtype=torch.float64)
             elif stored in rec["scores"]:
-                w = config.reshape(torch.tensor(rec["scores"][stored], dtype=torch.float64))
+                scores = torch.tensor(rec["scores"][stored], dtype=torch.float64)
+                w = config.reshape(scores)  # the bi-level reshaping, or the method's own weighting (entropy-top's mask)
             else:
                 continue
             rows.append(concentration_row(w, pivotal if pivotal.any() else None))
@@ -260,14 +262,14 @@ def concentration_reading(table: dict) -> str:
 def main(argv=None) -> str:
     """``python -m oar_lite.lab.concentration``: print `concentration_markdown` of the shipped
     data (benchmarks/RESULTS.md, "Concentration in ARCA's measures")."""
-    import argparse
+    from ..settings import parser
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = parser(__doc__.split("\n\n")[0])
     ap.add_argument("--rho", type=float, default=1 - ENTROPY_TOP_QUANTILE,
                     help="TRL's top_entropy_quantile for entropy-top (default 0.2, TRL's recommended)")
     args = ap.parse_args(argv)
     if not 0 <= args.rho <= 1:
-        raise ValueError(f"--rho must lie in [0, 1] (TRL's top_entropy_quantile), got {args.rho}")
+        ap.error(f"--rho must lie in [0, 1] (TRL's top_entropy_quantile), got {args.rho}")
     table = ground_truth_concentration(entropy_top_quantile=1 - args.rho)
     text = concentration_markdown(table, shipped_concentration()) + "\n\n" + concentration_reading(table)
     print(text)

@@ -1,14 +1,17 @@
-"""The controls any credit must beat (notebook 06), registered as method-name prefixes
-(`oar_lite.attribution.controls.CONTROLS`) when the lab is imported: ``"inverted:"`` reverses
-the ranking (misplaced credit: it should learn worse than GRPO), ``"shuffled:"`` permutes the
-scores within the row (it should learn like GRPO, or worse). They nest."""
+"""The controls any credit must beat (notebook 06), as wrapper scorers: ``"inverted:<method>"``
+reverses ``<method>``'s ranking (misplaced credit: it should learn worse than GRPO),
+``"shuffled:<method>"`` permutes its scores within the row (it should learn like GRPO, or
+worse). `controlled` makes one, an ordinary scorer (its row and batched forms, the options and
+mode of the method it wraps) that `oar_lite.lab.scorers` registers under that name."""
 from __future__ import annotations
 
+import inspect
 import zlib
+from typing import Callable
 
 import torch
 
-from ..attribution.controls import CONTROLS
+from ..attribution.registry import BATCHED, SCORERS, WEIGHTINGS
 
 
 def inverted(scores: torch.Tensor, input_ids: torch.Tensor | None = None,
@@ -29,4 +32,44 @@ def shuffled(scores: torch.Tensor, input_ids: torch.Tensor, generator: torch.Gen
     return scores[torch.randperm(scores.numel(), generator=generator).to(scores.device)]
 
 
-CONTROLS.update(inverted=inverted, shuffled=shuffled)
+CONTROLS: dict[str, Callable] = {"inverted": inverted, "shuffled": shuffled}
+"""The controls by name, each ``control(scores [R], input_ids [T] of the row, generator) -> [R]``."""
+
+
+def _with_generator(signature: inspect.Signature) -> inspect.Signature:
+    """``signature`` with a keyword-only ``generator`` (the control's) if it has none."""
+    if "generator" in signature.parameters:
+        return signature
+    return signature.replace(parameters=[*signature.parameters.values(),
+                                         inspect.Parameter("generator", inspect.Parameter.KEYWORD_ONLY, default=None)])
+
+
+def controlled(control: str, method: str) -> dict:
+    """The control ``control`` (`CONTROLS`) of the registered ``method``, as the keywords of
+    `oar_lite.attribution.register_scorer`: ``scorer`` (and ``batched`` when ``method`` has a
+    batched form) call ``method``'s with every option and mode it declares, then apply the control
+    to each row's scores, before ``method``'s ``weighting`` (its own, if it has one). A ``generator`` goes to both: to the method
+    first when it declares one (OAR-G's noise), then to the control (the same draws as before
+    the controls were scorers)."""
+    apply, base = CONTROLS[control], SCORERS[method]
+    takes_generator = "generator" in inspect.signature(base).parameters
+
+    def scorer(model, input_ids, reasoning, answer, **options):
+        generator = options.get("generator") if takes_generator else options.pop("generator", None)
+        return apply(base(model, input_ids, reasoning, answer, **options), input_ids, generator)
+
+    scorer.__signature__ = _with_generator(inspect.signature(base))
+    scorer.__name__ = scorer.__qualname__ = f"{control}_{method.replace('-', '_')}"
+    out = {"scorer": scorer, "weighting": WEIGHTINGS.get(method)}
+    if method in BATCHED:
+        batched_base = BATCHED[method]
+        batched_takes_generator = "generator" in inspect.signature(batched_base).parameters
+
+        def batched(model, input_ids, attention_mask, reasoning, answer, **options):
+            generator = options.get("generator") if batched_takes_generator else options.pop("generator", None)
+            rows = batched_base(model, input_ids, attention_mask, reasoning, answer, **options)
+            return [apply(s, ids[mask.bool()], generator) for s, ids, mask in zip(rows, input_ids, attention_mask)]
+
+        batched.__signature__ = _with_generator(inspect.signature(batched_base))
+        out["batched"] = batched
+    return out

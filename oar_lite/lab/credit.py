@@ -17,8 +17,9 @@ import torch
 from tqdm.auto import tqdm
 
 from ..course import toy
-from ..attribution import CONTEXT_FIELDS, parse_method, takes, token_scores
+from ..attribution import CONTEXT_FIELDS, method_of, takes, token_scores
 from .report import markdown_table
+from . import scorers  # noqa: F401  (registers the lab's methods, which it runs by name)
 from ..rollout import SAMPLING, sample_completions
 from ..seeding import derive_seed
 from .stats import mean, precision_at_k, rank_agreement, roc_auc, std
@@ -82,7 +83,7 @@ def credit_benchmark(
     if isinstance(methods, str) or not methods:
         raise ValueError(f"methods must be a non-empty list of method names, got {methods!r}")
     for m in methods:
-        parse_method(m)
+        method_of(m)
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     if model is None or tokenizer is None:

@@ -32,13 +32,14 @@ from typing import Mapping, Sequence
 import numpy as np
 import torch
 
-from ..attribution import CREDIT_FIELDS, credit_settings, eval_mode, for_methods, token_weights
+from ..attribution import CREDIT_FIELDS, credit_settings, eval_mode, token_weights
 from ..course import oracle, toy
 from ..grpo import group_advantages, sequence_logprobs
 from ..reshape import effective_share
 from ..reward import math_reward
 from ..rollout import SAMPLING, sample_batch
-from .compare import TRAINING
+from .compare import TRAINING, for_methods
+from . import scorers  # noqa: F401  (registers the lab's methods, which it runs by name)
 from .stats import mean, percentile_interval
 
 

@@ -1,8 +1,8 @@
 """GRAIL beside OAR (Pala, Toh, Poria 2026, "GRAIL: Gradient-Reweighted Advantages for
 Reinforcement Learning with Verifiable Rewards", arXiv 2606.04889; code ``declare-lab/grail``,
 read at commit 749aa4c): a token's advantage is reweighted by its *gradient-activation
-saliency*, how locally sensitive the final answer is to it. Registered as the lab's scorer
-``"grail"`` when the lab is imported, with its own weighting (not OAR's bi-level reshaping).
+saliency*, how locally sensitive the final answer is to it. The lab's method ``"grail"``
+(`oar_lite.lab.scorers` registers it), with its own weighting (not OAR's bi-level reshaping).
 
 What their code computes (``GrailTrainerV2.compute_grail_weights`` in ``src/train/grail_trainer.py``,
 the same in ``src/eval/compute_checkpoint_stats.py``), and what this module keeps:
@@ -44,7 +44,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..attribution import register_scorer
 from ..attribution.outcome import check_sequence, eval_mode, final_logits, outcome_span, padded_rows, upcast
 
 SHIPPED_CONFIG = {"grail_mean": 1.0, "grail_std": 0.5, "grail_w_min": 0.5, "grail_w_max": 5.0}
@@ -173,5 +172,3 @@ def saliency_weights(scores: torch.Tensor, *, grail_mean: float = SHIPPED_CONFIG
     z = centred / torch.sqrt((centred ** 2).mean() + LOG_EPS)
     return (grail_mean + grail_std * z).clamp(grail_w_min, grail_w_max).float()
 
-
-register_scorer("grail", saliency_scores, batched=saliency_scores_batch, weighting=saliency_weights)

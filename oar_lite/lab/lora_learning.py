@@ -24,26 +24,23 @@ from typing import Sequence
 
 import numpy as np
 
-from ..attribution import OLD_NAMES, PLAIN_GRPO
+from ..attribution import PLAIN_GRPO, display_name
 from ..course.problems import heldout_split, numbers_key
 from .stats import crossed_bootstrap, crossed_bootstrap_of
 
 LOG_DIR = resources.files(__package__) / "data" / "smollm2_learning"
-METHOD_NAMES = {PLAIN_GRPO: "GRPO", "oar-g": "OAR-G", "oar-p": "OAR-P"}
 
 
 
 def load_log(name: str = "main", path: str | Path | None = None) -> dict:
     """The shipped log ``name`` (or the JSON at ``path``); FileNotFoundError lists the shipped ones.
-    Each run's ``"method"`` is read under today's name (`oar_lite.attribution.OLD_NAMES`: the shipped logs' ``"none"`` -> ``"uniform"``; the files stay as written)."""
+    A log written before issue 47 names plain GRPO ``"none"``: ``python scripts/migrate_logs.py PATH``
+    rewrites it with today's names (the shipped ones are)."""
     source = Path(path) if path is not None else LOG_DIR / f"{name}.json"
     if not source.is_file():
         shipped = sorted(p.name[:-5] for p in LOG_DIR.iterdir() if p.name.endswith(".json")) if LOG_DIR.is_dir() else []
         raise FileNotFoundError(f"no SmolLM2 learning log {source}; shipped logs: {shipped}")
-    log = json.loads(source.read_text())
-    for run in log.get("runs", []):
-        run["method"] = OLD_NAMES.get(run["method"], run["method"])
-    return log
+    return json.loads(source.read_text())
 
 
 def runs_of(log: dict, method: str) -> list[dict]:
@@ -360,7 +357,7 @@ def plot_curves(axes: Sequence, log: dict, methods: Sequence[str] = (PLAIN_GRPO,
             else:
                 curve = metric_curve(log, method, key)
                 marker = None
-            line, = ax.plot(curve["steps"], curve["mean"], marker=marker, ms=3, label=METHOD_NAMES.get(method, method))
+            line, = ax.plot(curve["steps"], curve["mean"], marker=marker, ms=3, label=display_name(method))
             ax.fill_between(curve["steps"], curve["low"], curve["high"], color=line.get_color(), alpha=0.2, lw=0)
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("optimizer step")

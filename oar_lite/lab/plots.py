@@ -1,5 +1,5 @@
 """Matplotlib pictures of training runs, drawn on an axis you give, so notebooks and
-``python -m oar_lite compare`` draw the same: learning curves over seeds and time per phase
+``python -m oar_lite.lab compare`` draw the same: learning curves over seeds and time per phase
 from `oar_lite.train`'s metric records, TRL log histories, the Monte-Carlo ground truth, and
 ``compare.png`` (`save_figure`).
 """
@@ -11,7 +11,8 @@ import numpy as np
 
 from .findings.positive import RELEVANT
 from .ground_truth import PIVOT_THRESHOLD, probability_jumps
-from .report import by_method_and_seed, method_label, method_order, phase_times
+from ..attribution import display_name
+from .report import by_method_and_seed, method_order, phase_times
 from ..train import PHASES
 
 METHOD_COLORS = {"uniform": "#555555", "oar-g": "#1f77b4", "oar-p": "#d62728", "entropy": "#2ca02c", "random": "#9467bd"}
@@ -68,7 +69,7 @@ def plot_curves(ax, records: Iterable[dict], *, x: str = "step", y: str = "eval_
         runs = list(grouped[method].values())
         xm, ym, lo, hi = _moving_average(smooth, *seed_band(runs, x, y))
         color = method_color(method, i)
-        label = f"{method_label(method)} ({len(runs)} seed{'s' if len(runs) != 1 else ''})"
+        label = f"{display_name(method)} ({len(runs)} seed{'s' if len(runs) != 1 else ''})"
         ax.plot(xm, ym, color=color, label=label, lw=2, marker="o" if kind == "eval" else None, ms=3)
         if len(runs) > 1:
             ax.fill_between(xm, lo, hi, color=color, alpha=0.18, lw=0)
@@ -89,7 +90,7 @@ def plot_phase_times(ax, phase_times: dict[str, dict[str, float]], *, methods: S
         values = np.array([phase_times[m].get(phase, 0.0) for m in order])
         ax.barh(range(len(order)), values, left=left, color=PHASE_COLORS[phase], label=phase)
         left += values
-    ax.set_yticks(range(len(order)), [method_label(m) for m in order])
+    ax.set_yticks(range(len(order)), [display_name(m) for m in order])
     ax.invert_yaxis()
     ax.set_xlabel("seconds per step (median)")
     ax.legend(loc="lower right", fontsize="small")
@@ -171,7 +172,7 @@ def plot_ground_truth(axes, completion: dict, *, methods: Sequence[str] = ("oar-
     for j, m in enumerate(methods):
         s = np.asarray(completion["scores"][m], dtype=float)
         s = s / s.max() if s.max() > 0 else s
-        bottom.bar(np.arange(R) + (j - (len(methods) - 1) / 2) * width, s, width=width, label=method_label(m),
+        bottom.bar(np.arange(R) + (j - (len(methods) - 1) / 2) * width, s, width=width, label=display_name(m),
                    color=colors[j])
     bottom.set_ylabel("score / max")
     bottom.legend(loc="best", fontsize=8)

@@ -12,13 +12,14 @@ from accelerate.utils import gather_object
 from transformers import TrainerCallback
 
 from ..checkpoint import append_jsonl, read_jsonl
-from ..attribution import CREDIT_FIELDS, credit_settings
-from ..checks import check_number
+from ..attribution import CREDIT_FIELDS, PLAIN_GRPO, credit_settings
+from ..settings import check_number
 from ..evaluate import evaluate
 from ..rollout import SAMPLING
 from ..segment import FORMATS
 from ..trl import OARConfig, OARGRPOTrainer
 from .uniformity import summarize_uniformity, weight_uniformity
+from . import scorers  # noqa: F401  (registers the lab's methods, which it runs by name)
 
 # ----------------------------------------------------------------------------- recipes: LoRA runs to start from
 
@@ -46,15 +47,23 @@ through the backward pass ``micro_batch`` at a time (gradient accumulation)."""
 
 LORA_RANK = 16
 """The recipes' LoRA rank (`lora_adapter`)."""
+LORA_ALPHA_PER_RANK = 2
+"""The recipes' LoRA alpha is this times the rank."""
+LORA_DROPOUT = 0.05
+"""The recipes' LoRA dropout (TRL's update runs in train mode: it acts there)."""
+# The SmolLM2 study's adapter, which its shipped runs record. The readable trainer's LoRA defaults
+# (`oar_lite.train.TrainConfig`: a smaller rank, no dropout, since its update runs with dropout off)
+# are the library's own; benchmarks/weight_uniformity.py trains this adapter's rank and alpha there.
 
 
 def lora_adapter(rank: int = LORA_RANK):
-    """The recipes' peft adapter: rank ``rank``, alpha ``2 * rank``, dropout 0.05, on every linear layer."""
+    """The recipes' peft adapter: rank ``rank``, alpha ``LORA_ALPHA_PER_RANK * rank``, dropout
+    `LORA_DROPOUT`, on every linear layer."""
     from peft import LoraConfig
 
     check_number("lora_adapter", "rank", rank, integer=True, low=1)
-    return LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.05, target_modules="all-linear",
-                      task_type="CAUSAL_LM")
+    return LoraConfig(r=rank, lora_alpha=LORA_ALPHA_PER_RANK * rank, lora_dropout=LORA_DROPOUT,
+                      target_modules="all-linear", task_type="CAUSAL_LM")
 
 
 def mixed_precision(device: str | torch.device) -> dict:
@@ -103,8 +112,11 @@ def recipe_config(recipe: str, output_dir: str, *, steps: int, oar_method: str =
                   seed: int = 0, device: str | torch.device | None = None, **overrides) -> OARConfig:
     """The `OARConfig` of a `RECIPES` entry (`recipe_fields`) for ``steps`` optimizer steps; an
     override the method does not take is refused (`OARConfig`). Logs every step; checkpoints every
-    ``save_steps`` (resume with ``trainer.train(resume_from_checkpoint=True)``)."""
-    return OARConfig(output_dir=str(output_dir), max_steps=steps, seed=seed, oar_answer_formats=list(answer_formats),
+    ``save_steps`` (resume with ``trainer.train(resume_from_checkpoint=True)``). ``answer_formats``
+    tell the scorer where the answer is; plain GRPO looks for none (`OARConfig` refuses them with it),
+    so its rewards alone read them."""
+    formats = {} if oar_method == PLAIN_GRPO else {"oar_answer_formats": list(answer_formats)}
+    return OARConfig(output_dir=str(output_dir), max_steps=steps, seed=seed, **formats,
                      **recipe_fields(recipe, oar_method=oar_method, device=device, **overrides))
 
 

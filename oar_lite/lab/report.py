@@ -10,18 +10,13 @@ import textwrap
 from collections import defaultdict
 from typing import Iterable, Sequence
 
-from ..attribution import CreditConfig
-from ..checks import settings_of
+from ..attribution import CreditConfig, display_name
+from ..settings import settings_of
 from ..train import PHASES
 from . import stats
 
 
 # ----------------------------------------------------------------------------- records and statistics
-
-def method_label(method: str) -> str:
-    """Display name: ``"uniform"`` is plain GRPO."""
-    return "GRPO (uniform)" if method == "uniform" else method.upper() if method in ("oar-g", "oar-p") else method
-
 
 def by_method_and_seed(records: Iterable[dict], kind: str = "eval") -> dict[str, dict[int, list[dict]]]:
     """Group records of one ``type`` as ``{method: {seed: [records sorted by step]}}``."""
@@ -176,7 +171,7 @@ def render_markdown(summary: dict) -> str:
         paired = "-" if method == "uniform" or not diffs else (
             f"{statistics.mean(diffs):+.3f} ± {statistics.pstdev(diffs):.3f}" if len(diffs) > 1 else f"{diffs[0]:+.3f}")
         curve = f"{m['curve_accuracy']:.3f}" + ("" if method == "uniform" or not cdiffs else f" ({statistics.mean(cdiffs):+.3f})")
-        rows.append([method_label(method), f"{m['start_accuracy']:.3f}",
+        rows.append([display_name(method), f"{m['start_accuracy']:.3f}",
                      f"{m['final_accuracy']:.3f} ± {m['final_accuracy_std']:.3f}",
                      f"{m['final_accuracy_min']:.3f}-{m['final_accuracy_max']:.3f}", paired, curve,
                      f"{m['best_accuracy']:.3f}", _fmt_target(m["steps_to_target"], m["target_reached"], "{:.1f}"),
@@ -196,7 +191,7 @@ def render_markdown(summary: dict) -> str:
     ratio = lambda x: f"{x:.2f}x" if x else None
     lines += markdown_table(
         ["method", "wall s/step", *PHASES, "wall vs GRPO", "CPU s/step", "CPU vs GRPO", "step / (step - attribute)"],
-        [[method_label(method), f"{m['time_per_step']:.2f}", *(f"{m['time_per_phase'][p]:.2f}" for p in PHASES),
+        [[display_name(method), f"{m['time_per_step']:.2f}", *(f"{m['time_per_phase'][p]:.2f}" for p in PHASES),
           ratio(m.get("step_cost_vs_grpo")), f"{m['cpu_per_step']:.2f}" if m.get("cpu_per_step") else None,
           ratio(m.get("cpu_cost_vs_grpo")), ratio(m["attribution_overhead"])] for method, m in methods.items()])
     return "\n".join([*lines, "", *verdict(summary), ""])
@@ -209,7 +204,7 @@ def terminal_summary(summary: dict, width: int = 80) -> str:
     for method, m in methods.items():
         diffs = m.get("paired_diff_vs_grpo") or []
         cost = m.get("cpu_cost_vs_grpo")
-        rows.append([method_label(method), f"{m['final_accuracy']:.3f} ± {m['final_accuracy_std']:.3f}",
+        rows.append([display_name(method), f"{m['final_accuracy']:.3f} ± {m['final_accuracy_std']:.3f}",
                      "-" if method == "uniform" or not diffs else f"{statistics.mean(diffs):+.3f}",
                      _fmt_target(m["steps_to_target"], m["target_reached"], "{:.1f}"), f"{cost:.2f}x" if cost else "-"])
     table = markdown_table(["method", "final acc.", "- GRPO", f"steps to {summary['target']:g}", "CPU vs GRPO"], rows)
@@ -243,7 +238,7 @@ def verdict(summary: dict) -> list[str]:
             pace += " (a seed that never reached it counts as its last evaluation + one interval: >= marks a lower bound)"
         cost = (f", at {m['cpu_cost_vs_grpo']:.2f}x GRPO's CPU time per step" if m.get("cpu_cost_vs_grpo") else
                 f", at {m['step_cost_vs_grpo']:.2f}x GRPO's wall time per step" if m.get("step_cost_vs_grpo") else "")
-        out.append(f"- {method_label(method)}: final accuracy {m['final_accuracy']:.3f} vs GRPO {base['final_accuracy']:.3f} "
+        out.append(f"- {display_name(method)}: final accuracy {m['final_accuracy']:.3f} vs GRPO {base['final_accuracy']:.3f} "
                    f"({diff:+.3f}, {word}); {pace}{cost}.")
     return out
 

@@ -3,7 +3,7 @@ completion, the share of its tokens clamped to the floor, its effective share (i
 
 The library's trainers record only the effective share (`oar_lite.reshape.effective_share`);
 the lab's runs add the rest: `step_metrics` is the hook `oar_lite.train.train` takes
-(`compare`, the ``python -m oar_lite`` command line, benchmarks/weight_uniformity.py and
+(`compare`, the ``python -m oar_lite.lab`` command line, benchmarks/weight_uniformity.py and
 benchmarks/step_cost.py pass it), `oar_lite.lab.recipes.StudyTrainer` logs the same in TRL.
 """
 from __future__ import annotations

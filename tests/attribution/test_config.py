@@ -6,7 +6,6 @@ import pytest
 import torch
 
 import oar_lite as ol
-import oar_lite.lab  # noqa: F401  (registers the lab's baselines and controls, used here as examples)
 from oar_lite.attribution import CREDIT_RANGES, CreditConfig
 
 
@@ -19,7 +18,7 @@ def test_credit_config_refuses_out_of_range_values_naming_the_field(field, value
 
 
 def test_credit_config_refuses_unknown_methods_listing_the_valid_ones():
-    with pytest.raises(ValueError, match=r"unknown method 'oar-x'; expected one of \[.*'oar-g'.*'oracle'"):
+    with pytest.raises(ValueError, match=r"unknown method 'shuffled:oar-x'; registered: \[.*'oar-g'.*'oracle'"):
         CreditConfig(method="shuffled:oar-x")
     with pytest.raises(ValueError, match="preserve_mass"):
         CreditConfig(preserve_mass="yes")
@@ -41,7 +40,8 @@ def test_credit_config_routes_each_setting_by_name():
     (dict(method="oar-g:answer_mean", token_budget=4096), r"token_budget=4096, which 'oar-g:answer_mean' does not take"),
     (dict(method="entropy", noise_std=0.5), r"noise_std=0\.5, which 'entropy' does not take"),
     (dict(method="uniform", boost=9.0), r"boost=9\.0, which 'uniform' does not take; it takes no settings"),
-    (dict(method="shuffled:uniform", quantile=0.5, preserve_mass=False), r"quantile=0\.5, preserve_mass=False"),
+    (dict(method="uniform", quantile=0.5, preserve_mass=False), r"quantile=0\.5, preserve_mass=False.*drop quantile, "
+                                                                r"preserve_mass \(it would have no effect\)"),
     (dict(method=None), r"CreditConfig\.method=None: expected a method name"),
     (dict(boost=None), r"CreditConfig\.boost=None is out of range: expected a finite number >= 0$"),
 ])
@@ -50,18 +50,12 @@ def test_credit_config_refuses_a_setting_its_method_does_not_take(kwargs, says):
         CreditConfig(**kwargs)
 
 
-def test_each_method_takes_its_own_settings_and_for_methods_passes_them_to_those():
-    assert ol.attribution.credit_settings("uniform") == set()
+def test_each_method_takes_its_own_settings():
+    assert ol.attribution.credit_settings("uniform") == set()  # plain GRPO gives its weights: no reshaping
     assert ol.attribution.credit_settings("inverted:oar-p:last") == {"quantile", "boost", "floor", "preserve_mass",
                                                                      "batch_size", "token_budget"}
+    assert ol.attribution.credit_settings("entropy-top") == {"quantile"}  # a scorer that gives weights: its own
     assert CreditConfig(method="uniform", batch_size=64, noise_std=1e-3).method == "uniform"  # the defaults: fine
-    credit = ol.attribution.for_methods(["uniform", "oar-g", "oar-p"], {"boost": 2.0, "batch_size": 8})
-    assert credit["uniform"] == CreditConfig(method="uniform")
-    assert (credit["oar-g"].boost, credit["oar-g"].batch_size) == (2.0, CreditConfig().batch_size)  # not OAR-G's
-    assert (credit["oar-p"].boost, credit["oar-p"].batch_size) == (2.0, 8)
-    with pytest.raises(ValueError, match=r"\['noise_std'\] are taken by none of the methods \['uniform', 'oar-p'\]; "
-                                         r"they take uniform: no settings \(plain GRPO\); oar-p: \['batch_size'"):
-        ol.attribution.for_methods(["uniform", "oar-p"], {"noise_std": 0.5})
 
 
 def test_scorer_context_is_what_every_scorer_may_read():

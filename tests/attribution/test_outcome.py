@@ -44,7 +44,7 @@ def test_bad_mode_method_and_shapes(llama, sequence):
     with pytest.raises(ValueError, match="unknown method"):
         ol.token_scores("oar-x", llama, ids, reasoning, answer)
     with pytest.raises(ValueError, match="takes no P_final mode"):
-        ol.parse_method("entropy:last")
+        ol.method_of("entropy:last")
     with pytest.raises(ValueError, match=r"1-D tensor \[T\]"):
         ol.perturbation_scores(llama, ids[None], reasoning, answer, pad_token_id=PAD)
     bad = torch.zeros(1, 30, dtype=torch.bool); bad[0, [24, 26]] = True  # an answer must be one run

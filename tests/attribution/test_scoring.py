@@ -5,7 +5,6 @@ import torch
 from conftest import PAD, VOCAB
 
 import oar_lite as ol
-import oar_lite.lab  # noqa: F401  (registers the lab's baselines and controls, used here as examples)
 from oar_lite.course import toy
 from oar_lite.attribution import CreditConfig
 from oar_lite.train import TrainConfig
@@ -79,25 +78,24 @@ def test_token_weights_rows_without_answer_and_uniform(llama):
     assert torch.equal(u, torch.ones(2, 20))
 
 
-def test_register_scorer_plugs_into_token_weights(llama):
+def test_register_scorer_plugs_into_token_weights(llama, scorer_registry):
     def position_scores(model, input_ids, reasoning, answer):
         return torch.arange(reasoning.stop - reasoning.start, dtype=torch.float32)
 
     ol.register_scorer("position", position_scores)
-    try:
-        ids = torch.randint(3, VOCAB, (1, 12))
-        rm = torch.zeros(1, 12, dtype=torch.bool); rm[0, 2:8] = True
-        am = torch.zeros(1, 12, dtype=torch.bool); am[0, 9:10] = True
-        w = ol.token_weights(llama, ids, torch.ones_like(ids), rm, am, method="position", preserve_mass=False)
-        assert (w[0, 2:8].diff() >= 0).all() and w[0, 7] == pytest.approx(2.0)
-    finally:
-        ol.SCORERS.pop("position")
+    ids = torch.randint(3, VOCAB, (1, 12))
+    rm = torch.zeros(1, 12, dtype=torch.bool); rm[0, 2:8] = True
+    am = torch.zeros(1, 12, dtype=torch.bool); am[0, 9:10] = True
+    w = ol.token_weights(llama, ids, torch.ones_like(ids), rm, am, method="position", preserve_mass=False)
+    assert (w[0, 2:8].diff() >= 0).all() and w[0, 7] == pytest.approx(2.0)
 
 
-def test_uses_sampled_cache():
-    assert ol.attribution.uses_sampled_cache("oar-p") and ol.attribution.uses_sampled_cache("inverted:oar-p:last")
-    assert ol.attribution.uses_sampled_cache("oar-g:answer_mean")
-    assert not ol.attribution.uses_sampled_cache("uniform") and not ol.attribution.uses_sampled_cache("entropy")
+def test_the_methods_that_continue_from_the_sampled_cache_declare_it():
+    """`oar_lite.train` keeps the sampling's KV cache for a method that takes ``sampled_cache``."""
+    takes = ol.attribution.takes
+    assert "sampled_cache" in takes("oar-p") and "sampled_cache" in takes("inverted:oar-p:last")
+    assert "sampled_cache" in takes("oar-g:answer_mean")
+    assert "sampled_cache" not in takes("uniform") and "sampled_cache" not in takes("entropy")
 
 
 def _toy_batch():
@@ -131,7 +129,7 @@ def test_token_weights_takes_a_credit_config_or_its_keywords(method):
         run(method=method, quantile=2)
 
 
-def test_a_scorer_gets_the_credit_settings_it_names():
+def test_a_scorer_gets_the_credit_settings_it_names(scorer_registry):
     """A scorer's parameter named like a CreditConfig field receives that field: a new scorer
     setting is one CreditConfig field, with nothing to thread through the trainers."""
     seen = {}
@@ -141,16 +139,13 @@ def test_a_scorer_gets_the_credit_settings_it_names():
         return torch.arange(reasoning.stop - reasoning.start, dtype=torch.float32)
 
     ol.register_scorer("probe", probe)
-    try:
-        ids, attn, rm, am = _toy_batch()
-        ol.token_weights(None, ids, attn, rm, am, credit=CreditConfig("probe", token_budget=123, noise_std=0.5))
-        assert seen == {"token_budget": 123, "noise_std": 0.5}
-        config = TrainConfig(credit=CreditConfig("probe", token_budget=7))
-        assert config.credit.token_budget == 7 and config.credit.scorer_options() == {"token_budget": 7, "noise_std": 1e-3}
-        with pytest.raises(ValueError, match=r"batch_size=8, which 'probe' does not take; it takes \[.*'token_budget'"):
-            CreditConfig("probe", batch_size=8)  # a setting it does not declare
-    finally:
-        del ol.SCORERS["probe"]
+    ids, attn, rm, am = _toy_batch()
+    ol.token_weights(None, ids, attn, rm, am, credit=CreditConfig("probe", token_budget=123, noise_std=0.5))
+    assert seen == {"token_budget": 123, "noise_std": 0.5}
+    config = TrainConfig(credit=CreditConfig("probe", token_budget=7))
+    assert config.credit.token_budget == 7 and config.credit.scorer_options() == {"token_budget": 7, "noise_std": 1e-3}
+    with pytest.raises(ValueError, match=r"batch_size=8, which 'probe' does not take; it takes \[.*'token_budget'"):
+        CreditConfig("probe", batch_size=8)  # a setting it does not declare
 
 
 @pytest.mark.parametrize("method", ["oar-p", "oar-g"])

@@ -4,7 +4,6 @@ import torch
 from conftest import marked, toy_scores
 
 import oar_lite as ol
-import oar_lite.lab  # noqa: F401  (registers the lab's baselines and controls, used here as examples)
 from oar_lite.course import oracle, toy
 
 

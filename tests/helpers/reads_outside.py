@@ -2,6 +2,7 @@
 its name is not test_*.py): tests that touch a folder made outside the session's allowed roots
 (``OUTSIDE``), and one that stays inside them, under tests/isolation.py's audit hook."""
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -40,3 +41,12 @@ def test_stays_inside(tmp_path):
     assert (tmp_path / "mine.txt").read_text() == "kept"
     assert "def test_stays_inside" in Path(__file__).read_text()  # the checkout
     assert os.listdir(Path(os.__file__).parent)  # the interpreter's standard library
+
+
+def test_finds_a_program_on_the_path():
+    """``OUTSIDE/bin`` is on PATH: finding a program there (a stat) is allowed; reading it is refused
+    and fails the test, naming only the open."""
+    found = shutil.which("tool")
+    assert found == str(OUTSIDE / "bin" / "tool")
+    with pytest.raises(PermissionError):
+        open(found).close()

@@ -90,11 +90,12 @@ def test_top_quantile_weights_refuse_bad_input():
 
 
 def test_entropy_top_weights_are_the_mask_of_the_entropies(llama, sequence):
-    """``method="entropy-top"``: the entropy scores, weighted by TRL's mask (not bilevel, not
-    rescaled); 1 outside the reasoning; ``inverted:`` keeps the lowest-entropy tokens instead."""
+    """``method="entropy-top"``: the entropy scores with their own weighting, TRL's mask (not
+    bilevel, not rescaled); 1 outside the reasoning; ``inverted:`` keeps the lowest-entropy
+    tokens instead (the mask of the inverted scores); a reshaping setting but the quantile is refused."""
     ids, reasoning, answer = sequence
     entropies = baselines.entropy_scores(llama, ids, reasoning, answer)
-    torch.testing.assert_close(ol.token_scores("entropy-top", llama, ids, reasoning, answer), entropies)
+    assert ol.token_scores("entropy-top", llama, ids, reasoning, answer).tolist() == entropies.tolist()
     masks = {name: torch.zeros(1, len(ids), dtype=torch.bool) for name in ("reasoning", "answer")}
     masks["reasoning"][0, reasoning] = True
     masks["answer"][0, answer] = True
@@ -109,9 +110,13 @@ def test_entropy_top_weights_are_the_mask_of_the_entropies(llama, sequence):
                                masks["answer"], method="inverted:entropy-top", quantile=quantile)[0, reasoning]
         kept = entropies[low.bool()]
         assert kept.max() <= entropies[~low.bool()].min() + 1e-6 if (~low.bool()).any() else True
-    config = ol.CreditConfig(method="entropy-top", quantile=0.8)
-    assert config.reshape(torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0])).tolist() == [0, 0, 0, 0, 1]
+    mask = torch.tensor([0.0, 0.0, 1.0, 0.0, 1.0])
+    assert ol.CreditConfig(method="entropy-top", quantile=0.8).reshape(mask).tolist() == (  # its own weighting
+        baselines.top_quantile_weights(mask, quantile=0.8).tolist())
     assert ol.CreditConfig(method="entropy").reshape(torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0])).min() > 0  # bilevel
+    for refused in ({"boost": 9.0}, {"floor": 0.0}, {"preserve_mass": False}):  # they would act on nothing
+        with pytest.raises(ValueError, match=r"'entropy-top' does not take; it takes \['quantile'\]: drop"):
+            ol.CreditConfig(method="entropy-top", **refused)
 
 
 # ------------------------------------------------- adapter-residual: ARCA's signal

@@ -1,13 +1,13 @@
-"""`python -m oar_lite compare` and `demo`: the files they write, and the summary they compute."""
+"""`python -m oar_lite.lab compare` and `demo`: the files they write, and the summary they compute."""
 import dataclasses
 import json
 
 import pytest
-from conftest import old_flat_form
+from conftest import load_script, old_flat_form
 
 from oar_lite.attribution import CreditConfig
 from oar_lite.lab import compare
-from oar_lite.__main__ import main
+from oar_lite.lab.__main__ import main
 from oar_lite.checkpoint import read_jsonl
 from oar_lite.lab.compare import load_records, render_markdown, summarize, toy_task, verdict
 from oar_lite.train import TrainConfig
@@ -18,7 +18,7 @@ def test_demo_at_tiny_size_writes_the_comparison(tmp_path, capsys):
     out = tmp_path / "results"
     assert main(["demo", "--tiny", "--jobs", "1", "--out", str(out), "--quiet"]) == 0
     printed = capsys.readouterr().out
-    assert "| GRPO (uniform) |" in printed and "| OAR-G |" in printed and "| OAR-P |" in printed
+    assert "| GRPO |" in printed and "| OAR-G |" in printed and "| OAR-P |" in printed
     results = printed.split("\nwrote ")[0]  # the last line names the output folder, as long as its path
     assert max(map(len, results.splitlines())) <= 80, results  # a terminal's width; compare.md has the full tables
     for name in ("compare.png", "compare.md", "compare.jsonl", "compare.json"):
@@ -34,7 +34,7 @@ def test_demo_at_tiny_size_writes_the_comparison(tmp_path, capsys):
     assert all(r["weight_std"] in (0.0, None) for r in uniform)  # plain GRPO never reshapes
     assert (out / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = (out / "compare.md").read_text()
-    assert "python -m oar_lite demo --tiny" in md
+    assert "python -m oar_lite.lab demo --tiny" in md
 
     # Run again: finished runs are read back from their checkpoints, not trained again.
     before = {p: p.read_bytes() for p in (out / "runs").glob("*/checkpoint.pt")}
@@ -48,7 +48,7 @@ def test_compare_rejects_an_unknown_method(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:  # a usage error, listing the methods
         main(["compare", "--tiny", "--jobs", "1", "--out", str(tmp_path), "--quiet", "--methods", "uniform", "oar-z"])
     assert exit_info.value.code == 2
-    assert "unknown method 'oar-z'; expected one of [" in capsys.readouterr().err
+    assert "unknown method 'oar-z'; registered: [" in capsys.readouterr().err
     with pytest.raises(ValueError, match="unknown method"):
         compare.compare(["uniform", "oar-z"], out=tmp_path, profile="tiny", progress=False)
 
@@ -237,7 +237,7 @@ def test_compare_refuses_an_unknown_override_before_writing(tmp_path):
 
 @pytest.mark.parametrize("form", ["old flat", "nested"])
 def test_a_run_recorded_in_either_form_is_reused(tmp_path, form):
-    from oar_lite.__main__ import main
+    from oar_lite.lab.__main__ import main
 
     tiny = ["compare", "--tiny", "--jobs", "1", "--quiet", "--methods", "uniform", "--out", str(tmp_path)]
     assert main(tiny) == 0
@@ -253,9 +253,29 @@ def test_a_run_recorded_in_either_form_is_reused(tmp_path, form):
         saved["config"] = dataclasses.asdict(config)
         saved["config"]["credit"]["batch_size"] = 64
     (run / "run.json").write_text(json.dumps(saved))
+    if form == "old flat":  # refused, naming the script that migrates it (issue 47 item 6)
+        with pytest.raises(ValueError, match="scripts/migrate_logs.py"):
+            main(tiny)
+        assert load_script("migrate_logs").main([str(tmp_path)]) == 0
+        saved = json.loads((run / "run.json").read_text())
     checkpoint = (run / "checkpoint.pt").read_bytes()
     assert main(tiny) == 0
     assert (run / "checkpoint.pt").read_bytes() == checkpoint  # read back, not trained again
     (run / "run.json").write_text(json.dumps(saved))
     with pytest.raises(ValueError, match=r"learning_rate=0.0001 \(now 0.001\)"):
         main(tiny + ["--learning-rate", "0.001"])
+
+
+def test_for_methods_passes_shared_settings_to_the_methods_that_take_them():
+    """A command line's credit settings, shared by several methods (`compare.for_methods`)."""
+    from oar_lite.attribution import CreditConfig
+
+    credit = compare.for_methods(["uniform", "oar-g", "oar-p"], {"boost": 2.0, "batch_size": 8})
+    assert credit["uniform"] == CreditConfig(method="uniform")
+    assert (credit["oar-g"].boost, credit["oar-g"].batch_size) == (2.0, CreditConfig().batch_size)  # not OAR-G's
+    assert (credit["oar-p"].boost, credit["oar-p"].batch_size) == (2.0, 8)
+    with pytest.raises(ValueError, match=r"\['noise_std'\] are taken by none of the methods \['uniform', 'oar-p'\]; "
+                                         r"they take uniform: no settings \(plain GRPO\); oar-p: \['batch_size'"):
+        compare.for_methods(["uniform", "oar-p"], {"noise_std": 0.5})
+    with pytest.raises(ValueError, match=r"unknown credit setting\(s\) \['boots'\]"):
+        compare.for_method("oar-p", {"boots": 2.0})

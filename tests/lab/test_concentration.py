@@ -100,8 +100,9 @@ def test_on_the_shipped_data():
 def test_main_prints_the_table(capsys):
     text = c.main(["--rho", "0.5"])
     assert "TRL's rho = 0.5" in text and "| entropy-top |" in capsys.readouterr().out
-    with pytest.raises(ValueError, match="--rho must lie in"):
+    with pytest.raises(SystemExit) as exit_info:  # a usage error
         c.main(["--rho", "2"])
+    assert exit_info.value.code == 2 and "--rho must lie in [0, 1]" in capsys.readouterr().err
 
 
 def _entry(es, gini, mass, ci, zero=0.0):

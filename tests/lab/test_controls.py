@@ -8,20 +8,33 @@ from oar_lite.course import toy
 from oar_lite.lab import controls
 
 
-def test_method_names_with_controls_parse():
-    assert ol.parse_method("inverted:oar-p:answer_mean") == ("oar-p", "answer_mean")
-    assert ol.parse_method("shuffled:inverted:oracle") == ("oracle", None)
-    assert ol.attribution.split_controls("shuffled:oar-g:last") == (("shuffled",), "oar-g:last")
-    for bad, match in (("inverted", "is a control"), ("inverted:nope", "unknown method"), ("shuffled:oracle:last", "no P_final mode")):
+def test_controls_are_registered_as_methods_of_their_own():
+    assert ol.method_of("inverted:oar-p:answer_mean") == ol.attribution.Method("inverted:oar-p", "answer_mean")
+    assert ol.method_of("shuffled:oracle").name == "shuffled:oracle"
+    for bad, match in (("inverted", "unknown method"), ("inverted:nope", "unknown method"),
+                       ("shuffled:oracle:last", "no P_final mode"), ("inverted:uniform", "unknown method"),
+                       ("shuffled:inverted:oracle", "unknown method")):  # no control of plain GRPO, no nesting
         with pytest.raises(ValueError, match=match):
-            ol.parse_method(bad)
-    with pytest.raises(ValueError, match="control prefix"):
-        ol.register_scorer("inverted", lambda *a: None)
+            ol.method_of(bad)
     from oar_lite.attribution import CreditConfig
     from oar_lite.train import TrainConfig
     assert TrainConfig(credit=CreditConfig("inverted:oar-p:answer_mean")).credit.method == "inverted:oar-p:answer_mean"
     with pytest.raises(ValueError, match="unknown method"):
         TrainConfig(credit=CreditConfig("shuffled:oar-x"))
+    # a control takes what its method takes: OAR-P's batch size, the reshaping; its weights flag too
+    assert ol.attribution.credit_settings("inverted:oar-p") == ol.attribution.credit_settings("oar-p")
+    assert ol.attribution.credit_settings("inverted:entropy-top") == {"quantile"}
+
+
+def test_a_control_of_a_users_method_is_one_call(scorer_registry):
+    def ramp(model, input_ids, reasoning, answer, *, noise_std=1.0):
+        return torch.arange(reasoning.stop - reasoning.start, dtype=torch.float32) * noise_std
+
+    ol.register_scorer("ramp", ramp)
+    ol.register_scorer("inverted:ramp", **controls.controlled("inverted", "ramp"))
+    ids = torch.arange(10)
+    scores = ol.token_scores("inverted:ramp", None, ids, slice(2, 7), slice(8, 10), noise_std=2.0)
+    assert scores.tolist() == controls.inverted(torch.arange(5.0) * 2).tolist()
 
 
 def test_inverted_reverses_the_ranking(tok):

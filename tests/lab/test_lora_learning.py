@@ -209,11 +209,15 @@ def test_trained_indices_are_the_prompts_trl_draws(tmp_path):
     assert [i for step in drawn for i in step] == ll.trained_indices(run, steps=4)[2 * s["prompts"]:]
 
 
-def test_the_shipped_logs_old_name_of_plain_grpo_is_read_as_uniform():
+def test_the_shipped_log_names_plain_grpo_uniform_and_is_read_as_written():
+    """Issue 47 item 6: scripts/migrate_logs.py rewrote the shipped log once; no old name is read
+    under a new one any more."""
     import json
 
     raw = json.loads((ll.LOG_DIR / "main.json").read_text())
-    assert "none" in {r["method"] for r in raw["runs"]}  # the file stays as it was written
     log = ll.load_log("main")
-    assert {r["method"] for r in log["runs"]} == ({r["method"] for r in raw["runs"]} - {"none"}) | {"uniform"}
-    assert [r["seed"] for r in ll.runs_of(log, "uniform")] == sorted(r["seed"] for r in raw["runs"] if r["method"] == "none")
+    assert log == raw and {r["method"] for r in log["runs"]} == {"uniform", "oar-g", "oar-p"}
+    assert all(r["settings"]["method"] == r["method"] and not r["name"].startswith("none-") for r in log["runs"])
+    assert len(ll.runs_of(log, "uniform")) == 3
+    with pytest.raises(ValueError, match=r"no run of method 'none'"):
+        ll.runs_of(log, "none")

@@ -77,7 +77,7 @@ def test_plot_curves_draws_a_line_per_method_and_a_band_only_over_several_seeds(
     fig, ax = plt.subplots()
     plot_curves(ax, records, target=0.5)
     lines = ax.get_lines()
-    assert [line.get_label() for line in lines] == ["GRPO (uniform) (1 seed)", "OAR-P (2 seeds)", "target 0.5"]
+    assert [line.get_label() for line in lines] == ["GRPO (1 seed)", "OAR-P (2 seeds)", "target 0.5"]
     np.testing.assert_allclose(lines[0].get_ydata(), [0.1, 0.3])  # GRPO first, train records ignored
     np.testing.assert_allclose(lines[1].get_ydata(), [0.3, 0.7])  # the mean over the two seeds
     np.testing.assert_allclose(lines[2].get_ydata(), [0.5, 0.5])
@@ -100,7 +100,7 @@ def test_plot_phase_times_stacks_each_methods_phases_in_its_order():
              "uniform": {"generate": 1.0, "reward": 0.25, "update": 2.0}}
     fig, ax = plt.subplots()
     plot_phase_times(ax, times)
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["GRPO (uniform)", "OAR-G"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["GRPO", "OAR-G"]
     containers = ax.containers
     assert [c.get_label() for c in containers] == list(PHASES)
     for row, method in enumerate(["uniform", "oar-g"]):

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from oar_lite.lab.recipes import RECIPES, lora_adapter, mixed_precision, recipe_config
+from oar_lite.segment import FORMATS
 from oar_lite.trl import OARGRPOTrainer, accuracy_reward
 
 
@@ -93,6 +94,23 @@ def test_train_trl_defaults_are_the_laptop_recipe(tmp_path, monkeypatch):
     known, rest = script.parse_args(["--learning_rate", "1e-5", "--recipe", "gpu"])
     config = script.build_config(known, rest, ["a_equals"], 66)
     assert config.learning_rate == 1e-5 and config.save_steps == RECIPES["gpu"]["save_steps"]
+    # Plain GRPO looks for no answer: the dataset's formats go to its rewards only (OARConfig refuses them).
+    known, rest = script.parse_args(["--method", "uniform"])
+    assert script.build_config(known, rest, ["a_equals"], 66).oar_answer_formats == list(FORMATS)
+
+
+def test_answer_formats_reach_the_scorer_and_not_plain_grpo(tmp_path):
+    """Issue 47 item 4: ``OARConfig(oar_method="uniform", oar_answer_formats=...)`` is refused (it
+    had no effect), so `recipe_config` gives a run's formats to the methods that look for an answer."""
+    from oar_lite.trl import OARConfig
+
+    assert recipe_config("laptop", tmp_path, steps=1, device="cpu", answer_formats=["a_equals"]).oar_answer_formats \
+        == ["a_equals"]
+    assert recipe_config("laptop", tmp_path, steps=1, device="cpu", oar_method="uniform",
+                         answer_formats=["a_equals"]).oar_answer_formats == list(FORMATS)
+    with pytest.raises(ValueError, match=r"oar_answer_formats=\['a_equals'\], which oar_method='uniform' does not take"):
+        OARConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", oar_method="uniform",
+                  oar_answer_formats=["a_equals"])
 
 
 def test_lora_adapter():

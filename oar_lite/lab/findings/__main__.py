@@ -1,14 +1,14 @@
 """``python -m oar_lite.lab.findings``: what the series found, from the shipped data."""
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
+from ...settings import parser
 from . import batch, conclusion, readme, smollm2
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description="What the series found, from the shipped data.", allow_abbrev=False)
+    ap = parser("What the series found, from the shipped data.")
     ap.add_argument("--write-readme", type=Path, metavar="README", help="rewrite that README's findings block")
     ap.add_argument("--learning-tables", action="store_true",
                     help="print the SmolLM2 studies' lead sentence and tables (benchmarks/RESULTS.md, notebook 07)")

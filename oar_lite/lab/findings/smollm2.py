@@ -9,6 +9,7 @@ shipped, else with the old-split study's, labelled as such. The words are ``smol
 from __future__ import annotations
 
 from ...attribution import PLAIN_GRPO
+from ...attribution import LIBRARY_METHODS, display_name
 from .. import lora_learning, stats
 from . import positive, prose
 
@@ -40,7 +41,7 @@ def study(log: dict) -> dict:
     the screen never saw), each OAR method's gain and its paired difference from GRPO, the step
     cost and how uniform its weights were, the T = 1 gain split into format and accuracy and, on
     the old split, the readings on the problems no run can have learned under another name (`twins`)."""
-    methods = sorted({r["method"] for r in log["runs"]}, key=list(lora_learning.METHOD_NAMES).index)
+    methods = sorted({r["method"] for r in log["runs"]}, key=list(LIBRARY_METHODS).index)
     runs = lora_learning.runs_of(log, PLAIN_GRPO)
     screened = [r["seed"] for r in runs if r["seed"] in log.get("screened_seeds", [])]
     fresh = [r["seed"] for r in runs if r["seed"] not in screened]
@@ -56,7 +57,7 @@ def study(log: dict) -> dict:
                   for k in ("oar/effective_share", "oar/frac_at_floor")}
         mean = lambda xs: float(sum(xs) / len(xs))
         cost = lora_learning.cost_ratio(log, m)
-        out["methods"][m] = {"name": lora_learning.METHOD_NAMES.get(m, m),
+        out["methods"][m] = {"name": display_name(m),
                              "gains": {d: lora_learning.heldout_change(log, m, decoding=d) for d in DECODINGS},
                              "paired": {d: lora_learning.heldout_change(log, m, decoding=d, against=PLAIN_GRPO)
                                         for d in DECODINGS},
@@ -135,6 +136,6 @@ def text(piece: str, found: dict | None = None) -> str:
 
 def runs_table(log: dict) -> str:
     """One study's runs and settings (notebook 07, section 2)."""
-    methods = sorted({r["method"] for r in log["runs"]}, key=list(lora_learning.METHOD_NAMES).index)
-    seeds = {lora_learning.METHOD_NAMES[m]: [r["seed"] for r in lora_learning.runs_of(log, m)] for m in methods}
+    methods = sorted({r["method"] for r in log["runs"]}, key=list(LIBRARY_METHODS).index)
+    seeds = {display_name(m): [r["seed"] for r in lora_learning.runs_of(log, m)] for m in methods}
     return prose.render(TEMPLATE, "runs", log=log, seeds=seeds, split=split_of(log))

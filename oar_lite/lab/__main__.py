@@ -1,14 +1,16 @@
-"""Command line: ``python -m oar_lite compare`` (the main job) and ``python -m oar_lite demo``.
+"""The lab's command line: ``python -m oar_lite.lab compare`` (the main job) and ``demo``; the
+``oar-lite`` console script is the same (``pip install 'oar-lite[lab]'``).
 
-    python -m oar_lite compare                        # GRPO vs OAR-G vs OAR-P, 3 seeds (time: benchmarks/RESULTS.md)
-    python -m oar_lite compare --quick                # one seed, fewer steps
-    python -m oar_lite compare --methods uniform oar-g --seeds 0 1 --steps 20 --out results/mine
-    python -m oar_lite compare --methods uniform oar-g:answer_mean oar-p:answer_mean --digits 4 --target 0.5
-    python -m oar_lite demo                           # the quick comparison, then its table
+    python -m oar_lite.lab compare                    # GRPO vs OAR-G vs OAR-P, 3 seeds (time: benchmarks/RESULTS.md)
+    python -m oar_lite.lab compare --quick            # one seed, fewer steps
+    python -m oar_lite.lab compare --methods uniform oar-g --seeds 0 1 --steps 20 --out results/mine
+    python -m oar_lite.lab compare --methods uniform oar-g:answer_mean oar-p:answer_mean --digits 4 --target 0.5
+    python -m oar_lite.lab demo                       # the quick comparison, then its table
 
 Every setting of a run has its flag, named, typed, range-checked and explained by its
-declaration (`oar_lite.lab.cli`); flags are never abbreviated, contradictory ones are refused,
-and a bad value is a usage error (exit 2).
+declaration (`oar_lite.settings`); flags are never abbreviated, contradictory ones are refused,
+and a bad value is a usage error (exit 2). ``--methods`` takes the library's methods and the
+course's and the lab's methods (`oar_lite.lab.scorers`, which `compare` imports).
 """
 from __future__ import annotations
 
@@ -18,12 +20,17 @@ from dataclasses import asdict
 import shlex
 import sys
 
-from .lab import cli, compare
-from .course import toy
-from .checks import settings_of
-from .lab.report import terminal_summary, verdict
-from .attribution import CreditConfig, for_methods
-from .train import TrainConfig
+from ..attribution import CreditConfig
+from ..settings import checked, parser, settings_of
+from ..train import TrainConfig
+
+try:  # the course and the lab need their extras (matplotlib, TRL, ...): without them, say what to install
+    from ..course import toy
+    from . import compare
+    from .report import terminal_summary, verdict
+except ModuleNotFoundError as err:
+    raise SystemExit(f"python -m oar_lite.lab (the oar-lite command) needs the lab's extra, and {err.name} is not "
+                     "installed: pip install 'oar-lite[lab]'") from err
 
 
 def profile_defaults() -> dict[str, str]:
@@ -37,20 +44,20 @@ def profile_defaults() -> dict[str, str]:
             return getattr(profile.config, name)
         return {**asdict(CreditConfig()), **profile.credit}[name]
 
-    out = {name: said(lambda p, name=name: value(p, name)) for name in cli.run_settings()}
+    out = {name: said(lambda p, name=name: value(p, name)) for name in compare.run_settings()}
     return {**out, "target": said(lambda p: p.target), "jobs": f"{compare.CLI_JOBS} (one per core, at most 2)"}
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = cli.parser("OAR for GRPO: train and compare.", prog="python -m oar_lite")
-    sub = parser.add_subparsers(dest="command", required=True)
+    top = parser("OAR for GRPO: train and compare.", prog="python -m oar_lite.lab")
+    sub = top.add_subparsers(dest="command", required=True)
     defaults = profile_defaults()
 
     def common(p):
-        p.add_argument("--methods", nargs="+", type=cli.method_name, default=list(compare.COMPARED_TRAINING_METHODS),
+        p.add_argument("--methods", nargs="+", type=compare.method_name, default=list(compare.COMPARED_TRAINING_METHODS),
                        help="credit assignment methods (uniform = plain GRPO; oar-g, oar-p, entropy, random, oracle; "
                             "a P_final mode after a colon: oar-p:answer_joint)")
-        p.add_argument("--seeds", nargs="+", type=cli.checked("seeds", settings_of(TrainConfig)["seed"].range),
+        p.add_argument("--seeds", nargs="+", type=checked("seeds", settings_of(TrainConfig)["seed"].range),
                        default=None, help=f"seeds (default: "
                                           f"{', '.join(f'{k} {list(v.seeds)}' for k, v in compare.PROFILES.items())})")
         p.add_argument("--out", default="results", help="output folder (default: results)")
@@ -65,16 +72,15 @@ def _parser() -> argparse.ArgumentParser:
                        help="budget and batch settings (oar_lite.lab.compare.PROFILES; default: default); "
                             "'credit': the regime of notebook 06")
         p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # test size
-        cli.add_setting_flags(p, {**compare.RUN_OPTIONS, **cli.run_settings()}, defaults)
+        compare.add_run_flags(p, compare.RUN_OPTIONS, defaults)
 
-    compare_ = sub.add_parser("compare", help="train GRPO, OAR-G and OAR-P on the toy task and compare them",
-                              allow_abbrev=False)
+    compare_ = sub.add_parser("compare", help="train GRPO, OAR-G and OAR-P on the toy task and compare them")
     compare_.add_argument("--quick", action="store_true", help="one seed, fewer steps (--profile quick): for trying it")
     common(compare_)
-    demo = sub.add_parser("demo", help="the quick comparison, then its table", allow_abbrev=False)
+    demo = sub.add_parser("demo", help="the quick comparison, then its table")
     demo.add_argument("--quick", action="store_true", help="accepted for symmetry with compare: the demo is always quick")
     common(demo)
-    return parser
+    return top
 
 
 def chosen_profile(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
@@ -112,16 +118,16 @@ def quiet_libraries() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m oar_lite`` and the ``oar-lite`` script."""
+    """Entry point of ``python -m oar_lite.lab`` and the ``oar-lite`` script."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = _parser()
-    args = parser.parse_args(argv)
+    command_line = _parser()
+    args = command_line.parse_args(argv)
     if not args.verbose:
         quiet_libraries()
-    profile = chosen_profile(parser, args)
+    profile = chosen_profile(command_line, args)
     digits = args.digits
     if digits is not None:
         try:
@@ -129,16 +135,12 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError("expected one number or a low high pair")
             digits = toy.digit_range(digits[0] if len(digits) == 1 else tuple(digits))
         except ValueError as err:
-            parser.error(f"--digits {' '.join(map(str, args.digits))}: {err}")
-    overrides = {k: v for k, v in cli.changed_settings(args, cli.run_settings()).items() if k != "steps"}
-    try:  # a credit flag is passed to the methods that take it; one that none of them takes is refused
-        for_methods(args.methods, {k: v for k, v in overrides.items() if k in asdict(CreditConfig())})
-    except ValueError as err:
-        parser.error(str(err).replace("credit setting(s) ", "flag(s) for the credit setting(s) "))
+            command_line.error(f"--digits {' '.join(map(str, args.digits))}: {err}")
+    overrides = compare.run_overrides(command_line, args, args.methods)  # a flag without effect: a usage error
     summary = compare.compare(args.methods, args.seeds, steps=args.steps, out=args.out, profile=profile, target=args.target,
                       jobs=compare.CLI_JOBS if args.jobs is None else args.jobs,
                       threads=compare.RUN_OPTIONS["threads"].default if args.threads is None else args.threads, model_dir=args.model, overrides=overrides,
-                      digits=digits, progress=not args.quiet, command="python -m oar_lite " + shlex.join(argv))
+                      digits=digits, progress=not args.quiet, command="python -m oar_lite.lab " + shlex.join(argv))
     print(terminal_summary(summary) if args.command == "demo" else "\n".join(verdict(summary)))
     print(f"wrote {args.out}/compare.md (full tables), compare.png, compare.jsonl")
     return 0

@@ -1,4 +1,4 @@
-"""`python -m oar_lite` (`oar_lite.__main__`, `oar_lite.lab.cli`): flags from the settings' declarations,
+"""`python -m oar_lite.lab` (`oar_lite.lab.__main__`; its flags from `oar_lite.settings`): flags from the settings' declarations,
 no abbreviations, contradictions refused, bad values a usage error."""
 import sys
 from pathlib import Path
@@ -8,14 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import oar_lite.lab.compare
-from oar_lite.__main__ import main
+from oar_lite.lab.__main__ import main
 from oar_lite.train import TrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 QUIET_PROBE = """
 import sys, warnings
 if sys.argv[1] == "quiet":
-    from oar_lite.__main__ import quiet_libraries
+    from oar_lite.lab.__main__ import quiet_libraries
     quiet_libraries()
 from oar_lite.course import toy
 toy.load_model()
@@ -94,7 +94,7 @@ def test_cli_hides_library_noise_unless_verbose(mode, tmp_path):
 
 
 def test_verbose_flag_reaches_main():
-    from oar_lite.__main__ import _parser
+    from oar_lite.lab.__main__ import _parser
 
     assert _parser().parse_args(["demo", "--verbose"]).verbose
     assert not _parser().parse_args(["compare", "--quick"]).verbose
@@ -102,7 +102,7 @@ def test_verbose_flag_reaches_main():
 
 
 def test_compare_cli_trains_a_control(tmp_path):
-    from oar_lite.__main__ import main
+    from oar_lite.lab.__main__ import main
     assert main(["compare", "--tiny", "--methods", "uniform", "inverted:oracle", "--out", str(tmp_path),
                  "--quiet", "--jobs", "1"]) == 0
     from oar_lite.checkpoint import read_jsonl

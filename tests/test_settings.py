@@ -1,8 +1,9 @@
-"""`oar_lite.checks`: range checks, and every setting declared once (`Setting`): the functions'
+"""`oar_lite.settings`: range checks, and every setting declared once (`Setting`): the functions'
 defaults, `OARConfig`'s ``oar_*`` fields, the command line's flags, docs/trl.md's table and the
 report's settings line are generated from the declarations or checked against them here."""
 import argparse
 import dataclasses
+import functools
 import inspect
 import math
 import re
@@ -14,14 +15,14 @@ from hypothesis import strategies as st
 
 import oar_lite as ol
 from conftest import assert_refused_or_in_range
-from oar_lite.lab import cli
-from oar_lite.__main__ import _parser
+from oar_lite.lab import compare
+from oar_lite.lab.__main__ import _parser
 from oar_lite.attribution import CREDIT_RANGES, CreditConfig
-from oar_lite.checks import check_number, settings_of
+from oar_lite.settings import check_number, settings_of
 from oar_lite.lab.report import render_markdown
 from oar_lite.lab.uniformity import weight_uniformity
 from oar_lite.reshape import RESHAPING, bilevel_weights
-from oar_lite.train import NUMERIC_RANGES, TrainConfig
+from oar_lite.train import LORA_SETTINGS, NUMERIC_RANGES, TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,9 +31,9 @@ numbers = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(
 
 
 NUMERIC_FIELDS = sorted(NUMERIC_RANGES)
-ACCEPTS_ZERO = {"seed", "weight_decay", "beta", "quantile", "boost", "floor", "noise_std", "lora_dropout",
+ACCEPTS_ZERO = {"seed", "weight_decay", "beta", "quantile", "boost", "floor", "noise_std",
                 "eval_every", "eval_size", "checkpoint_every"}
-BOUNDED_ABOVE = {"seed", "top_p", "learning_rate", "clip_eps", "quantile", "floor", "lora_dropout"}
+BOUNDED_ABOVE = {"seed", "top_p", "learning_rate", "clip_eps", "quantile", "floor"}
 INTEGER_FIELDS = {name for name, r in NUMERIC_RANGES.items() if r.get("integer")}
 BAD = [math.nan, math.inf, -math.inf, -1, -1e-9, 0, 10**30, 1e30, True, "1", 2.5]
 
@@ -65,11 +66,12 @@ def _expected_refusal(field, value) -> bool:
 @pytest.mark.parametrize("field", NUMERIC_FIELDS)
 @pytest.mark.parametrize("value", BAD, ids=repr)
 def test_train_config_refuses_values_out_of_range(field, value):
+    lora = {"lora": True} if field in LORA_SETTINGS else {}  # a LoRA setting needs LoRA on (else it is refused)
     if _expected_refusal(field, value):
         with pytest.raises(ValueError, match=rf"TrainConfig\.{field}=.* is out of range: expected "):
-            TrainConfig(**{field: value})
+            TrainConfig(**{field: value}, **lora)
     else:
-        assert getattr(TrainConfig(**{field: value}), field) == value
+        assert getattr(TrainConfig(**{field: value}, **lora), field) == value
 
 
 def test_max_grad_norm_and_friends_from_the_issue():
@@ -86,7 +88,8 @@ def test_max_grad_norm_and_friends_from_the_issue():
 @given(field=st.sampled_from(NUMERIC_FIELDS), value=numbers)
 def test_train_config_property(field, value):
     """Any number: refused with a message naming the field, or kept, finite and in range."""
-    assert_refused_or_in_range(TrainConfig, "TrainConfig", field, value, NUMERIC_RANGES)
+    make = functools.partial(TrainConfig, lora=True) if field in LORA_SETTINGS else TrainConfig
+    assert_refused_or_in_range(make, "TrainConfig", field, value, NUMERIC_RANGES)
 
 
 def test_check_number_messages():
@@ -122,7 +125,7 @@ def test_oar_config_fields_are_the_credit_settings():
 
     fields = {f.name: f for f in dataclasses.fields(OARConfig) if f.name.startswith("oar_")}
     twins = {name: s for name, s in settings_of(CreditConfig).items() if name != "method"}
-    assert set(fields) == {f"oar_{name}" for name in twins} | {"oar_method", "oar_mode", "oar_answer_formats"}
+    assert set(fields) == {f"oar_{name}" for name in twins} | {"oar_method", "oar_answer_formats"}
     for name, declared in twins.items():
         field = fields[f"oar_{name}"]
         assert field.metadata["help"] == declared.help
@@ -134,7 +137,7 @@ def test_oar_config_fields_are_the_credit_settings():
 def test_command_line_flags_are_the_run_settings():
     parser = _parser()
     actions = {a.dest: a for a in parser._subparsers._group_actions[0].choices["compare"]._actions}
-    declared = cli.run_settings()
+    declared = compare.run_settings()
     assert set(declared) >= {"steps", "learning_rate", "quantile", "boost", "floor", "noise_std", "group_size"}
     for name, setting in declared.items():
         action = actions[name]
@@ -153,8 +156,8 @@ def test_docs_trl_table_lists_every_oar_field_with_its_default():
     assert [name for name, _ in table] == list(fields)
     for name, cell in table:
         default, cell = fields[name].default, cell.strip()
-        if name in ("oar_mode", "oar_answer_formats"):
-            continue  # "per method", "all": said in words
+        if name == "oar_answer_formats":
+            continue  # "all": said in words
         assert cell == (f'`"{default}"`' if isinstance(default, str) else str(default)) or float(cell) == default, name
 
 
