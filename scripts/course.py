@@ -563,20 +563,21 @@ _spec.loader.exec_module(_tools)
 print("OAR-SHORTCUTS " + _json.dumps(_tools.package_shortcuts(globals(), {asked!r})))"""
 
 
-def _shortcut_search(outputs) -> dict:
+def _printed_json(outputs, marker: str, missing: str) -> dict:
+    """The JSON a cell printed after ``marker`` on one line of its stdout."""
     for output in outputs:
         text = output.get("text", "")
-        if output.get("output_type") == "stream" and "OAR-SHORTCUTS " in text:
-            return json.loads(text.split("OAR-SHORTCUTS ", 1)[1].splitlines()[0])
-    raise RuntimeError(f"the shortcut search printed nothing: {outputs}")
+        if output.get("output_type") == "stream" and marker in text:
+            return json.loads(text.split(marker, 1)[1].splitlines()[0])
+    raise RuntimeError(f"{missing}: {outputs}")
+
+
+def _shortcut_search(outputs) -> dict:
+    return _printed_json(outputs, "OAR-SHORTCUTS ", "the shortcut search printed nothing")
 
 
 def _grades(outputs) -> dict:
-    for output in outputs:
-        text = output.get("text", "")
-        if output.get("output_type") == "stream" and "OTTER-GRADES " in text:
-            return json.loads(text.split("OTTER-GRADES ", 1)[1].splitlines()[0])
-    raise RuntimeError(f"no grades printed: {outputs}")
+    return _printed_json(outputs, "OTTER-GRADES ", "no grades printed")
 
 
 def check_student(student_dir: Path = STUDENT, course: Path = COURSE, only: list[str] | None = None,
