@@ -661,10 +661,22 @@ def test_guard_trl_still_has_the_names_the_override_uses(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def one_step_oar_p(tmp_path_factory):
-    """One OAR-P step with TRL's completions log written (log_completions: a parquet file per step)."""
+def _one_step_oar_p(tmp_path_factory):
     out = tmp_path_factory.mktemp("oar-p-log")
     return run(OARGRPOTrainer, config(tmp_path=out, oar_method="oar-p", max_steps=1, log_completions=True))
+
+
+@pytest.fixture
+def one_step_oar_p(_one_step_oar_p):
+    """One OAR-P step with TRL's completions log written (log_completions: a parquet file per step),
+    trained once per module. Any `TrainingArguments` built by a test run since (its `_setup_devices`)
+    clears accelerate's shared `AcceleratorState`, which this trainer's accelerator reads: found by
+    `make test-random` (seed 18178). The accelerator is built again when that happened."""
+    from accelerate.state import AcceleratorState
+
+    if not AcceleratorState._shared_state:
+        _one_step_oar_p.create_accelerator_and_postprocess()
+    return _one_step_oar_p
 
 
 def test_guard_trl_output_keeps_the_keys_and_sequence_advantages(one_step_oar_p):
