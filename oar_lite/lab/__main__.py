@@ -24,7 +24,22 @@ from ..attribution import CreditConfig
 from ..settings import checked, parser, settings_of
 from ..train import TrainConfig
 
+LAB_EXTRA_MODULES = ("matplotlib", "jinja2", "trl", "peft", "accelerate", "datasets", "gguf")
+"""What the lab's runs import, some only when they draw or report (the figure at a comparison's end):
+checked before anything runs, so that a missing one stops the command at once, not after training."""
+
+
+def _missing_extra() -> str | None:
+    """The first module of `LAB_EXTRA_MODULES` that is not installed, or None."""
+    import importlib.util
+
+    return next((name for name in LAB_EXTRA_MODULES if importlib.util.find_spec(name) is None), None)
+
+
+_MISSING = _missing_extra()
 try:  # the course and the lab need their extras (matplotlib, TRL, ...): without them, say what to install
+    if _MISSING is not None:
+        raise ModuleNotFoundError(f"No module named {_MISSING!r}", name=_MISSING)
     from ..course import toy
     from . import compare
     from .report import terminal_summary, verdict

@@ -1,5 +1,6 @@
 """`python -m oar_lite.lab` (`oar_lite.lab.__main__`; its flags from `oar_lite.settings`): flags from the settings' declarations,
 no abbreviations, contradictions refused, bad values a usage error."""
+import subprocess
 import sys
 from pathlib import Path
 
@@ -112,3 +113,20 @@ def test_compare_cli_trains_a_control(tmp_path):
     from oar_lite.lab import compare
     from oar_lite.course.oracle import ORACLE_BOOST
     assert compare.PROFILES["credit"].credit == {"boost": ORACLE_BOOST} and len(compare.PROFILES["credit"].seeds) >= 5
+
+
+def test_the_lab_command_names_its_extra_before_running_when_a_module_is_missing(monkeypatch):
+    """Its extra is checked before any run: a bare install stopped only at the figure, after training
+    (tests_install's bare wheel found it: matplotlib is imported only where the figure is drawn)."""
+    import oar_lite.lab.__main__ as lab_main
+
+    assert lab_main._missing_extra() is None  # this environment has the lab's extra
+    monkeypatch.setattr(lab_main, "LAB_EXTRA_MODULES", ("matplotlib", "no_such_module_for_oar_lite"))
+    assert lab_main._missing_extra() == "no_such_module_for_oar_lite"
+    code = ("import importlib.util, runpy\n"
+            "real = importlib.util.find_spec\n"
+            "importlib.util.find_spec = lambda name, *a: None if name == 'matplotlib' else real(name, *a)\n"
+            "runpy.run_module('oar_lite.lab', run_name='__main__')\n")
+    proc = subprocess.run([sys.executable, "-c", code, "demo", "--tiny"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and "matplotlib is not installed: pip install 'oar-lite[lab]'" in proc.stderr, proc.stderr
+    assert "step" not in proc.stderr  # nothing trained
