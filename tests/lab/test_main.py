@@ -130,3 +130,23 @@ def test_the_lab_command_names_its_extra_before_running_when_a_module_is_missing
     proc = subprocess.run([sys.executable, "-c", code, "demo", "--tiny"], capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0 and "matplotlib is not installed: pip install 'oar-lite[lab]'" in proc.stderr, proc.stderr
     assert "step" not in proc.stderr  # nothing trained
+
+
+def test_the_lab_commands_extra_modules_are_what_the_lab_extra_installs():
+    """`LAB_EXTRA_MODULES` names only packages that ``pip install 'oar-lite[lab]'`` installs (through
+    the extras it includes), so the command's advice installs what it found missing."""
+    import re
+    import tomllib
+
+    import oar_lite.lab.__main__ as lab_main
+
+    extras = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+
+    def packages(extra: str) -> set[str]:
+        found = set()
+        for requirement in extras[extra]:
+            included = re.match(r"oar-lite\[([\w-]+)\]", requirement)
+            found |= packages(included.group(1)) if included else {re.split(r"[<>=!~\[; ]", requirement)[0].lower()}
+        return found
+
+    assert set(lab_main.LAB_EXTRA_MODULES) <= packages("lab"), set(lab_main.LAB_EXTRA_MODULES) - packages("lab")
