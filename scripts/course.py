@@ -1473,7 +1473,7 @@ IFRAME_WORKER = ROOT / "node_modules" / "iframe-worker" / "shim" / "index.js"
 EXTRA_PAGES = {"Benchmark results": "benchmarks/RESULTS.md", "OAR in TRL": "docs/trl.md", "The OAR specification": "docs/oar-spec.md"}
 # the pages the notebooks link and the pages those link, with their figures: on both sites and in the
 # student release (`broken_links` checks that nothing they link is left out)
-EXTRAS = ["docs/trl.md", "docs/oar-spec.md", "docs/gpu.md", "docs/scale.md", "benchmarks/RESULTS.md", "docs/compare.png",
+EXTRAS = ["CONTRIBUTING.md", "docs/trl.md", "docs/oar-spec.md", "docs/gpu.md", "docs/scale.md", "benchmarks/RESULTS.md", "docs/compare.png",
           "docs/scaling.png", "docs/ground_truth.png"]
 # the pacing pages (scripts/pacing.py): the syllabus on both sites, the instructor notes for teachers only
 PACING = {"teacher": {"Syllabus": "docs/syllabus.md", "Instructor notes": "docs/teacher/instructor-notes.md",
