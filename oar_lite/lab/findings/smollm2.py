@@ -22,6 +22,8 @@ PLANNED_SEEDS = 8
 """Seeds the pre-registration plans for the clean study (10-17)."""
 MIN_SEEDS = 6
 """Below this many finished GRPO seeds the pre-registration does not read the primary outcome."""
+AIMED_HALF_WIDTH = 0.10
+"""The half-width of the primary outcome's 95% interval the pre-registration chose its seeds for."""
 DECODINGS = ("greedy", "t1")
 """Greedy (the pre-registered primary outcome) and one sample at T = 1."""
 CLOCKS = {"cpu": "CPU", "wall": "wall-clock"}
@@ -47,7 +49,8 @@ def study(log: dict) -> dict:
     fresh = [r["seed"] for r in runs if r["seed"] not in screened]
     out = {"name": log["name"], "split": split_of(log), "steps": runs[0]["settings"]["steps"],
            "grpo": {d: lora_learning.heldout_change(log, PLAIN_GRPO, decoding=d) for d in DECODINGS},
-           "screened_seeds": screened, "grpo_unscreened": None, "planned_seeds": PLANNED_SEEDS, "min_seeds": MIN_SEEDS}
+           "screened_seeds": screened, "grpo_unscreened": None, "planned_seeds": PLANNED_SEEDS, "min_seeds": MIN_SEEDS,
+           "aimed_half_width": AIMED_HALF_WIDTH}
     if screened and fresh:
         out["grpo_unscreened"] = {d: lora_learning.heldout_change(log, PLAIN_GRPO, decoding=d, seeds=fresh)
                                   for d in DECODINGS}

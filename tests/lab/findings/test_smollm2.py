@@ -79,6 +79,15 @@ def test_the_results_lead_with_the_clean_study_when_its_log_exists_and_label_the
     assert first.startswith("**The pre-registered primary outcome, held-out greedy accuracy, ")
     assert "on problems held out by their numbers.** Over 12 GRPO steps and 6 seeds (short of the 8 planned)" in first
     assert f"{g['mean']:+.3f} (95% interval {g['low']:+.3f} to {g['high']:+.3f}; 6 seeds x 96 problems)" in first
+    # The plan's aim for the interval is checked against the interval got, either way.
+    half = (g["high"] - g["low"]) / 2
+    assert f"The interval's half-width is {half:.3f}, {'within' if half <= 0.10 else 'wider than'} the 0.10 the plan " \
+           "chose its 8 seeds for." in " ".join(first.split())
+    narrow = copy.deepcopy(clean)
+    narrow["grpo"]["greedy"].update(low=g["mean"] - 0.05, high=g["mean"] + 0.05)
+    assert "half-width is 0.050, within the 0.10" in " ".join(smollm2.text("results", smollm2.combine(shipped["old"], narrow)).split())
+    narrow["aimed_half_width"] = 0.04
+    assert "half-width is 0.050, wider than the 0.04" in " ".join(smollm2.text("results", smollm2.combine(shipped["old"], narrow)).split())
     assert "**The old split, for comparison.**" in text and "Held out by its numbers too" in text
     assert text.index("**The old split, for comparison.**") > text.index("**OAR-G against GRPO")
     readme = smollm2.text("readme", f)
