@@ -346,7 +346,8 @@ def plot_curves(axes: Sequence, log: dict, methods: Sequence[str] = (PLAIN_GRPO,
                                                      ("rewards/format/mean", "answer stated"),
                                                      ("completions/mean_length", "completion tokens"))):
     """One panel per ``(key, title)``; ``heldout:<decoding>`` panels show held-out accuracy with
-    its crossed-bootstrap interval, the others TRL's metric with the seeds' range."""
+    its crossed-bootstrap interval, the others TRL's metric with the seeds' range. The legend
+    gives each method's number of seeds."""
     for ax, (key, title) in zip(axes, panels):
         for method in methods:
             if not any(r["method"] == method for r in log["runs"]):
@@ -357,7 +358,9 @@ def plot_curves(axes: Sequence, log: dict, methods: Sequence[str] = (PLAIN_GRPO,
             else:
                 curve = metric_curve(log, method, key)
                 marker = None
-            line, = ax.plot(curve["steps"], curve["mean"], marker=marker, ms=3, label=display_name(method))
+            seeds = len(runs_of(log, method))  # methods may have run on different numbers of seeds
+            line, = ax.plot(curve["steps"], curve["mean"], marker=marker, ms=3,
+                            label=f"{display_name(method)} ({seeds} seed{'s' if seeds != 1 else ''})")
             ax.fill_between(curve["steps"], curve["low"], curve["high"], color=line.get_color(), alpha=0.2, lw=0)
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("optimizer step")

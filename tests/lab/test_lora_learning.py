@@ -48,6 +48,19 @@ def test_curves_and_missing_things_say_what_is_there():
         ll.per_problem(log["runs"][0], 7)
 
 
+def test_the_curves_legend_gives_each_methods_number_of_seeds():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    log = _log()
+    log["runs"].append(_run("uniform", 3, {0: [0, 0, 1, 0], 4: [1, 1, 1, 0]}))  # GRPO on 3 seeds, OAR-G on 2
+    fig, axes = plt.subplots(1, 2)
+    ll.plot_curves(axes, log, panels=(("heldout:greedy", "greedy"), ("reward", "reward")))
+    assert [t.get_text() for t in axes[0].get_legend().get_texts()] == ["GRPO (3 seeds)", "OAR-G (2 seeds)"]
+    plt.close(fig)
+
+
 def test_step_cost_leaves_out_measured_steps_and_resumes():
     run = _run("uniform", 1, {0: [0, 1], 4: [1, 1]}, cpu=[110.0, 210.0, 20.0, 140.0])  # resumed before step 3
     assert ll.step_cpu_seconds(run) == [100.0]  # step 2 only: step 3 restarted, step 4 held a measurement
