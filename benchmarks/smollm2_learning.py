@@ -139,7 +139,7 @@ def collect(args) -> Path:
                                                                if k in meta["settings"]}})
         meta["settings"]["split"].setdefault("by", "question")
         runs.append({"name": folder.name, "method": meta["settings"]["method"], "seed": meta["settings"]["seed"],
-                     "learning_rate": meta["settings"]["learning_rate"], "command": meta["command"],
+                     "learning_rate": meta["settings"]["learning_rate"], "command": portable_command(meta["command"]),
                      "machine": meta["machine"], "settings": meta["settings"], "trl_config": meta["trl_config"],
                      "log": meta["log"], "heldout": sorted(evals, key=lambda r: (r["step"], r["decoding"]))})
     if args.step_zero_from:
@@ -154,6 +154,14 @@ def collect(args) -> Path:
                        **({"untimed": sorted(args.untimed)} if args.untimed else {}), "runs": runs}, path)
     print(f"{len(runs)} runs -> {path}")
     return path
+
+
+def portable_command(command: str) -> str:
+    """A run's recorded command with the ``RUNS`` folder written ``$RUNS`` (`common.portable`'s
+    convention): a run started without ``RUNS`` in its environment recorded the folder whole, and a
+    shipped log names no folder of one machine. Unchanged when ``RUNS`` is not set."""
+    runs = os.environ.get("RUNS", "").rstrip("/")
+    return command.replace(runs + "/", "$RUNS/") if runs else command
 
 
 MEASURED = ("correct", "answered", "tokens")

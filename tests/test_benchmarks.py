@@ -546,7 +546,7 @@ def test_timed_then_memory_times_plain_calls_and_measures_memory_apart():
         assert max(out["none"]["peak_mib"]) < 24
 
 
-def test_smollm2_collect_refuses_a_run_trained_past_its_steps_and_records_the_timed_pairs(tmp_path):
+def test_smollm2_collect_refuses_a_run_trained_past_its_steps_and_records_the_timed_pairs(tmp_path, monkeypatch):
     from benchmarks import smollm2_learning
 
     def folder(name, method, seed, steps_logged):
@@ -567,6 +567,12 @@ def test_smollm2_collect_refuses_a_run_trained_past_its_steps_and_records_the_ti
     # A run from before its split was recorded was split by question text (issue 38): its log says so.
     assert log["runs"][0]["settings"]["split"] == {**smollm2_learning.OLD_SPLIT, "by": "question"}
     assert smollm2_learning.SPLIT["by"] == "numbers"  # runs from now on record the clean split
+    # A run whose RUNS was not exported recorded its folder whole; the shipped log writes it $RUNS.
+    monkeypatch.setenv("RUNS", str(tmp_path / "runs") + "/")
+    assert smollm2_learning.portable_command(f"python -m x run --out {tmp_path}/runs/clean --seed 1") == \
+        "python -m x run --out $RUNS/clean --seed 1"
+    monkeypatch.delenv("RUNS")
+    assert smollm2_learning.portable_command(f"run --out {tmp_path}/runs/clean") == f"run --out {tmp_path}/runs/clean"
     past = folder("c", "uniform", 2, [1, 2, 3])
     with pytest.raises(SystemExit, match=r"steps \[3\] beyond the 2 it was run for"):
         smollm2_learning.main(["collect", "--name", "t", "--json", str(out), past])
