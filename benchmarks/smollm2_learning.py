@@ -157,11 +157,14 @@ def collect(args) -> Path:
 
 
 def portable_command(command: str) -> str:
-    """A run's recorded command with the ``RUNS`` folder written ``$RUNS`` (`common.portable`'s
-    convention): a run started without ``RUNS`` in its environment recorded the folder whole, and a
-    shipped log names no folder of one machine. Unchanged when ``RUNS`` is not set."""
-    runs = os.environ.get("RUNS", "").rstrip("/")
-    return command.replace(runs + "/", "$RUNS/") if runs else command
+    """A run's recorded command with each path word (or ``--flag=path``) `common.portable`: a run
+    started without ``RUNS`` in its environment recorded its folder whole, and a shipped log names
+    no folder of one machine. Unchanged when ``RUNS`` is not set."""
+    def word(text: str) -> str:
+        flag, eq, value = text.partition("=") if text.startswith("--") else ("", "", text)
+        return flag + eq + common.portable(value)
+
+    return " ".join(word(w) for w in command.split(" "))
 
 
 MEASURED = ("correct", "answered", "tokens")

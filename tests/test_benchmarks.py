@@ -567,12 +567,18 @@ def test_smollm2_collect_refuses_a_run_trained_past_its_steps_and_records_the_ti
     # A run from before its split was recorded was split by question text (issue 38): its log says so.
     assert log["runs"][0]["settings"]["split"] == {**smollm2_learning.OLD_SPLIT, "by": "question"}
     assert smollm2_learning.SPLIT["by"] == "numbers"  # runs from now on record the clean split
-    # A run whose RUNS was not exported recorded its folder whole; the shipped log writes it $RUNS.
+    # A run whose RUNS was not exported recorded its folder whole; the shipped log writes it $RUNS,
+    # a path that only contains the folder's name further in stays, and so does a command without RUNS set.
+    recorded = f"python -m x run --out {tmp_path}/runs/clean --model=/data{tmp_path}/runs/m --seed 1"
+    run_json = Path(good[0]) / "run.json"
+    run_json.write_text(json.dumps({**json.loads(run_json.read_text()), "command": recorded}))
     monkeypatch.setenv("RUNS", str(tmp_path / "runs") + "/")
-    assert smollm2_learning.portable_command(f"python -m x run --out {tmp_path}/runs/clean --seed 1") == \
-        "python -m x run --out $RUNS/clean --seed 1"
+    smollm2_learning.main(["collect", "--name", "t", "--json", str(out), *good])
+    assert json.loads(out.read_text())["runs"][0]["command"] == \
+        f"python -m x run --out $RUNS/clean --model=/data{tmp_path}/runs/m --seed 1"
+    assert smollm2_learning.portable_command(f"run --out={tmp_path}/runs/c") == "run --out=$RUNS/c"
     monkeypatch.delenv("RUNS")
-    assert smollm2_learning.portable_command(f"run --out {tmp_path}/runs/clean") == f"run --out {tmp_path}/runs/clean"
+    assert smollm2_learning.portable_command(recorded) == recorded
     past = folder("c", "uniform", 2, [1, 2, 3])
     with pytest.raises(SystemExit, match=r"steps \[3\] beyond the 2 it was run for"):
         smollm2_learning.main(["collect", "--name", "t", "--json", str(out), past])
